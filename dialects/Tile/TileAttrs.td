@@ -1,0 +1,61 @@
+//===- TileAttrs.td - enums and layout attributes --------------------------===//
+#ifndef TILE_ATTRS_TD
+#define TILE_ATTRS_TD
+
+include "TileDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+def Tile_PaddingZero   : I32EnumAttrCase<"zero", 0>;
+def Tile_PaddingNegInf : I32EnumAttrCase<"neg_inf", 1>;
+def Tile_PaddingNaN    : I32EnumAttrCase<"nan", 2>;
+def Tile_PaddingKind : I32EnumAttr<"PaddingKind",
+    "value read for elements outside a view",
+    [Tile_PaddingZero, Tile_PaddingNegInf, Tile_PaddingNaN]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::tile";
+}
+def Tile_PaddingAttr : EnumAttr<Tile_Dialect, Tile_PaddingKind, "padding">;
+
+def Tile_ReduceMax : I32EnumAttrCase<"max", 0>;
+def Tile_ReduceSum : I32EnumAttrCase<"sum", 1>;
+def Tile_ReduceKind : I32EnumAttr<"ReduceKind", "reduction combiner",
+    [Tile_ReduceMax, Tile_ReduceSum]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::tile";
+}
+def Tile_ReduceKindAttr : EnumAttr<Tile_Dialect, Tile_ReduceKind, "reduce_kind">;
+
+def Tile_LinearLayoutAttr : Tile_Attr<"LinearLayout", "linear"> {
+  let summary = "distributed layout: (register, lane, warp) -> tile coordinates";
+  let description = [{
+    One representation for every register layout (see DESIGN.md, "Layouts").
+    Each bit of the register, lane and warp index contributes one basis vector
+    of tile coordinates; an element's coordinates are the XOR of the bases of
+    the set bits. A zero basis means the bit replicates (broadcast). The
+    mma.sync m16n8k16 A/B/accumulator fragments, wgmma fragments, and
+    coalesced global-access layouts are all instances. Example (the m16n8
+    accumulator of one warp):
+    `#tile.linear<reg = [[0, 1], [8, 0]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = []>`
+  }];
+  let parameters = (ins
+    ArrayRefParameter<"int64_t", "flattened register bases">:$reg,
+    ArrayRefParameter<"int64_t", "flattened lane bases">:$lane,
+    ArrayRefParameter<"int64_t", "flattened warp bases">:$warp,
+    "unsigned":$rank);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Tile_SharedLayoutAttr : Tile_Attr<"SharedLayout", "shared"> {
+  let summary = "a tile held in shared memory, row-major with an XOR swizzle";
+  let description = [{
+    The tile lives in shared memory, row-major. 16-byte chunks of a row are
+    XOR-swizzled with the row index (`swizzle` = number of chunk-index bits
+    swizzled, 0 = none) so that the eight row addresses of an ldmatrix hit
+    distinct bank groups. Example: `#tile.shared<swizzle = 3>`.
+  }];
+  let parameters = (ins "unsigned":$swizzle);
+  let assemblyFormat = "`<` `swizzle` `=` $swizzle `>`";
+}
+
+#endif // TILE_ATTRS_TD

@@ -1,0 +1,146 @@
+//===- TileDialect.cpp - dialect, types and attributes --------------------===//
+#include "dialects/Tile/TileDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::tile;
+
+#include "dialects/Tile/TileDialect.cpp.inc"
+#include "dialects/Tile/TileEnums.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Tile/TileTypes.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Tile/TileAttrs.cpp.inc"
+
+void TileDialect::initialize() {
+  registerTypes();
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Tile/TileOps.cpp.inc"
+      >();
+}
+
+void TileDialect::registerTypes() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/Tile/TileTypes.cpp.inc"
+      >();
+}
+
+void TileDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Tile/TileAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult ViewType::verify(function_ref<InFlightDiagnostic()> emitError, Type elementType,
+                               unsigned rank) {
+  if (rank < 1 || rank > 3)
+    return emitError() << "view rank must be 1, 2 or 3, got " << rank;
+  if (!isa<FloatType, IntegerType>(elementType))
+    return emitError() << "view element type must be a float or integer, got " << elementType;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// #tile.linear<reg = [[..], ..], lane = [..], warp = [..]>
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseBases(AsmParser &parser, SmallVectorImpl<int64_t> &flat,
+                              std::optional<unsigned> &rank) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+    SmallVector<int64_t> basis;
+    if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() {
+          return parser.parseInteger(basis.emplace_back());
+        }))
+      return failure();
+    if (rank && *rank != basis.size())
+      return parser.emitError(parser.getCurrentLocation())
+             << "every basis must have " << *rank << " coordinates, this one has "
+             << basis.size();
+    rank = basis.size();
+    flat.append(basis.begin(), basis.end());
+    return success();
+  });
+}
+
+Attribute LinearLayoutAttr::parse(AsmParser &parser, Type) {
+  SmallVector<int64_t> reg, lane, warp;
+  std::optional<unsigned> rank;
+  if (parser.parseLess() || parser.parseKeyword("reg") || parser.parseEqual() ||
+      parseBases(parser, reg, rank) || parser.parseComma() || parser.parseKeyword("lane") ||
+      parser.parseEqual() || parseBases(parser, lane, rank) || parser.parseComma() ||
+      parser.parseKeyword("warp") || parser.parseEqual() || parseBases(parser, warp, rank))
+    return {};
+  if (succeeded(parser.parseOptionalComma())) {
+    unsigned explicitRank;
+    if (parser.parseKeyword("rank") || parser.parseEqual() || parser.parseInteger(explicitRank))
+      return {};
+    if (rank && *rank != explicitRank) {
+      parser.emitError(parser.getCurrentLocation())
+          << "rank = " << explicitRank << " disagrees with bases of " << *rank << " coordinates";
+      return {};
+    }
+    rank = explicitRank;
+  }
+  if (parser.parseGreater())
+    return {};
+  if (!rank) {
+    parser.emitError(parser.getCurrentLocation())
+        << "a layout without bases needs an explicit `rank = N`";
+    return {};
+  }
+  return parser.getChecked<LinearLayoutAttr>(parser.getContext(), reg, lane, warp, *rank);
+}
+
+void LinearLayoutAttr::print(AsmPrinter &printer) const {
+  printer << "<" << toLinearLayout(*this).str();
+  if (getReg().empty() && getLane().empty() && getWarp().empty())
+    printer << ", rank = " << getRank();
+  printer << ">";
+}
+
+LogicalResult LinearLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                       ArrayRef<int64_t> reg, ArrayRef<int64_t> lane,
+                                       ArrayRef<int64_t> warp, unsigned rank) {
+  if (rank == 0 || rank > 3)
+    return emitError() << "layout rank must be 1, 2 or 3, got " << rank;
+  if (lane.size() != 5 * rank)
+    return emitError() << "a layout needs exactly 5 lane bases (32 lanes), got "
+                       << lane.size() / rank;
+  for (int64_t v : llvm::concat<const int64_t>(reg, lane, warp))
+    if (v < 0)
+      return emitError() << "basis coordinates must be non-negative, got " << v;
+  return success();
+}
+
+static std::vector<tilec::Coord> unflatten(ArrayRef<int64_t> flat, unsigned rank) {
+  std::vector<tilec::Coord> bases;
+  for (size_t i = 0; i + rank <= flat.size(); i += rank)
+    bases.emplace_back(flat.begin() + i, flat.begin() + i + rank);
+  return bases;
+}
+
+tilec::LinearLayout mlir::tile::toLinearLayout(LinearLayoutAttr attr) {
+  unsigned rank = attr.getRank();
+  return tilec::LinearLayout(rank, unflatten(attr.getReg(), rank), unflatten(attr.getLane(), rank),
+                             unflatten(attr.getWarp(), rank));
+}
+
+LinearLayoutAttr mlir::tile::toAttr(MLIRContext *ctx, const tilec::LinearLayout &layout) {
+  auto flatten = [](const std::vector<tilec::Coord> &bases) {
+    SmallVector<int64_t> flat;
+    for (const tilec::Coord &b : bases)
+      flat.append(b.begin(), b.end());
+    return flat;
+  };
+  return LinearLayoutAttr::get(ctx, flatten(layout.regBases()), flatten(layout.laneBases()),
+                               flatten(layout.warpBases()), layout.rank());
+}

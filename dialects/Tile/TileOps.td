@@ -1,0 +1,236 @@
+//===- TileOps.td - the ops of the tile dialect ----------------------------===//
+#ifndef TILE_OPS_TD
+#define TILE_OPS_TD
+
+include "TileDialect.td"
+include "TileTypes.td"
+include "TileAttrs.td"
+
+//===----------------------------------------------------------------------===//
+// Grid coordinates
+//===----------------------------------------------------------------------===//
+
+def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
+  let summary = "index of this program (thread block) along a grid axis";
+  let description = [{
+    Returns the coordinate of the running program along grid axis `axis`
+    (0, 1 or 2). Example: `%row_block = tile.program_id 0 : i32`.
+  }];
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<0>, IntMaxValue<2>]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
+  let summary = "number of programs along a grid axis";
+  let description = [{
+    Returns the grid size along `axis` (0, 1 or 2).
+    Example: `%n = tile.num_programs 1 : i32`.
+  }];
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<0>, IntMaxValue<2>]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Index tiles and shape plumbing
+//===----------------------------------------------------------------------===//
+
+def Tile_IotaOp : Tile_Op<"iota", [Pure]> {
+  let summary = "the 1-D tile 0, 1, ..., N-1";
+  let description = [{
+    Builds index tiles for masks and addressing.
+    Example: `%cols = tile.iota : tensor<64xi32>`.
+  }];
+  let results = (outs 1DTensorOf<[I32]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_SplatOp : Tile_Op<"splat", [Pure,
+    TypesMatchWith<"result element type matches the scalar", "result", "value",
+                   "::llvm::cast<::mlir::ShapedType>($_self).getElementType()">]> {
+  let summary = "a tile with every element equal to one scalar";
+  let description = [{
+    Example: `%neg_inf = tile.splat %m : f32 -> tensor<64xf32>`.
+  }];
+  let arguments = (ins AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$value);
+  let results = (outs Tile_AnyTile:$result);
+  let assemblyFormat = "$value attr-dict `:` type($value) `->` type($result)";
+}
+
+def Tile_ExpandDimsOp : Tile_Op<"expand_dims", [Pure]> {
+  let summary = "insert a dimension of size 1";
+  let description = [{
+    Inserts a unit dimension at position `axis` (0..rank). With
+    `tile.broadcast` this turns a row vector into a full tile.
+    Example: `%col = tile.expand_dims %m along 1 : tensor<64xf32> -> tensor<64x1xf32>`.
+  }];
+  let arguments = (ins Tile_AnyTile:$input, I32Attr:$axis);
+  let results = (outs Tile_AnyTile:$result);
+  let assemblyFormat = "$input `along` $axis attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_BroadcastOp : Tile_Op<"broadcast", [Pure]> {
+  let summary = "repeat a tile along its dimensions of size 1";
+  let description = [{
+    Every dimension of the input is either equal to the result's or 1; size-1
+    dimensions are repeated. Example:
+    `%b = tile.broadcast %col : tensor<64x1xf32> -> tensor<64x64xf32>`.
+  }];
+  let arguments = (ins Tile_AnyTile:$input);
+  let results = (outs Tile_AnyTile:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tile_TransOp : Tile_Op<"trans", [Pure]> {
+  let summary = "transpose a 2-D tile";
+  let description = [{
+    Example: `%kt = tile.trans %k : tensor<64x128xf16> -> tensor<128x64xf16>`.
+  }];
+  let arguments = (ins 2DTensorOf<[AnyFloat, AnySignlessInteger]>:$input);
+  let results = (outs 2DTensorOf<[AnyFloat, AnySignlessInteger]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Global memory
+//===----------------------------------------------------------------------===//
+
+def Tile_AddPtrOp : Tile_Op<"addptr", [Pure, AllTypesMatch<["ptr", "result"]>]> {
+  let summary = "advance a global pointer by a number of elements";
+  let description = [{
+    Pointer arithmetic in elements of the pointee type, e.g. to select one
+    (batch, head) slice before building a view.
+    Example: `%qb = tile.addptr %q, %off : !tile.ptr<f16>, i64`.
+  }];
+  let arguments = (ins Tile_PtrType:$ptr, Tile_Int:$offset);
+  let results = (outs Tile_PtrType:$result);
+  let assemblyFormat = "$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset)";
+}
+
+def Tile_ViewOp : Tile_Op<"view", [Pure, AttrSizedOperandSegments]> {
+  let summary = "a strided 1-D..3-D window of a global buffer";
+  let description = [{
+    Describes `sizes[i]` elements along dimension i, `strides[i]` elements
+    apart, starting at `base`. Sizes bound every load and store made through
+    the view. Sizes are i32 (a dimension has fewer than 2^31 elements);
+    strides are i64 (a whole tensor may not). Example:
+    ```mlir
+    %qv = tile.view %q sizes(%seqlen, %c128) strides(%stride_s, %c1)
+        : !tile.ptr<f16> -> !tile.view<f16, 2>
+    ```
+  }];
+  let arguments = (ins Tile_PtrType:$base, Variadic<I32>:$sizes,
+                       Variadic<I64>:$strides);
+  let results = (outs Tile_ViewType:$result);
+  let assemblyFormat = [{
+    $base `sizes` `(` $sizes `)` `strides` `(` $strides `)` attr-dict `:`
+    type($base) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_LoadOp : Tile_Op<"load", [MemoryEffects<[MemRead]>]> {
+  let summary = "load a tile at element offsets of a view";
+  let description = [{
+    Reads the tile whose element (i, j, ...) is view[offsets + (i, j, ...)]
+    (offsets are i32 element offsets, one per dimension).
+    Elements outside the view's sizes read `padding` (`zero`, `neg_inf` or
+    `nan`) and never touch memory. Example:
+    ```mlir
+    %k = tile.load %kv[%row, %c0] padding = zero
+        : !tile.view<f16, 2> -> tensor<64x128xf16>
+    ```
+  }];
+  let arguments = (ins Tile_ViewType:$view, Variadic<I32>:$offsets,
+                       Tile_PaddingAttr:$padding);
+  let results = (outs Tile_AnyTile:$result);
+  let assemblyFormat = [{
+    $view `[` $offsets `]` `padding` `=` $padding attr-dict `:`
+    type($view) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_StoreOp : Tile_Op<"store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "store a tile at element offsets of a view";
+  let description = [{
+    Writes element (i, j, ...) of `value` to view[offsets + (i, j, ...)];
+    elements that fall outside the view's sizes are not written. Example:
+    ```mlir
+    tile.store %o, %ov[%row, %c0] : tensor<64x128xf16>, !tile.view<f16, 2>
+    ```
+  }];
+  let arguments = (ins Tile_AnyTile:$value, Tile_ViewType:$view,
+                       Variadic<I32>:$offsets);
+  let assemblyFormat = [{
+    $value `,` $view `[` $offsets `]` attr-dict `:`
+    type($value) `,` type($view)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+def Tile_DotOp : Tile_Op<"dot", [Pure, AllTypesMatch<["acc", "result"]>]> {
+  let summary = "matrix multiply-accumulate on tiles: acc + a·b (or a·bᵀ)";
+  let description = [{
+    `a` is MxK, `b` is KxN (NxK with `transpose_b`), `acc` and the result are
+    MxN. Operands are f16 or bf16 (both the same), the accumulator is f32.
+    Example (S = Q·Kᵀ):
+    ```mlir
+    %s = tile.dot %q, %k, %zero transpose_b
+        : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins 2DTensorOf<[F16, BF16]>:$a, 2DTensorOf<[F16, BF16]>:$b,
+                       2DTensorOf<[F32]>:$acc, UnitAttr:$transpose_b);
+  let results = (outs 2DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $a `,` $b `,` $acc (`transpose_b` $transpose_b^)? attr-dict `:`
+    type($a) `,` type($b) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
+  let summary = "max or sum of a tile along one dimension";
+  let description = [{
+    Removes dimension `axis` by reducing over it with `kind` (`max` or `sum`).
+    Example (row max of S):
+    `%m = tile.reduce max %s along 1 : tensor<64x64xf32> -> tensor<64xf32>`.
+  }];
+  let arguments = (ins Tile_ReduceKindAttr:$kind, Tile_FloatTile:$input, I32Attr:$axis);
+  let results = (outs Tile_FloatTile:$result);
+  let assemblyFormat = "$kind $input `along` $axis attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layout-assigned IR (produced by tile-partition-warps)
+//===----------------------------------------------------------------------===//
+
+def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure, SameOperandsAndResultShape,
+                                                      SameOperandsAndResultElementType]> {
+  let summary = "move a tile from one distributed layout to another";
+  let description = [{
+    Same values, different owners: after layout assignment every tile carries
+    a distributed layout (`#tile.linear`) or a shared-memory placement
+    (`#tile.shared`) as its tensor encoding, and this op changes it. The
+    lowering picks the cheapest mechanism: a register renaming when only the
+    register order differs, shared memory otherwise.
+  }];
+  let arguments = (ins Tile_AnyTile:$input);
+  let results = (outs Tile_AnyTile:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+#endif // TILE_OPS_TD

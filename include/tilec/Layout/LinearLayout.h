@@ -1,0 +1,119 @@
+//===- LinearLayout.h - distributed layouts as linear maps ----------------===//
+//
+// One representation for every way a tile is spread over a thread block:
+// a linear map over GF(2) from the bits of (register, lane, warp) to tile
+// coordinates. Each input bit owns a basis vector of coordinates; an
+// element's coordinates are the XOR of the bases of the set bits. A zero
+// basis replicates (every value of that bit sees the same element).
+//
+// The mma.sync m16n8k16 fragments, the coalesced global-access layout and
+// their row slices are all instances, so the lowering needs no pairwise
+// conversion code between special layout kinds: two layouts with the same
+// lane and warp bases differ only in register order (a renaming), anything
+// else moves through shared memory.
+//
+// Plain C++ on purpose: layout math is unit-tested without MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEC_LAYOUT_LINEARLAYOUT_H
+#define TILEC_LAYOUT_LINEARLAYOUT_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tilec {
+
+/// Tile coordinates, one entry per tile dimension.
+using Coord = std::vector<int64_t>;
+
+class LinearLayout {
+public:
+  LinearLayout() = default;
+  LinearLayout(unsigned rank, std::vector<Coord> reg, std::vector<Coord> lane,
+               std::vector<Coord> warp);
+
+  unsigned rank() const { return rank_; }
+  const std::vector<Coord> &regBases() const { return reg_; }
+  const std::vector<Coord> &laneBases() const { return lane_; }
+  const std::vector<Coord> &warpBases() const { return warp_; }
+  int64_t numRegs() const { return int64_t(1) << reg_.size(); }
+  int64_t numLanes() const { return int64_t(1) << lane_.size(); }
+  int64_t numWarps() const { return int64_t(1) << warp_.size(); }
+
+  /// The coordinates of register `reg` of lane `lane` in warp `warp`.
+  Coord apply(int64_t reg, int64_t lane, int64_t warp) const;
+  /// The part contributed by the register bits alone (lane 0, warp 0).
+  Coord regCoord(int64_t reg) const { return apply(reg, 0, 0); }
+  /// The part contributed by the thread (register 0).
+  Coord threadCoord(int64_t lane, int64_t warp) const { return apply(0, lane, warp); }
+
+  /// Empty when the layout covers exactly the tile `shape` (every element
+  /// owned by some thread, no coordinate outside); otherwise says why.
+  std::string checkCovers(const std::vector<int64_t> &shape) const;
+
+  /// Register of this thread that holds `coord` (first one if replicated),
+  /// given that all threads share the register bases.
+  std::optional<int64_t> regHolding(const Coord &regPart) const;
+
+  /// Remove dimension `dim` (as `tile.reduce` does): bases lose that
+  /// component; bits that only moved along `dim` become replicating.
+  LinearLayout sliceDim(unsigned dim) const;
+  /// Insert a unit dimension at `dim` (as `tile.expand_dims` does).
+  LinearLayout insertDim(unsigned dim) const;
+  /// Zero the component `dim` of every basis: the layout of a tile that is
+  /// broadcast along `dim` into this one (source has size 1 there).
+  LinearLayout zeroDim(unsigned dim) const;
+  /// Swap the two dimensions of a rank-2 layout.
+  LinearLayout transposed() const;
+
+  /// True when both distribute elements over threads identically, so they
+  /// can only differ in register numbering.
+  bool sameThreadMapping(const LinearLayout &other) const;
+
+  bool operator==(const LinearLayout &other) const;
+  bool operator!=(const LinearLayout &other) const { return !(*this == other); }
+
+  /// One line per thread: "w0 l5: r0=(1,2) r1=(1,3) ...".
+  std::string drawThreadMap() const;
+  /// A grid with one cell per element naming its owner "Tlane:r" (warps as
+  /// W), the picture the PTX ISA draws for fragments. Rank 2 only.
+  std::string drawElementMap(const std::vector<int64_t> &shape) const;
+  std::string str() const;
+
+  //===--------------------------------------------------------------------===//
+  // The instances the lowering needs (sm80 mma.sync m16n8k16)
+  //===--------------------------------------------------------------------===//
+
+  /// Accumulator (C/D) of an MxN f32 tile computed by `numWarps` warps that
+  /// split the rows (FlashAttention-2's split-Q): warp w owns M/numWarps
+  /// consecutive rows; within a warp, the m16n8 pattern repeats over n8
+  /// column tiles, then over m16 row tiles. Register bit order:
+  /// [col+1, row+8, col+8, col+16, ..., row+16, ...].
+  static LinearLayout mmaAccumulator(int64_t m, int64_t n, int64_t numWarps);
+  /// A operand (MxK, f16/bf16) in registers, rows split over warps the same
+  /// way. Register bits [col+1, row+8, col+8, col+16.., row+16..]: the same
+  /// map as the accumulator of an MxK tile, which is why P = softmax(S)
+  /// feeds the second mma straight from the first one's registers.
+  static LinearLayout mmaOperandA(int64_t m, int64_t k, int64_t numWarps);
+  /// B operand (KxN) fragment: every warp holds all of B (replicated over
+  /// warps). Register bits [k+1, k+8, n+8.., k+16..].
+  static LinearLayout mmaOperandB(int64_t k, int64_t n, int64_t numWarps);
+  /// Coalesced global access: each thread moves `vecElems` consecutive
+  /// elements of the last dimension, lanes then warps walk the tile
+  /// row-major, registers repeat the pattern.
+  static LinearLayout coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
+                                int64_t vecElems);
+
+private:
+  unsigned rank_ = 0;
+  std::vector<Coord> reg_, lane_, warp_;
+};
+
+/// log2 of a power of two; -1 otherwise.
+int log2Exact(int64_t value);
+
+} // namespace tilec
+
+#endif

@@ -1,0 +1,22 @@
+//===- Passes.h - tilec passes and pipelines -------------------------------===//
+#ifndef TILEC_PASSES_H
+#define TILEC_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace tilec {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+/// Registers the named pipelines (tile-opt --pass-pipeline=... and Python
+/// run the same list).
+void registerTilecPipelines();
+
+} // namespace tilec
+
+#endif

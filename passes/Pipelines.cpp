@@ -1,0 +1,4 @@
+//===- Pipelines.cpp - the named pipelines ---------------------------------===//
+#include "tilec/Passes.h"
+
+void tilec::registerTilecPipelines() {}
