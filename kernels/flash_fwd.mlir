@@ -21,7 +21,14 @@ func.func @flash_fwd(
     %stride_vb: i64, %stride_vs: i64, %stride_vh: i64,
     %stride_ob: i64, %stride_os: i64, %stride_oh: i64,
     %stride_lseb: i64, %stride_lseh: i64, %scale: f32)
-    attributes {tile.kernel, tile.grid = ["cdiv(seqlen_q, 64)", "batch * num_heads", "1"]} {
+    attributes {tile.kernel,
+                tile.arg_names = ["q", "k", "v", "o", "lse", "seqlen_q", "seqlen_k", "num_heads",
+                                  "batch", "stride_qb", "stride_qs", "stride_qh", "stride_kb",
+                                  "stride_ks", "stride_kh", "stride_vb", "stride_vs", "stride_vh",
+                                  "stride_ob", "stride_os", "stride_oh", "stride_lseb",
+                                  "stride_lseh", "scale"],
+                tile.grid = ["cdiv(seqlen_q, 64)", "batch * num_heads", "1"],
+                tile.variant = {dtype = "f16", head_dim = 128 : i64, causal = false, block_m = 64 : i64}} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %c63 = arith.constant 63 : i32

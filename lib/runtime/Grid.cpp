@@ -2,6 +2,7 @@
 
 #include "tilec/runtime/Runtime.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -26,6 +27,15 @@ public:
     parseExpr();
     if (pos_ != src_.size())
       fail(std::string("unexpected '") + src_[pos_] + "'");
+    size_t depth = 0, maxDepth = 0;
+    for (const GridExpr::Instr &in : out_.code_) {
+      bool push = in.op == Op::Const || in.op == Op::Slot;
+      bool unary = in.op == Op::Neg;
+      depth = push ? depth + 1 : unary ? depth : depth - 1;
+      maxDepth = std::max(maxDepth, depth);
+    }
+    if (maxDepth > GridExpr::kMaxStack)
+      fail("expression too deeply nested");
   }
 
 private:
@@ -91,12 +101,16 @@ private:
   }
 
   void parseUnary() {
+    // Bounds the recursion; real grid expressions nest two or three levels.
+    if (++nesting_ > GridExpr::kMaxStack)
+      fail("expression too deeply nested");
     if (accept('-')) {
       parseUnary();
       emit(Op::Neg);
-      return;
+    } else {
+      parsePrimary();
     }
-    parsePrimary();
+    --nesting_;
   }
 
   void parsePrimary() {
@@ -176,6 +190,7 @@ private:
   const std::string &src_;
   const std::vector<std::string> &names_;
   size_t pos_ = 0;
+  size_t nesting_ = 0;
 };
 
 GridExpr GridExpr::parse(const std::string &source,
@@ -200,8 +215,9 @@ std::string GridExpr::describe(const std::vector<int64_t> &slots) const {
 }
 
 int64_t GridExpr::eval(const std::vector<int64_t> &slots) const {
-  // Expressions are tiny; a fixed stack avoids allocating per launch.
-  int64_t stack[64];
+  // parse() bounded the stack depth, so a fixed stack suffices and a launch
+  // does not allocate.
+  int64_t stack[kMaxStack];
   size_t sp = 0;
   auto overflow = [&]() -> Error {
     return Error(Error::Kind::Grid,
@@ -209,8 +225,6 @@ int64_t GridExpr::eval(const std::vector<int64_t> &slots) const {
   };
   for (const Instr &in : code_) {
     if (in.op == Op::Const || in.op == Op::Slot) {
-      if (sp == std::size(stack))
-        throw Error(Error::Kind::Grid, describe(slots) + ": too deeply nested");
       stack[sp++] = in.op == Op::Const ? in.value : slots.at(in.value);
       continue;
     }
@@ -257,8 +271,8 @@ int64_t GridExpr::eval(const std::vector<int64_t> &slots) const {
     case Op::Max:
       r = a > b ? a : b;
       break;
-    default:
-      throw Error(Error::Kind::Grid, describe(slots) + ": bad opcode");
+    default: // Const, Slot and Neg were handled above.
+      __builtin_unreachable();
     }
     stack[sp - 1] = r;
   }

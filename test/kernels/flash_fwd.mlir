@@ -2,7 +2,7 @@
 // RUN: tile-opt %tilec_src_root/kernels/flash_fwd.mlir | tile-opt | FileCheck %s
 
 // CHECK-LABEL: func.func @flash_fwd(
-// CHECK-SAME:    attributes {tile.grid = ["cdiv(seqlen_q, 64)", "batch * num_heads", "1"], tile.kernel}
+// CHECK-SAME:    tile.grid = ["cdiv(seqlen_q, 64)", "batch * num_heads", "1"], tile.kernel
 // CHECK:         tile.load {{.*}} padding = zero : <f16, 2> -> tensor<64x128xf16>
 // CHECK:         scf.for
 // CHECK:           tile.dot {{.*}} transpose_b : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<64x64xf32>

@@ -85,6 +85,7 @@ public:
   const std::string &source() const { return source_; }
 
 private:
+  static constexpr size_t kMaxStack = 64;
   enum class Op { Const, Slot, Neg, Add, Sub, Mul, FloorDiv, CDiv, Min, Max };
   struct Instr {
     Op op;
