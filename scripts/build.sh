@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Configures (once) and builds tilec into build/. Usage: scripts/build.sh [ninja targets...]
+# Configures (once) and builds tilec into build/ (or $TILEC_BUILD_DIR).
+# Usage: scripts/build.sh [ninja targets...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -f build/build.ninja ]; then
-  cmake -S . -B build -G Ninja \
+BUILD_DIR=${TILEC_BUILD_DIR:-build}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
@@ -12,4 +14,4 @@ if [ ! -f build/build.ninja ]; then
     -DLLVM_USE_LINKER=lld \
     -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
 fi
-ninja -C build "$@"
+ninja -C "$BUILD_DIR" "$@"
