@@ -1,4 +1,56 @@
 //===- Pipelines.cpp - the named pipelines ---------------------------------===//
+//
+// Pipelines are named C++ functions, registered so that
+// `tile-opt --pass-pipeline=...`, the tilec driver and Python run the same list.
+//
+//===----------------------------------------------------------------------===//
 #include "tilec/Passes.h"
+#include "tilec/Pipelines.h"
 
-void tilec::registerTilecPipelines() {}
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &options) {
+  // tile -> layouts: split-Q warp partitioning assigns every tile a layout.
+  TilePartitionWarpsOptions partition;
+  partition.numWarps = options.numWarps;
+  pm.addPass(createTilePartitionWarps(partition));
+  // layouts -> nvvm: per-thread registers, mma.sync, ldmatrix, cp.async.
+  ConvertTileToNVVMOptions lowering;
+  lowering.arch = options.arch;
+  pm.addPass(createConvertTileToNVVM(lowering));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // scalar scf/arith/cf -> llvm (upstream).
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+/// tile-optimize (FA2's target-independent rewrites) and tile-to-cpu (host
+/// execution for numerics checks); built in OptimizeAndCPUPipelines.cpp.
+static void registerOptimizeAndCPUPipelines() {
+  PassPipelineRegistration<>("tile-optimize",
+                             "FlashAttention-2's rewrites: minimize non-matmul work, split "
+                             "masked loops, canonicalize, cse",
+                             tilec::buildTileOptimizePipeline);
+  PassPipelineRegistration<>("tile-to-cpu",
+                             "tile IR (no layouts) -> LLVM dialect for the host via linalg and "
+                             "one-shot bufferization",
+                             tilec::buildTileToCPUPipeline);
+}
+
+void tilec::registerTilecPipelines() {
+  registerOptimizeAndCPUPipelines();
+  PassPipelineRegistration<TileToNVVMOptions>(
+      "tile-to-nvvm",
+      "tile IR -> layouts (split-Q) -> LLVM + NVVM dialects, ready for translation to LLVM IR",
+      buildTileToNVVMPipeline);
+}

@@ -42,35 +42,99 @@ Coord LinearLayout::apply(int64_t reg, int64_t lane, int64_t warp) const {
   return out;
 }
 
+static std::string coordStr(const Coord &c) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < c.size(); ++i)
+    os << (i ? "," : "") << c[i];
+  os << ")";
+  return os.str();
+}
+
 std::string LinearLayout::checkCovers(const std::vector<int64_t> &shape) const {
   if (shape.size() != rank_)
     return "layout has rank " + std::to_string(rank_) + " but the tile has rank " +
            std::to_string(shape.size());
-  int64_t numElements = 1;
-  for (int64_t extent : shape)
-    numElements *= extent;
-  std::vector<bool> hit(numElements, false);
-  for (int64_t w = 0; w < numWarps(); ++w)
-    for (int64_t l = 0; l < numLanes(); ++l)
-      for (int64_t r = 0; r < numRegs(); ++r) {
-        Coord c = apply(r, l, w);
-        int64_t linear = 0;
-        for (unsigned d = 0; d < rank_; ++d) {
-          if (c[d] < 0 || c[d] >= shape[d]) {
-            std::ostringstream os;
-            os << "register " << r << " of lane " << l << " in warp " << w
-               << " maps to coordinate " << c[d] << " in dimension " << d
-               << ", outside the tile's extent " << shape[d];
-            return os.str();
-          }
-          linear = linear * shape[d] + c[d];
-        }
-        hit[linear] = true;
+  // The set of coordinates a linear layout reaches is a GF(2) subspace: it
+  // has 2^k elements and is closed under XOR. The box [0, shape) is such a
+  // set only when every extent is a power of two; then the layout stays
+  // inside it iff every basis does (XOR cannot leave [0, 2^b)), and fills it
+  // iff the bases span all sum(log2 extent) coordinate bits. Checking that
+  // costs O(bases * bits) rather than a walk over every (warp, lane,
+  // register) and a bitmap of the tile, so the verifier stays cheap on any
+  // tensor type a user writes.
+  std::vector<int> bits(rank_);
+  for (unsigned d = 0; d < rank_; ++d) {
+    bits[d] = log2Exact(shape[d]);
+    if (bits[d] < 0)
+      return "the tile's extent " + std::to_string(shape[d]) + " in dimension " +
+             std::to_string(d) + " is not a power of two; a linear layout covers only "
+             "power-of-two extents";
+  }
+  // A single basis out of range is reached by the index with only its bit
+  // set; the lowest such index (register bits before lane bits before warp
+  // bits) is the first one a walk in (warp, lane, register) order would hit.
+  struct Named {
+    const std::vector<Coord> *bases;
+    int which; // 0 register, 1 lane, 2 warp
+  };
+  for (Named named : {Named{&reg_, 0}, Named{&lane_, 1}, Named{&warp_, 2}})
+    for (size_t i = 0; i < named.bases->size(); ++i)
+      for (unsigned d = 0; d < rank_; ++d) {
+        int64_t c = (*named.bases)[i][d];
+        if (c >= 0 && c < shape[d])
+          continue;
+        int64_t index = int64_t(1) << i;
+        std::ostringstream os;
+        os << "register " << (named.which == 0 ? index : 0) << " of lane "
+           << (named.which == 1 ? index : 0) << " in warp " << (named.which == 2 ? index : 0)
+           << " maps to coordinate " << c << " in dimension " << d
+           << ", outside the tile's extent " << shape[d];
+        return os.str();
       }
-  auto missing = std::find(hit.begin(), hit.end(), false);
-  if (missing != hit.end())
-    return "element " + std::to_string(missing - hit.begin()) +
-           " (row-major) is owned by no thread";
+
+  // Gaussian elimination over GF(2). Coordinate bits are ordered by their
+  // weight in the row-major element index (dimension 0 most significant);
+  // pivots[d][b] holds a spanned vector whose most significant set bit is
+  // (d, b), so reducing a vector only ever clears bits below its leading one.
+  std::vector<std::vector<Coord>> pivots(rank_);
+  for (unsigned d = 0; d < rank_; ++d)
+    pivots[d].assign(bits[d], Coord());
+  // Reduces `v` against the pivots; inserts it as a new pivot when it is not
+  // yet spanned and `insert` is set. Returns whether `v` was spanned.
+  auto reduce = [&](Coord v, bool insert) {
+    for (unsigned d = 0; d < rank_; ++d)
+      for (int b = bits[d] - 1; b >= 0; --b) {
+        if (!(v[d] & (int64_t(1) << b)))
+          continue;
+        Coord &pivot = pivots[d][b];
+        if (pivot.empty()) {
+          if (insert)
+            pivot = v;
+          return false;
+        }
+        for (unsigned e = 0; e < rank_; ++e)
+          v[e] ^= pivot[e];
+      }
+    return true;
+  };
+  for (const auto *bases : {&reg_, &lane_, &warp_})
+    for (const Coord &basis : *bases)
+      reduce(basis, /*insert=*/true);
+  // Every element below the smallest unowned one is owned, so if any element
+  // is unowned the smallest is a single bit: scan the unit vectors from the
+  // least significant.
+  int shift = 0;
+  for (int d = int(rank_) - 1; d >= 0; --d)
+    for (int b = 0; b < bits[d]; ++b, ++shift) {
+      Coord unit(rank_, 0);
+      unit[d] = int64_t(1) << b;
+      if (reduce(unit, /*insert=*/false))
+        continue;
+      std::string index = shift < 63 ? std::to_string(int64_t(1) << shift) : "2^" + std::to_string(shift);
+      return "element " + coordStr(unit) + " (row-major index " + index +
+             ") is owned by no thread";
+    }
   return "";
 }
 
@@ -89,6 +153,19 @@ template <typename Fn> static std::vector<Coord> mapBases(const std::vector<Coor
   return out;
 }
 
+/// A zero register basis only duplicates registers; dropping it keeps one
+/// canonical form per distribution, so the row layouts of S (64x64) and of
+/// O (64x128) compare equal.
+static std::vector<Coord> withoutZeroBases(std::vector<Coord> bases) {
+  bases.erase(std::remove_if(bases.begin(), bases.end(),
+                             [](const Coord &c) {
+                               return std::all_of(c.begin(), c.end(),
+                                                  [](int64_t v) { return v == 0; });
+                             }),
+              bases.end());
+  return bases;
+}
+
 LinearLayout LinearLayout::sliceDim(unsigned dim) const {
   assert(dim < rank_);
   auto drop = [&](const Coord &c) {
@@ -96,7 +173,8 @@ LinearLayout LinearLayout::sliceDim(unsigned dim) const {
     out.erase(out.begin() + dim);
     return out;
   };
-  return LinearLayout(rank_ - 1, mapBases(reg_, drop), mapBases(lane_, drop), mapBases(warp_, drop));
+  return LinearLayout(rank_ - 1, withoutZeroBases(mapBases(reg_, drop)), mapBases(lane_, drop),
+                      mapBases(warp_, drop));
 }
 
 LinearLayout LinearLayout::insertDim(unsigned dim) const {
@@ -117,7 +195,8 @@ LinearLayout LinearLayout::zeroDim(unsigned dim) const {
     out[dim] = 0;
     return out;
   };
-  return LinearLayout(rank_, mapBases(reg_, zero), mapBases(lane_, zero), mapBases(warp_, zero));
+  return LinearLayout(rank_, withoutZeroBases(mapBases(reg_, zero)), mapBases(lane_, zero),
+                      mapBases(warp_, zero));
 }
 
 LinearLayout LinearLayout::transposed() const {
@@ -143,15 +222,6 @@ bool LinearLayout::sameThreadMapping(const LinearLayout &other) const {
 bool LinearLayout::operator==(const LinearLayout &other) const {
   return rank_ == other.rank_ && reg_ == other.reg_ && lane_ == other.lane_ &&
          warp_ == other.warp_;
-}
-
-static std::string coordStr(const Coord &c) {
-  std::ostringstream os;
-  os << "(";
-  for (size_t i = 0; i < c.size(); ++i)
-    os << (i ? "," : "") << c[i];
-  os << ")";
-  return os.str();
 }
 
 std::string LinearLayout::drawThreadMap() const {
@@ -187,7 +257,9 @@ std::string LinearLayout::drawElementMap(const std::vector<int64_t> &shape) cons
     for (int64_t j = 0; j < shape[1]; ++j) {
       auto it = owner.find({i, j});
       std::string cell = it == owner.end() ? "." : it->second;
-      os << (j ? " " : "") << cell << std::string(width - cell.size(), ' ');
+      os << (j ? " " : "") << cell;
+      if (j + 1 < shape[1])
+        os << std::string(width - cell.size(), ' ');
     }
     os << "\n";
   }
@@ -266,6 +338,7 @@ LinearLayout LinearLayout::mmaOperandB(int64_t k, int64_t n, int64_t numWarps) {
 LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
                                      int64_t vecElems) {
   unsigned rank = shape.size();
+  assert(rank >= 1 && log2Exact(numWarps) >= 0 && log2Exact(vecElems) >= 0);
   // Bits of the row-major element index, least significant first.
   std::vector<Coord> elementBits;
   for (int d = int(rank) - 1; d >= 0; --d) {
@@ -283,7 +356,9 @@ LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t 
       into.push_back(next < elementBits.size() ? elementBits[next++] : Coord(rank, 0));
   };
   std::vector<Coord> reg, lane, warp;
-  take(std::min<int>(log2Exact(vecElems), elementBits.size()), reg);
+  // A thread's vector must stay inside one row: rows of a view are strided,
+  // so elements past the end of a row are not the next ones in memory.
+  take(std::min(log2Exact(vecElems), log2Exact(shape.back())), reg);
   take(5, lane);
   take(log2Exact(numWarps), warp);
   while (next < elementBits.size())

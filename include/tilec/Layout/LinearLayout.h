@@ -58,12 +58,15 @@ public:
   std::optional<int64_t> regHolding(const Coord &regPart) const;
 
   /// Remove dimension `dim` (as `tile.reduce` does): bases lose that
-  /// component; bits that only moved along `dim` become replicating.
+  /// component; lane/warp bits that only moved along `dim` become
+  /// replicating, register bits that did are dropped (canonical form: no
+  /// zero register bases).
   LinearLayout sliceDim(unsigned dim) const;
   /// Insert a unit dimension at `dim` (as `tile.expand_dims` does).
   LinearLayout insertDim(unsigned dim) const;
   /// Zero the component `dim` of every basis: the layout of a tile that is
-  /// broadcast along `dim` into this one (source has size 1 there).
+  /// broadcast along `dim` into this one (source has size 1 there). Register
+  /// bases that become zero are dropped.
   LinearLayout zeroDim(unsigned dim) const;
   /// Swap the two dimensions of a rank-2 layout.
   LinearLayout transposed() const;
@@ -101,8 +104,9 @@ public:
   /// warps). Register bits [k+1, k+8, n+8.., k+16..].
   static LinearLayout mmaOperandB(int64_t k, int64_t n, int64_t numWarps);
   /// Coalesced global access: each thread moves `vecElems` consecutive
-  /// elements of the last dimension, lanes then warps walk the tile
-  /// row-major, registers repeat the pattern.
+  /// elements of the last dimension (fewer when a row is shorter: a vector
+  /// never spans two rows), lanes then warps walk the tile row-major,
+  /// registers repeat the pattern.
   static LinearLayout coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
                                 int64_t vecElems);
 

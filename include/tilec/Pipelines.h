@@ -1,0 +1,38 @@
+//===- Pipelines.h - named pipelines ---------------------------------------===//
+#ifndef TILEC_PIPELINES_H
+#define TILEC_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class DialectRegistry;
+class OpPassManager;
+} // namespace mlir
+
+namespace tilec {
+
+struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
+  Option<std::string> arch{*this, "arch", llvm::cl::desc("sm_80 or sm_90a"),
+                           llvm::cl::init("sm_80")};
+  Option<int64_t> numWarps{*this, "num-warps", llvm::cl::desc("warps per program"),
+                           llvm::cl::init(4)};
+};
+
+/// tile IR (optionally after tile-optimize) -> LLVM + NVVM dialects.
+void buildTileToNVVMPipeline(mlir::OpPassManager &pm, const TileToNVVMOptions &options);
+
+/// tile-optimize: FlashAttention-2's target-independent rewrites
+/// (tile-minimize-nonmatmul, tile-split-masked-loops, canonicalize, cse).
+/// Its output stays within tile/arith/math/scf, the GPU lowering's input.
+void buildTileOptimizePipeline(mlir::OpPassManager &pm);
+
+/// tile-to-cpu: tile IR (no layouts) -> LLVM dialect for the host, through
+/// linalg and one-shot bufferization; kernels become @__tilec_grid_<name>.
+void buildTileToCPUPipeline(mlir::OpPassManager &pm);
+
+/// The bufferization models and dialects tile-to-cpu needs in a context.
+void registerTileToCPUDialects(mlir::DialectRegistry &registry);
+
+} // namespace tilec
+
+#endif

@@ -1,0 +1,1124 @@
+//===- ConvertTileToNVVM.cpp - layout-assigned tile IR -> LLVM + NVVM -----===//
+//
+// After tile-partition-warps every tile carries a layout. This pass lowers a
+// kernel by walking its body once, in order, and emitting for each op what
+// one thread does:
+//
+//   register tile (#tile.linear)  ->  the list of scalars this thread holds,
+//                                      register r at coordinates
+//                                      regCoord(r) ^ threadCoord(lane, warp)
+//   shared tile (#tile.shared)    ->  a region of dynamic shared memory,
+//                                      row-major, 16-byte chunks XOR-swizzled
+//                                      with the row so ldmatrix rows hit
+//                                      distinct bank groups
+//
+// Elementwise ops become one scalar op per register; tile.reduce an in-thread
+// combine plus butterfly shuffles over the lanes that span the reduced axis;
+// tile.dot mma.sync m16n8k16 with B fragments read by ldmatrix(.trans);
+// shared tiles are filled by cp.async (16-byte copies, zero-filled beyond
+// the view) whose wait is deferred to the first read, so K and V copies of
+// one iteration overlap. Scalar arith/scf stay for the upstream conversions
+// of the tile-to-nvvm pipeline.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Tile/TileDialect.h"
+#include "tilec/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "llvm/ADT/bit.h"
+
+namespace tilec {
+#define GEN_PASS_DEF_CONVERTTILETONVVM
+#include "passes/Passes.h.inc"
+} // namespace tilec
+
+using namespace mlir;
+using namespace mlir::tile;
+using tilec::LinearLayout;
+
+namespace {
+
+constexpr int64_t kWarpSize = 32;
+constexpr int64_t kChunkBytes = 16; // cp.async and ldmatrix move 16-byte rows
+constexpr unsigned kGlobalAddressSpace = 1;
+constexpr unsigned kSharedAddressSpace = 3;
+constexpr llvm::StringLiteral kSharedSymbol = "tile_dynamic_smem";
+
+/// A view: base pointer plus runtime sizes (i32) and strides (i64).
+struct ViewInfo {
+  Value base;
+  Type elementType;
+  SmallVector<Value> sizes, strides;
+};
+
+/// A tile in shared memory: byte offset of its region and its geometry.
+struct SharedTile {
+  int64_t offset = 0;
+  int64_t rows = 0, cols = 0, elemBytes = 0;
+  unsigned swizzleBits = 0;
+  /// Index of the cp.async group that fills it; -1 once waited for.
+  int64_t pendingGroup = -1;
+};
+
+std::string elementName(Type type) {
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF32())
+    return "f32";
+  if (type.isF64())
+    return "f64";
+  if (auto integer = dyn_cast<IntegerType>(type))
+    return "i" + std::to_string(integer.getWidth());
+  return "unknown";
+}
+
+std::optional<int64_t> constantInt(Value v) {
+  APInt value;
+  if (auto constant = v.getDefiningOp<arith::ConstantOp>())
+    if (auto attr = dyn_cast<IntegerAttr>(constant.getValue()))
+      return attr.getInt();
+  return std::nullopt;
+}
+
+class KernelLowering {
+public:
+  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch)
+      : func(func), smemGlobal(smem), arch(arch), ctx(func.getContext()),
+        b(func.getLoc(), func.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  // --- helpers ----------------------------------------------------------
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, v, 64); }
+  Type ptrType(unsigned space) { return LLVM::LLVMPointerType::get(ctx, space); }
+  LinearLayout layoutOf(Value tile) {
+    return toLinearLayout(cast<LinearLayoutAttr>(cast<RankedTensorType>(tile.getType()).getEncoding()));
+  }
+  bool isShared(Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && isa_and_nonnull<SharedLayoutAttr>(type.getEncoding());
+  }
+  Value scalar(Value old) { return mapping.lookup(old); }
+  SmallVector<Value> threadCoords(const LinearLayout &layout);
+  SmallVector<Value> elementCoords(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg);
+  Value inBounds(const ViewInfo &view, ArrayRef<Value> index);
+  Value elementAddress(const ViewInfo &view, ArrayRef<Value> index);
+  Value sharedBase();
+  Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
+  Value exp2(Value x);
+  Value log2(Value x);
+  Value combine(ReduceKind kind, Value a, Value b);
+  int vectorWidth(const LinearLayout &layout, const ViewInfo &view, ValueRange offsets,
+                  int64_t elemBytes);
+  LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
+                              Operation *op);
+  void waitFor(SharedTile &tile);
+  SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
+  void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
+  SharedTile allocateShared(RankedTensorType type);
+
+  // --- ops ----------------------------------------------------------------
+  LogicalResult lowerBlock(Block &block);
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerLoad(LoadOp op);
+  LogicalResult lowerLoadToShared(LoadOp op);
+  LogicalResult lowerStore(StoreOp op);
+  LogicalResult lowerDot(DotOp op);
+  LogicalResult lowerReduce(ReduceOp op);
+  LogicalResult lowerFor(scf::ForOp op);
+  LogicalResult lowerIf(scf::IfOp op);
+  LogicalResult lowerConvert(ConvertLayoutOp op);
+  LogicalResult lowerElementwise(Operation *op);
+  LogicalResult lowerMath(Operation *op, ValueRange operands, SmallVectorImpl<Value> &results);
+
+  SmallVector<Value> flatten(ValueRange oldValues);
+  void unflatten(ValueRange oldValues, ValueRange newValues);
+
+  func::FuncOp func;
+  LLVM::GlobalOp smemGlobal;
+  std::string arch;
+  MLIRContext *ctx;
+  ImplicitLocOpBuilder b;
+  int64_t numWarps = 4;
+
+  IRMapping mapping;                          // scalars
+  DenseMap<Value, SmallVector<Value>> regs;   // register tiles
+  DenseMap<Value, SharedTile> sharedTiles;    // shared tiles
+  DenseMap<Value, ViewInfo> views;
+  DenseMap<Attribute, SmallVector<Value>> threadCoordCache;
+  Block *entryBlock = nullptr;
+  Value laneId, warpId, threadId;
+  int64_t sharedBytes = 0;
+  int64_t committedGroups = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Addressing helpers
+//===----------------------------------------------------------------------===//
+
+/// Runtime coordinates of this thread's register 0: XOR of the lane and warp
+/// bases of the set bits, computed once in the entry block.
+SmallVector<Value> KernelLowering::threadCoords(const LinearLayout &layout) {
+  Attribute key = toAttr(ctx, layout);
+  if (auto it = threadCoordCache.find(key); it != threadCoordCache.end())
+    return it->second;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfterValue(warpId);
+  SmallVector<Value> coords;
+  for (unsigned d = 0; d < layout.rank(); ++d) {
+    Value acc = i32(0);
+    auto addBits = [&](Value index, const std::vector<tilec::Coord> &bases) {
+      for (size_t i = 0; i < bases.size(); ++i) {
+        if (bases[i][d] == 0)
+          continue;
+        Value bit = arith::AndIOp::create(b, arith::ShRUIOp::create(b, index, i32(i)), i32(1));
+        Value contribution = arith::MulIOp::create(b, bit, i32(bases[i][d]));
+        acc = arith::XOrIOp::create(b, acc, contribution);
+      }
+    };
+    addBits(laneId, layout.laneBases());
+    addBits(warpId, layout.warpBases());
+    coords.push_back(acc);
+  }
+  threadCoordCache[key] = coords;
+  return coords;
+}
+
+/// Coordinates of register `reg`: its constant part combined with the
+/// thread's. When the bits of the two parts are disjoint (every layout tilec
+/// builds), XOR is an add, which lets address arithmetic fold constants.
+SmallVector<Value> KernelLowering::elementCoords(const LinearLayout &layout, ArrayRef<Value> thread,
+                                                 int64_t reg) {
+  tilec::Coord regPart = layout.regCoord(reg);
+  SmallVector<Value> coords;
+  for (unsigned d = 0; d < layout.rank(); ++d) {
+    int64_t threadBits = 0, regBits = 0;
+    for (const auto &basis : layout.laneBases())
+      threadBits |= basis[d];
+    for (const auto &basis : layout.warpBases())
+      threadBits |= basis[d];
+    for (const auto &basis : layout.regBases())
+      regBits |= basis[d];
+    if (regPart[d] == 0)
+      coords.push_back(thread[d]);
+    else if ((threadBits & regBits) == 0)
+      coords.push_back(arith::AddIOp::create(b, thread[d], i32(regPart[d])));
+    else
+      coords.push_back(arith::XOrIOp::create(b, thread[d], i32(regPart[d])));
+  }
+  return coords;
+}
+
+Value KernelLowering::inBounds(const ViewInfo &view, ArrayRef<Value> index) {
+  Value ok;
+  for (size_t d = 0; d < index.size(); ++d) {
+    // Unsigned compare also rejects negative indices.
+    Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, index[d], view.sizes[d]);
+    ok = ok ? arith::AndIOp::create(b, ok, inside).getResult() : inside;
+  }
+  return ok;
+}
+
+Value KernelLowering::elementAddress(const ViewInfo &view, ArrayRef<Value> index) {
+  Value offset;
+  for (size_t d = 0; d < index.size(); ++d) {
+    Value term = arith::MulIOp::create(b, arith::ExtSIOp::create(b, b.getI64Type(), index[d]),
+                                       view.strides[d]);
+    offset = offset ? arith::AddIOp::create(b, offset, term).getResult() : term;
+  }
+  return LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType, view.base,
+                             ValueRange{offset});
+}
+
+Value KernelLowering::sharedBase() {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entryBlock);
+  return LLVM::AddressOfOp::create(b, smemGlobal);
+}
+
+/// Byte address of element (row, col) of a swizzled row-major shared tile:
+/// the 16-byte chunk index is XORed with the row's low bits.
+Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Value col) {
+  int64_t elemsPerChunk = kChunkBytes / tile.elemBytes;
+  Value chunk = arith::DivUIOp::create(b, col, i32(elemsPerChunk));
+  Value within = arith::RemUIOp::create(b, col, i32(elemsPerChunk));
+  if (tile.swizzleBits > 0) {
+    Value rowBits = arith::AndIOp::create(b, row, i32((1 << tile.swizzleBits) - 1));
+    chunk = arith::XOrIOp::create(b, chunk, rowBits);
+  }
+  int64_t rowBytes = tile.cols * tile.elemBytes;
+  Value bytes = arith::AddIOp::create(
+      b, arith::AddIOp::create(b, arith::MulIOp::create(b, row, i32(rowBytes)),
+                               arith::MulIOp::create(b, chunk, i32(kChunkBytes))),
+      arith::MulIOp::create(b, within, i32(tile.elemBytes)));
+  bytes = arith::AddIOp::create(b, bytes, i32(tile.offset));
+  return LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), sharedBase(),
+                             ValueRange{bytes});
+}
+
+Value KernelLowering::exp2(Value x) {
+  // ex2.approx.ftz: ~2 ulp, exp2(-inf) = +0; what FlashAttention uses.
+  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                                       ValueRange{x})
+      .getResult(0);
+}
+
+Value KernelLowering::log2(Value x) {
+  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"), ValueRange{x})
+      .getResult(0);
+}
+
+Value KernelLowering::combine(ReduceKind kind, Value x, Value y) {
+  if (kind == ReduceKind::max)
+    return arith::MaximumFOp::create(b, x, y);
+  return arith::AddFOp::create(b, x, y);
+}
+
+SharedTile KernelLowering::allocateShared(RankedTensorType type) {
+  SharedTile tile;
+  tile.rows = type.getDimSize(0);
+  tile.cols = type.getDimSize(1);
+  tile.elemBytes = type.getElementTypeBitWidth() / 8;
+  int64_t chunksPerRow = tile.cols * tile.elemBytes / kChunkBytes;
+  auto encoding = cast<SharedLayoutAttr>(type.getEncoding());
+  tile.swizzleBits = std::min<unsigned>(encoding.getSwizzle(), std::max(0, tilec::log2Exact(chunksPerRow)));
+  tile.offset = llvm::alignTo(sharedBytes, 128);
+  sharedBytes = tile.offset + tile.rows * tile.cols * tile.elemBytes;
+  return tile;
+}
+
+void KernelLowering::waitFor(SharedTile &tile) {
+  if (tile.pendingGroup < 0)
+    return;
+  // Groups committed after this one may stay in flight.
+  int64_t newer = committedGroups - tile.pendingGroup - 1;
+  NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(newer));
+  NVVM::Barrier0Op::create(b);
+  tile.pendingGroup = -1;
+}
+
+SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayout &layout,
+                                              Type elemType) {
+  waitFor(tile);
+  SmallVector<Value> thread = threadCoords(layout);
+  SmallVector<Value> out;
+  for (int64_t r = 0; r < layout.numRegs(); ++r) {
+    SmallVector<Value> c = elementCoords(layout, thread, r);
+    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, c[0], c[1])));
+  }
+  return out;
+}
+
+void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> values) {
+  SmallVector<Value> thread = threadCoords(layout);
+  for (int64_t r = 0; r < layout.numRegs(); ++r) {
+    SmallVector<Value> c = elementCoords(layout, thread, r);
+    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, c[0], c[1]));
+  }
+}
+
+/// Number of consecutive registers that one vector access can move: the
+/// leading register bases walk the last dimension one element at a time,
+/// the thread's part keeps vectors aligned, the last dimension is contiguous
+/// (stride constant 1) and whole vectors are in or out of bounds (the size
+/// and offset of the last dimension are constant multiples of the width).
+int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view,
+                                ValueRange offsets, int64_t elemBytes) {
+  unsigned last = layout.rank() - 1;
+  if (constantInt(view.strides[last]) != 1)
+    return 1;
+  int width = 1;
+  for (const auto &basis : layout.regBases()) {
+    tilec::Coord unit(layout.rank(), 0);
+    unit[last] = width;
+    if (basis != unit || (width * 2) * elemBytes > kChunkBytes)
+      break;
+    width *= 2;
+  }
+  auto size = constantInt(view.sizes[last]);
+  auto offset = constantInt(offsets[last]);
+  while (width > 1 && (!size || !offset || *size % width || *offset % width))
+    width /= 2;
+  for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
+    for (const auto &basis : *bases)
+      while (width > 1 && basis[last] % width)
+        width /= 2;
+  return width;
+}
+
+/// Register tiles whose elements sit in the same threads (up to `project`)
+/// only need their registers renamed.
+LogicalResult KernelLowering::registerRemap(Value from, Value to,
+                                            function_ref<tilec::Coord(tilec::Coord)> project,
+                                            Operation *op) {
+  LinearLayout in = layoutOf(from), out = layoutOf(to);
+  auto projectBases = [&](const std::vector<tilec::Coord> &bases) {
+    std::vector<tilec::Coord> projected;
+    for (const auto &basis : bases)
+      projected.push_back(project(basis));
+    return projected;
+  };
+  if (projectBases(out.laneBases()) != in.laneBases() ||
+      projectBases(out.warpBases()) != in.warpBases())
+    return op->emitError() << "layouts of operand and result place elements in different "
+                              "threads; tile-partition-warps should have inserted a "
+                              "tile.convert_layout here";
+  SmallVector<Value> &source = regs[from];
+  SmallVector<Value> result;
+  for (int64_t r = 0; r < out.numRegs(); ++r) {
+    std::optional<int64_t> holder = in.regHolding(project(out.regCoord(r)));
+    if (!holder)
+      return op->emitError() << "no register of the operand holds element "
+                             << "of result register " << r;
+    result.push_back(source[*holder]);
+  }
+  regs[to] = std::move(result);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerLoad(LoadOp op) {
+  if (isShared(op.getResult()))
+    return lowerLoadToShared(op);
+  const ViewInfo &view = views[op.getView()];
+  LinearLayout layout = layoutOf(op.getResult());
+  Type elemType = op.getResult().getType().getElementType();
+  int64_t elemBytes = std::max<int64_t>(1, elemType.getIntOrFloatBitWidth() / 8);
+  SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
+  int width = vectorWidth(layout, view, op.getOffsets(), elemBytes);
+
+  Value padding;
+  switch (op.getPadding()) {
+  case PaddingKind::zero:
+    padding = LLVM::ZeroOp::create(b, elemType);
+    break;
+  case PaddingKind::neg_inf:
+    padding = arith::ConstantOp::create(
+        b, b.getFloatAttr(elemType, APFloat::getInf(cast<FloatType>(elemType).getFloatSemantics(), true)));
+    break;
+  case PaddingKind::nan:
+    padding = arith::ConstantOp::create(
+        b, b.getFloatAttr(elemType, APFloat::getNaN(cast<FloatType>(elemType).getFloatSemantics())));
+    break;
+  }
+  if (op.getPadding() != PaddingKind::zero && !isa<FloatType>(elemType))
+    return op.emitError() << "padding " << stringifyPaddingKind(op.getPadding())
+                          << " needs a float tile";
+
+  SmallVector<Value> thread = threadCoords(layout);
+  SmallVector<Value> values(layout.numRegs());
+  Type vecType = width > 1 ? VectorType::get({width}, elemType) : elemType;
+  for (int64_t r = 0; r < layout.numRegs(); r += width) {
+    SmallVector<Value> c = elementCoords(layout, thread, r);
+    SmallVector<Value> index;
+    for (size_t d = 0; d < c.size(); ++d)
+      index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
+    Value ok = inBounds(view, index);
+    auto ifOp = scf::IfOp::create(b, TypeRange{vecType}, ok, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      Value loaded = LLVM::LoadOp::create(b, vecType, elementAddress(view, index), width * elemBytes);
+      scf::YieldOp::create(b, loaded);
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      Value pad = padding;
+      if (width > 1)
+        pad = LLVM::ZeroOp::create(b, vecType).getResult();
+      if (width > 1 && op.getPadding() != PaddingKind::zero) {
+        Value vec = LLVM::UndefOp::create(b, vecType);
+        for (int i = 0; i < width; ++i)
+          vec = LLVM::InsertElementOp::create(b, vec, padding, i32(i));
+        pad = vec;
+      }
+      scf::YieldOp::create(b, pad);
+    }
+    for (int i = 0; i < width; ++i)
+      values[r + i] = width > 1 ? LLVM::ExtractElementOp::create(b, ifOp.getResult(0), i32(i)).getResult()
+                                : ifOp.getResult(0);
+  }
+  regs[op.getResult()] = values;
+  return success();
+}
+
+/// Cooperative copy global -> shared with 16-byte cp.async: chunk i of the
+/// tile goes to thread i % threads. Beyond the view, cp.async's src-size
+/// operand zero-fills (padding must be zero).
+LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
+  auto type = op.getResult().getType();
+  if (type.getRank() != 2)
+    return op.emitError() << "only rank-2 tiles can be placed in shared memory";
+  if (op.getPadding() != PaddingKind::zero)
+    return op.emitError() << "a tile loaded into shared memory pads with zero (cp.async "
+                             "zero-fill); got padding "
+                          << stringifyPaddingKind(op.getPadding());
+  const ViewInfo &view = views[op.getView()];
+  if (constantInt(view.strides[1]) != 1)
+    return op.emitError() << "a tile loaded into shared memory needs the view's last "
+                             "dimension contiguous (stride a constant 1)";
+  SharedTile tile = allocateShared(type);
+  int64_t rowBytes = tile.cols * tile.elemBytes;
+  if (rowBytes % kChunkBytes != 0)
+    return op.emitError() << "rows of a shared tile must be whole 16-byte chunks, got "
+                          << rowBytes << " bytes";
+  int64_t elemsPerChunk = kChunkBytes / tile.elemBytes;
+  int64_t chunksPerRow = rowBytes / kChunkBytes;
+  int64_t totalChunks = tile.rows * chunksPerRow;
+  int64_t threads = numWarps * kWarpSize;
+
+  // Everyone must be done reading the region's previous contents.
+  NVVM::Barrier0Op::create(b);
+  Value rowOffset = scalar(op.getOffsets()[0]), colOffset = scalar(op.getOffsets()[1]);
+  for (int64_t first = 0; first < totalChunks; first += threads) {
+    Value chunkId = arith::AddIOp::create(b, threadId, i32(first));
+    Value row = arith::DivUIOp::create(b, chunkId, i32(chunksPerRow));
+    Value col = arith::MulIOp::create(b, arith::RemUIOp::create(b, chunkId, i32(chunksPerRow)),
+                                      i32(elemsPerChunk));
+    Value globalRow = arith::AddIOp::create(b, row, rowOffset);
+    Value globalCol = arith::AddIOp::create(b, col, colOffset);
+    // Bytes of this chunk inside the view: 0 when the row is outside,
+    // clamp((size - col) * elemBytes, 0, 16) otherwise.
+    Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalRow, view.sizes[0]);
+    Value colsLeft = arith::SubIOp::create(b, view.sizes[1], globalCol);
+    Value bytesLeft = arith::MulIOp::create(b, colsLeft, i32(tile.elemBytes));
+    bytesLeft = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, bytesLeft, i32(kChunkBytes)), i32(0));
+    Value srcBytes = arith::SelectOp::create(b, rowOk, bytesLeft, i32(0));
+    Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, srcBytes, i32(0));
+    // Never form an address outside the view, even for a zero-byte copy.
+    Value safeRow = arith::SelectOp::create(b, valid, globalRow, i32(0));
+    Value safeCol = arith::SelectOp::create(b, valid, globalCol, i32(0));
+    Value src = elementAddress(view, {safeRow, safeCol});
+    Value dst = sharedElementAddress(tile, row, col);
+    if (totalChunks % threads != 0 && first + threads > totalChunks) {
+      Value active = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, chunkId, i32(totalChunks));
+      auto ifOp = scf::IfOp::create(b, TypeRange{}, active, /*withElse=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(kChunkBytes),
+                              NVVM::LoadCacheModifierKindAttr::get(ctx, NVVM::LoadCacheModifierKind::CG),
+                              srcBytes);
+    } else {
+      NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(kChunkBytes),
+                              NVVM::LoadCacheModifierKindAttr::get(ctx, NVVM::LoadCacheModifierKind::CG),
+                              srcBytes);
+    }
+  }
+  NVVM::CpAsyncCommitGroupOp::create(b);
+  tile.pendingGroup = committedGroups++;
+  sharedTiles[op.getResult()] = tile;
+  return success();
+}
+
+LogicalResult KernelLowering::lowerStore(StoreOp op) {
+  TypedValue<RankedTensorType> value = op.getValue();
+  if (isShared(value))
+    return op.emitError() << "storing a shared-memory tile directly is not supported; the "
+                             "layout pass keeps stored tiles in registers";
+  const ViewInfo &view = views[op.getView()];
+  LinearLayout layout = layoutOf(value);
+  Type elemType = value.getType().getElementType();
+  int64_t elemBytes = std::max<int64_t>(1, elemType.getIntOrFloatBitWidth() / 8);
+  SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
+  int width = vectorWidth(layout, view, op.getOffsets(), elemBytes);
+  SmallVector<Value> &values = regs[value];
+
+  // Replicated elements are written once: by the threads whose replicating
+  // lane/warp bits are zero, from the first register holding them.
+  int64_t laneMask = 0, warpMask = 0;
+  tilec::Coord zero(layout.rank(), 0);
+  for (size_t i = 0; i < layout.laneBases().size(); ++i)
+    if (layout.laneBases()[i] == zero)
+      laneMask |= int64_t(1) << i;
+  for (size_t i = 0; i < layout.warpBases().size(); ++i)
+    if (layout.warpBases()[i] == zero)
+      warpMask |= int64_t(1) << i;
+  Value owner;
+  if (laneMask || warpMask) {
+    Value bits = arith::OrIOp::create(b, arith::AndIOp::create(b, laneId, i32(laneMask)),
+                                      arith::AndIOp::create(b, warpId, i32(warpMask)));
+    owner = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
+  }
+
+  SmallVector<Value> thread = threadCoords(layout);
+  Type vecType = width > 1 ? VectorType::get({width}, elemType) : elemType;
+  for (int64_t r = 0; r < layout.numRegs(); r += width) {
+    if (layout.regHolding(layout.regCoord(r)) != r)
+      continue; // a duplicate of an earlier register
+    SmallVector<Value> c = elementCoords(layout, thread, r);
+    SmallVector<Value> index;
+    for (size_t d = 0; d < c.size(); ++d)
+      index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
+    Value ok = inBounds(view, index);
+    if (owner)
+      ok = arith::AndIOp::create(b, ok, owner);
+    Value toStore = values[r];
+    if (width > 1) {
+      toStore = LLVM::UndefOp::create(b, vecType);
+      for (int i = 0; i < width; ++i)
+        toStore = LLVM::InsertElementOp::create(b, toStore, values[r + i], i32(i));
+    }
+    auto ifOp = scf::IfOp::create(b, TypeRange{}, ok, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    LLVM::StoreOp::create(b, toStore, elementAddress(view, index), width * elemBytes);
+  }
+  return success();
+}
+
+/// mma.sync m16n8k16: A from registers (split-Q fragment layout), B from a
+/// shared tile through ldmatrix (.trans when B is stored K-major, i.e. V),
+/// accumulator in registers.
+LogicalResult KernelLowering::lowerDot(DotOp op) {
+  auto aType = op.getA().getType();
+  auto accType = op.getAcc().getType();
+  int64_t m = accType.getDimSize(0), n = accType.getDimSize(1), k = aType.getDimSize(1);
+  if (layoutOf(op.getA()) != LinearLayout::mmaOperandA(m, k, numWarps) ||
+      layoutOf(op.getAcc()) != LinearLayout::mmaAccumulator(m, n, numWarps) ||
+      !isShared(op.getB()))
+    return op.emitError() << "tile.dot operands are not in the mma.sync layouts (A and the "
+                             "accumulator split-Q fragments, B in shared memory); run "
+                             "tile-partition-warps first";
+  Type elemType = aType.getElementType();
+  bool bf16 = elemType.isBF16();
+  SharedTile &bTile = sharedTiles[op.getB()];
+  waitFor(bTile);
+
+  int64_t rowsPerWarp = m / numWarps;
+  int64_t mTiles = rowsPerWarp / 16, nTiles = n / 8, kTiles = k / 16;
+  int kBits = tilec::log2Exact(kTiles), nBits = tilec::log2Exact(nTiles);
+  SmallVector<Value> &aRegs = regs[op.getA()];
+  SmallVector<Value> acc = regs[op.getAcc()];
+
+  Type pairType = bf16 ? Type(b.getI32Type()) : Type(VectorType::get({2}, elemType));
+  auto pack = [&](Value lo, Value hi) -> Value {
+    Type vec = VectorType::get({2}, elemType);
+    Value v = LLVM::UndefOp::create(b, vec);
+    v = LLVM::InsertElementOp::create(b, v, lo, i32(0));
+    v = LLVM::InsertElementOp::create(b, v, hi, i32(1));
+    return bf16 ? LLVM::BitcastOp::create(b, b.getI32Type(), v).getResult() : v;
+  };
+  auto fromLdmatrix = [&](Value word) -> Value {
+    return bf16 ? word : LLVM::BitcastOp::create(b, pairType, word).getResult();
+  };
+
+  // ldmatrix: lane l gives the row address of matrix l / 8, row l % 8.
+  bool transposeB = op.getTransposeB();
+  Value matrix = arith::DivUIOp::create(b, laneId, i32(8));
+  Value rowInMatrix = arith::RemUIOp::create(b, laneId, i32(8));
+  Value matrixLow = arith::AndIOp::create(b, matrix, i32(1));
+  Value matrixHigh = arith::ShRUIOp::create(b, matrix, i32(1));
+  int numMatrices = nTiles >= 2 ? 4 : 2;
+  auto i32x = [&](int count) {
+    return LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(count, b.getI32Type()));
+  };
+
+  for (int64_t ki = 0; ki < kTiles; ++ki) {
+    for (int64_t ni = 0; ni < nTiles; ni += numMatrices / 2) {
+      // Fragments b0b1, b2b3 for n-tile ni (and ni + 1 with x4).
+      Value row, col;
+      if (transposeB) {
+        // B = tileᵀ, the tile is N x K row-major (K): matrices (n-block, k-half).
+        row = arith::AddIOp::create(
+            b, arith::MulIOp::create(b, arith::AddIOp::create(b, matrixHigh, i32(ni)), i32(8)),
+            rowInMatrix);
+        col = arith::MulIOp::create(b, arith::AddIOp::create(b, matrixLow, i32(2 * ki)), i32(8));
+      } else {
+        // The tile is K x N row-major (V): ldmatrix.trans of (k-half, n-block).
+        row = arith::AddIOp::create(
+            b, arith::AddIOp::create(b, arith::MulIOp::create(b, matrixLow, i32(8)), i32(16 * ki)),
+            rowInMatrix);
+        col = arith::MulIOp::create(b, arith::AddIOp::create(b, matrixHigh, i32(ni)), i32(8));
+      }
+      Value address = sharedElementAddress(bTile, row, col);
+      auto ld = NVVM::LdMatrixOp::create(
+          b, i32x(numMatrices), address, b.getI32IntegerAttr(numMatrices),
+          NVVM::MMALayoutAttr::get(ctx, transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col),
+          NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+          NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+      SmallVector<Value> words;
+      for (int i = 0; i < numMatrices; ++i)
+        words.push_back(fromLdmatrix(LLVM::ExtractValueOp::create(b, ld, i)));
+
+      for (int64_t sub = 0; sub < numMatrices / 2; ++sub) {
+        int64_t nTile = ni + sub;
+        Value bFrag[2] = {words[2 * sub], words[2 * sub + 1]};
+        for (int64_t mi = 0; mi < mTiles; ++mi) {
+          int64_t aBase = (ki << 3) | (mi << (3 + kBits));
+          SmallVector<Value> aFrag = {pack(aRegs[aBase + 0], aRegs[aBase + 1]),
+                                      pack(aRegs[aBase + 2], aRegs[aBase + 3]),
+                                      pack(aRegs[aBase + 4], aRegs[aBase + 5]),
+                                      pack(aRegs[aBase + 6], aRegs[aBase + 7])};
+          int64_t cBase = (nTile << 2) | (mi << (2 + nBits));
+          SmallVector<Value> cFrag = {acc[cBase], acc[cBase + 1], acc[cBase + 2], acc[cBase + 3]};
+          auto resultType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, b.getF32Type()));
+          std::array<NVVM::MMATypes, 2> ptxTypes = {bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16,
+                                                    bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16};
+          auto mma = NVVM::MmaOp::create(
+              b, resultType, aFrag, ValueRange{bFrag[0], bFrag[1]}, cFrag, {16, 8, 16},
+              std::nullopt, std::nullopt, ptxTypes,
+              std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+          for (int i = 0; i < 4; ++i)
+            acc[cBase + i] = LLVM::ExtractValueOp::create(b, mma, i);
+        }
+      }
+    }
+  }
+  regs[op.getResult()] = acc;
+  return success();
+}
+
+/// In-thread combine of the registers that share a projected coordinate,
+/// then butterfly shuffles over the lane bits that move along the axis.
+LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
+  unsigned axis = op.getAxis();
+  LinearLayout in = layoutOf(op.getInput());
+  for (const auto &basis : in.warpBases())
+    if (basis[axis] != 0)
+      return op.emitError() << "reduction along axis " << axis << " crosses warps";
+  SmallVector<Value> &values = regs[op.getInput()];
+  auto project = [&](tilec::Coord c) {
+    c.erase(c.begin() + axis);
+    return c;
+  };
+  std::map<tilec::Coord, Value> partial;
+  for (int64_t r = 0; r < in.numRegs(); ++r) {
+    tilec::Coord key = project(in.regCoord(r));
+    auto [it, inserted] = partial.try_emplace(key, values[r]);
+    if (!inserted && in.regHolding(in.regCoord(r)) == r)
+      it->second = combine(op.getKind(), it->second, values[r]);
+  }
+  Value fullMask = i32(-1), clamp = i32(0x1f);
+  for (size_t i = 0; i < in.laneBases().size(); ++i) {
+    const tilec::Coord &basis = in.laneBases()[i];
+    if (basis[axis] == 0)
+      continue;
+    if (project(basis) != tilec::Coord(in.rank() - 1, 0))
+      return op.emitError() << "lane bit " << i << " moves along the reduced axis and another "
+                               "axis at once; cannot reduce with shuffles";
+    for (auto &[key, value] : partial) {
+      Value other = NVVM::ShflOp::create(b, value.getType(), fullMask, value, i32(1 << i), clamp,
+                                         NVVM::ShflKindAttr::get(ctx, NVVM::ShflKind::bfly),
+                                         UnitAttr());
+      value = combine(op.getKind(), value, other);
+    }
+  }
+  LinearLayout out = layoutOf(op.getResult());
+  SmallVector<Value> result;
+  for (int64_t r = 0; r < out.numRegs(); ++r) {
+    auto it = partial.find(out.regCoord(r));
+    if (it == partial.end())
+      return op.emitError() << "result layout does not match the slice of the input layout";
+    result.push_back(it->second);
+  }
+  regs[op.getResult()] = result;
+  return success();
+}
+
+SmallVector<Value> KernelLowering::flatten(ValueRange oldValues) {
+  SmallVector<Value> out;
+  for (Value v : oldValues) {
+    if (isa<RankedTensorType>(v.getType()))
+      llvm::append_range(out, regs[v]);
+    else
+      out.push_back(scalar(v));
+  }
+  return out;
+}
+
+void KernelLowering::unflatten(ValueRange oldValues, ValueRange newValues) {
+  size_t next = 0;
+  for (Value v : oldValues) {
+    if (auto type = dyn_cast<RankedTensorType>(v.getType())) {
+      int64_t count = layoutOf(v).numRegs();
+      regs[v] = SmallVector<Value>(newValues.begin() + next, newValues.begin() + next + count);
+      next += count;
+    } else {
+      mapping.map(v, newValues[next++]);
+    }
+  }
+}
+
+LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
+  for (Value init : op.getInitArgs())
+    if (isShared(init) || isa<ViewType>(init.getType()))
+      return op.emitError() << "loop-carried shared tiles and views are not supported";
+  SmallVector<Value> inits = flatten(op.getInitArgs());
+  auto newFor = scf::ForOp::create(b, scalar(op.getLowerBound()), scalar(op.getUpperBound()),
+                                   scalar(op.getStep()), inits);
+  mapping.map(op.getInductionVar(), newFor.getInductionVar());
+  unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = newFor.getBody();
+    if (!body->empty())
+      body->getTerminator()->erase();
+    b.setInsertionPointToEnd(body);
+    for (Operation &inner : op.getBody()->without_terminator())
+      if (failed(lowerOp(&inner)))
+        return failure();
+    // Shared tiles filled in the loop must be complete before the next
+    // iteration's barrier; waitFor ran at their first use.
+    scf::YieldOp::create(b, flatten(op.getBody()->getTerminator()->getOperands()));
+  }
+  unflatten(op.getResults(), newFor.getResults());
+  return success();
+}
+
+LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
+  SmallVector<Type> types;
+  for (Value result : op.getResults()) {
+    if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+      types.append(layoutOf(result).numRegs(), type.getElementType());
+    else
+      types.push_back(result.getType());
+  }
+  bool hasElse = !op.getElseRegion().empty();
+  auto newIf = scf::IfOp::create(b, types, scalar(op.getCondition()), hasElse);
+  for (auto [oldRegion, newRegion] :
+       {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
+    if (oldRegion->empty())
+      continue;
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = &newRegion->front();
+    if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
+      body->back().erase();
+    b.setInsertionPointToEnd(body);
+    for (Operation &inner : oldRegion->front().without_terminator())
+      if (failed(lowerOp(&inner)))
+        return failure();
+    scf::YieldOp::create(b, flatten(oldRegion->front().getTerminator()->getOperands()));
+  }
+  unflatten(op.getResults(), newIf.getResults());
+  return success();
+}
+
+LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
+  Value in = op.getInput(), out = op.getResult();
+  Type elemType = op.getResult().getType().getElementType();
+  if (isShared(out)) {
+    if (isShared(in)) {
+      sharedTiles[out] = sharedTiles[in];
+      return success();
+    }
+    SharedTile tile = allocateShared(cast<RankedTensorType>(out.getType()));
+    NVVM::Barrier0Op::create(b);
+    writeShared(tile, layoutOf(in), regs[in]);
+    NVVM::Barrier0Op::create(b);
+    sharedTiles[out] = tile;
+    return success();
+  }
+  if (isShared(in)) {
+    regs[out] = readShared(sharedTiles[in], layoutOf(out), elemType);
+    return success();
+  }
+  LinearLayout from = layoutOf(in), to = layoutOf(out);
+  if (from.sameThreadMapping(to) ||
+      (from.laneBases() == to.laneBases() && from.warpBases() == to.warpBases()))
+    return registerRemap(in, out, [](tilec::Coord c) { return c; }, op);
+  // General case: through a scratch tile in shared memory.
+  auto type = cast<RankedTensorType>(out.getType());
+  if (type.getRank() != 2)
+    return op.emitError() << "layout conversion of a rank-" << type.getRank()
+                          << " tile through shared memory is not supported";
+  SharedTile scratch;
+  scratch.rows = type.getDimSize(0);
+  scratch.cols = type.getDimSize(1);
+  scratch.elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  if (scratch.cols * scratch.elemBytes % kChunkBytes != 0)
+    return op.emitError() << "layout conversion through shared memory needs rows of whole "
+                             "16-byte chunks";
+  scratch.offset = llvm::alignTo(sharedBytes, 128);
+  sharedBytes = scratch.offset + scratch.rows * scratch.cols * scratch.elemBytes;
+  NVVM::Barrier0Op::create(b);
+  writeShared(scratch, from, regs[in]);
+  NVVM::Barrier0Op::create(b);
+  regs[out] = readShared(scratch, to, elemType);
+  return success();
+}
+
+LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
+                                        SmallVectorImpl<Value> &results) {
+  Type type = operands.empty() ? Type() : operands[0].getType();
+  bool f32 = type && type.isF32();
+  auto log2e = [&]() { return arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::log2e)); };
+  auto ln2 = [&]() { return arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::ln2)); };
+  if (isa<math::Exp2Op>(op) && f32)
+    results.push_back(exp2(operands[0]));
+  else if (isa<math::ExpOp>(op) && f32)
+    results.push_back(exp2(arith::MulFOp::create(b, operands[0], log2e())));
+  else if (isa<math::Log2Op>(op) && f32)
+    results.push_back(log2(operands[0]));
+  else if (isa<math::LogOp>(op) && f32)
+    results.push_back(arith::MulFOp::create(b, log2(operands[0]), ln2()));
+  else
+    return failure();
+  return success();
+}
+
+LogicalResult KernelLowering::lowerElementwise(Operation *op) {
+  LinearLayout layout = layoutOf(op->getResult(0));
+  SmallVector<Value> result;
+  for (int64_t r = 0; r < layout.numRegs(); ++r) {
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands())
+      operands.push_back(isa<RankedTensorType>(operand.getType()) ? regs[operand][r] : scalar(operand));
+    SmallVector<Value> mathResults;
+    if (succeeded(lowerMath(op, operands, mathResults))) {
+      result.push_back(mathResults[0]);
+      continue;
+    }
+    OperationState state(op->getLoc(), op->getName());
+    state.addOperands(operands);
+    state.addTypes(getElementTypeOrSelf(op->getResult(0).getType()));
+    state.addAttributes(op->getAttrs());
+    result.push_back(b.create(state)->getResult(0));
+  }
+  regs[op->getResult(0)] = result;
+  return success();
+}
+
+LogicalResult KernelLowering::lowerOp(Operation *op) {
+  b.setLoc(op->getLoc());
+  if (auto pid = dyn_cast<ProgramIdOp>(op)) {
+    Value v;
+    switch (pid.getAxis()) {
+    case 0: v = NVVM::BlockIdXOp::create(b, b.getI32Type()); break;
+    case 1: v = NVVM::BlockIdYOp::create(b, b.getI32Type()); break;
+    default: v = NVVM::BlockIdZOp::create(b, b.getI32Type()); break;
+    }
+    mapping.map(pid.getResult(), v);
+    return success();
+  }
+  if (auto num = dyn_cast<NumProgramsOp>(op)) {
+    Value v;
+    switch (num.getAxis()) {
+    case 0: v = NVVM::GridDimXOp::create(b, b.getI32Type()); break;
+    case 1: v = NVVM::GridDimYOp::create(b, b.getI32Type()); break;
+    default: v = NVVM::GridDimZOp::create(b, b.getI32Type()); break;
+    }
+    mapping.map(num.getResult(), v);
+    return success();
+  }
+  if (auto addptr = dyn_cast<AddPtrOp>(op)) {
+    Value offset = scalar(addptr.getOffset());
+    mapping.map(addptr.getResult(),
+                LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace),
+                                    addptr.getPtr().getType().getPointeeType(),
+                                    scalar(addptr.getPtr()), ValueRange{offset}));
+    return success();
+  }
+  if (auto view = dyn_cast<ViewOp>(op)) {
+    ViewInfo info;
+    info.base = scalar(view.getBase());
+    info.elementType = view.getResult().getType().getElementType();
+    for (Value size : view.getSizes())
+      info.sizes.push_back(scalar(size));
+    for (Value stride : view.getStrides())
+      info.strides.push_back(scalar(stride));
+    views[view.getResult()] = info;
+    return success();
+  }
+  if (auto load = dyn_cast<LoadOp>(op))
+    return lowerLoad(load);
+  if (auto store = dyn_cast<StoreOp>(op))
+    return lowerStore(store);
+  if (auto dot = dyn_cast<DotOp>(op))
+    return lowerDot(dot);
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return lowerReduce(reduce);
+  if (auto forOp = dyn_cast<scf::ForOp>(op))
+    return lowerFor(forOp);
+  if (auto ifOp = dyn_cast<scf::IfOp>(op))
+    return lowerIf(ifOp);
+  if (auto convert = dyn_cast<ConvertLayoutOp>(op))
+    return lowerConvert(convert);
+  if (auto iota = dyn_cast<IotaOp>(op)) {
+    LinearLayout layout = layoutOf(iota.getResult());
+    SmallVector<Value> thread = threadCoords(layout);
+    SmallVector<Value> values;
+    for (int64_t r = 0; r < layout.numRegs(); ++r)
+      values.push_back(elementCoords(layout, thread, r)[0]);
+    regs[iota.getResult()] = values;
+    return success();
+  }
+  if (auto splat = dyn_cast<SplatOp>(op)) {
+    regs[splat.getResult()] =
+        SmallVector<Value>(layoutOf(splat.getResult()).numRegs(), scalar(splat.getValue()));
+    return success();
+  }
+  if (auto expand = dyn_cast<ExpandDimsOp>(op)) {
+    unsigned axis = expand.getAxis();
+    return registerRemap(expand.getInput(), expand.getResult(),
+                         [axis](tilec::Coord c) {
+                           c.erase(c.begin() + axis);
+                           return c;
+                         },
+                         op);
+  }
+  if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
+    ArrayRef<int64_t> inShape = broadcast.getInput().getType().getShape();
+    std::vector<int64_t> shape(inShape.begin(), inShape.end());
+    return registerRemap(broadcast.getInput(), broadcast.getResult(),
+                         [shape](tilec::Coord c) {
+                           for (size_t d = 0; d < c.size(); ++d)
+                             if (shape[d] == 1)
+                               c[d] = 0;
+                           return c;
+                         },
+                         op);
+  }
+  if (auto trans = dyn_cast<TransOp>(op))
+    return registerRemap(trans.getInput(), trans.getResult(),
+                         [](tilec::Coord c) { return tilec::Coord{c[1], c[0]}; }, op);
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    if (auto type = dyn_cast<RankedTensorType>(constant.getType())) {
+      auto splat = dyn_cast<SplatElementsAttr>(constant.getValue());
+      if (!splat)
+        return op->emitError() << "only splat tile constants are supported on the GPU";
+      Value value = arith::ConstantOp::create(b, cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+      regs[constant.getResult()] = SmallVector<Value>(layoutOf(constant.getResult()).numRegs(), value);
+      return success();
+    }
+  }
+  if (isa<func::ReturnOp>(op)) {
+    LLVM::ReturnOp::create(b, ValueRange{});
+    return success();
+  }
+  bool touchesTiles = llvm::any_of(op->getOperandTypes(), [](Type t) { return isa<RankedTensorType>(t); }) ||
+                      llvm::any_of(op->getResultTypes(), [](Type t) { return isa<RankedTensorType>(t); });
+  if (touchesTiles) {
+    if (op->hasTrait<OpTrait::Elementwise>() && op->getNumResults() == 1)
+      return lowerElementwise(op);
+    return op->emitError() << "'" << op->getName() << "' on tiles has no GPU lowering";
+  }
+  if (op->getNumRegions() != 0)
+    return op->emitError() << "'" << op->getName() << "' has no GPU lowering";
+  // Scalar math the NVPTX backend cannot expand (exp, log) goes to the
+  // approximate hardware instructions; everything else is cloned as is.
+  SmallVector<Value> operands = llvm::map_to_vector(op->getOperands(), [&](Value v) { return scalar(v); });
+  SmallVector<Value> mathResults;
+  if (op->getDialect() && isa<math::MathDialect>(op->getDialect()) &&
+      succeeded(lowerMath(op, operands, mathResults))) {
+    mapping.map(op->getResult(0), mathResults[0]);
+    return success();
+  }
+  b.clone(*op, mapping);
+  return success();
+}
+
+LogicalResult KernelLowering::run() {
+  if (auto attr = func->getAttrOfType<IntegerAttr>("tile.num_warps"))
+    numWarps = attr.getInt();
+  else
+    return func.emitError() << "kernel has no tile.num_warps: run tile-partition-warps first";
+  auto gridAttr = func->getAttrOfType<ArrayAttr>("tile.grid");
+  if (!gridAttr || gridAttr.size() != 3 ||
+      !llvm::all_of(gridAttr, [](Attribute a) { return isa<StringAttr>(a); }))
+    return func.emitError() << "kernel needs tile.grid = [\"x\", \"y\", \"z\"]: three grid-size "
+                               "expressions over its integer parameters";
+  auto namesAttr = func->getAttrOfType<ArrayAttr>("tile.arg_names");
+  if (namesAttr && namesAttr.size() != func.getNumArguments())
+    return func.emitError() << "tile.arg_names has " << namesAttr.size() << " names for "
+                            << func.getNumArguments() << " parameters";
+
+  // Signature and the launch description the driver writes as a manifest.
+  SmallVector<Type> argTypes;
+  SmallVector<Attribute> params;
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+    std::string name = namesAttr ? cast<StringAttr>(namesAttr[i]).str() : "arg" + std::to_string(i);
+    SmallVector<NamedAttribute> param = {b.getNamedAttr("name", b.getStringAttr(name))};
+    if (auto ptr = dyn_cast<PtrType>(type)) {
+      argTypes.push_back(ptrType(kGlobalAddressSpace));
+      param.push_back(b.getNamedAttr("kind", b.getStringAttr("ptr")));
+      param.push_back(b.getNamedAttr("elem", b.getStringAttr(elementName(ptr.getPointeeType()))));
+    } else if (type.isInteger(32) || type.isInteger(64) || type.isF32()) {
+      argTypes.push_back(type);
+      param.push_back(b.getNamedAttr("kind", b.getStringAttr(elementName(type))));
+    } else {
+      return func.emitError() << "kernel parameter " << i << " has type " << type
+                              << "; kernels take !tile.ptr, i32, i64 or f32";
+    }
+    params.push_back(b.getDictionaryAttr(param));
+  }
+  if (func.getNumResults() != 0)
+    return func.emitError() << "kernels return nothing; write results with tile.store";
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(func);
+  auto kernel = LLVM::LLVMFuncOp::create(
+      b, func.getName(), LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
+  entryBlock = kernel.addEntryBlock(b);
+  b.setInsertionPointToStart(entryBlock);
+  for (auto [oldArg, newArg] : llvm::zip(func.getArguments(), kernel.getArguments()))
+    mapping.map(oldArg, newArg);
+  threadId = NVVM::ThreadIdXOp::create(b, b.getI32Type());
+  laneId = arith::RemUIOp::create(b, threadId, i32(kWarpSize));
+  warpId = arith::DivUIOp::create(b, threadId, i32(kWarpSize));
+
+  for (Operation &op : func.getBody().front())
+    if (failed(lowerOp(&op)))
+      return failure();
+
+  int64_t threads = numWarps * kWarpSize;
+  kernel->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                  b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
+  SmallVector<NamedAttribute> launch = {
+      b.getNamedAttr("grid", gridAttr),
+      b.getNamedAttr("block", b.getI64ArrayAttr({threads, 1, 1})),
+      b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(sharedBytes)),
+      b.getNamedAttr("params", b.getArrayAttr(params))};
+  if (auto variant = func->getAttr("tile.variant"))
+    launch.push_back(b.getNamedAttr("variant", variant));
+  kernel->setAttr("tile.launch", b.getDictionaryAttr(launch));
+  func.erase();
+  return success();
+}
+
+struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertTileToNVVMPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (arch != "sm_80" && arch != "sm_90a" && arch != "sm_90" && arch != "sm_86" && arch != "sm_89") {
+      module.emitError() << "unsupported arch '" << arch << "': expected sm_80, sm_86, sm_89, sm_90 or sm_90a";
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> kernels;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(kKernelAttrName))
+        kernels.push_back(func);
+    if (kernels.empty())
+      return;
+    OpBuilder builder(module.getBodyRegion());
+    builder.setInsertionPointToStart(module.getBody());
+    auto smem = module.lookupSymbol<LLVM::GlobalOp>(kSharedSymbol);
+    if (!smem)
+      smem = LLVM::GlobalOp::create(builder, module.getLoc(),
+                                    LLVM::LLVMArrayType::get(builder.getI8Type(), 0),
+                                    /*isConstant=*/false, LLVM::Linkage::External, kSharedSymbol,
+                                    Attribute(), /*alignment=*/128, kSharedAddressSpace);
+    for (func::FuncOp func : kernels)
+      if (failed(KernelLowering(func, smem, arch).run()))
+        return signalPassFailure();
+    module->setAttr("tile.target", builder.getStringAttr(arch));
+  }
+};
+
+} // namespace

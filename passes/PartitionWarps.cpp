@@ -1,0 +1,413 @@
+//===- PartitionWarps.cpp - split-Q layout assignment ---------------------===//
+//
+// FlashAttention-2's warp scheme is a layout decision (DESIGN.md, "Layouts"):
+// each warp owns a block of Q rows, K and V tiles sit in shared memory where
+// every warp reads them, so S = Q·Kᵀ, its row max/sum and P·V stay inside the
+// warp that owns the rows. This pass writes that decision into the IR: every
+// tile gets a `#tile.linear` layout or a `#tile.shared` placement as its
+// tensor encoding.
+//
+// How: the dots are anchors (accumulator and A operand take the mma.sync
+// fragment layouts, B operands go to shared memory). From there layouts flow
+// along the IR — elementwise ops share their layout, loops carry it around,
+// reduce/expand_dims/broadcast/trans transform it — by a worklist. The first
+// layout a value receives wins; a later, different demand on a use is met by
+// recomputing cheap producers (iota, splat, constants and their shape
+// plumbing) in the demanded layout, or else by a tile.convert_layout.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Tile/TileDialect.h"
+#include "tilec/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include <deque>
+
+namespace tilec {
+#define GEN_PASS_DEF_TILEPARTITIONWARPS
+#include "passes/Passes.h.inc"
+} // namespace tilec
+
+using namespace mlir;
+using namespace mlir::tile;
+
+namespace {
+
+RankedTensorType withEncoding(Type type, Attribute encoding) {
+  auto tensor = cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape(), tensor.getElementType(), encoding);
+}
+
+bool isTile(Value v) { return isa<RankedTensorType>(v.getType()); }
+
+/// Elementwise ops (arith, math) apply the same layout to all their tiles.
+bool isElementwise(Operation *op) {
+  return op->hasTrait<OpTrait::Elementwise>() && op->getNumResults() == 1 &&
+         isTile(op->getResult(0));
+}
+
+/// Producers that are cheaper to recompute in a second layout than to move.
+bool isCheapToRecompute(Operation *op, int depth = 0) {
+  if (!op || depth > 8)
+    return false;
+  if (isa<IotaOp, SplatOp>(op))
+    return true;
+  if (auto constant = dyn_cast<arith::ConstantOp>(op))
+    return isa<SplatElementsAttr>(constant.getValue());
+  if (isa<BroadcastOp, ExpandDimsOp>(op) || isElementwise(op))
+    return llvm::all_of(op->getOperands(), [&](Value operand) {
+      return !isTile(operand) || isCheapToRecompute(operand.getDefiningOp(), depth + 1);
+    });
+  return false;
+}
+
+class LayoutAssigner {
+public:
+  LayoutAssigner(func::FuncOp func, int64_t numWarps)
+      : func(func), numWarps(numWarps), ctx(func.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  Attribute linear(const tilec::LinearLayout &layout) { return toAttr(ctx, layout); }
+  Attribute shared() { return SharedLayoutAttr::get(ctx, /*swizzle=*/3); }
+
+  /// Gives `v` layout `layout` if it has none; true if it now has `layout`.
+  bool demand(Value v, Attribute layout) {
+    auto [it, inserted] = assigned.try_emplace(v, layout);
+    if (inserted)
+      worklist.push_back(v);
+    return it->second == layout;
+  }
+  /// The use must see `layout`: demand it of the value, or convert at the use.
+  void demandAt(OpOperand &use, Attribute layout) {
+    if (!demand(use.get(), layout))
+      conversions.push_back({&use, layout});
+  }
+
+  LogicalResult seedDots();
+  LogicalResult propagate(Value v);
+  void propagateToDefinition(Value v, Attribute layout);
+  LogicalResult propagateToUse(OpOperand &use, Attribute layout);
+  void seedDefaults();
+  Value materialize(Value v, Attribute layout, OpBuilder &builder, int depth = 0);
+  void applyConversions();
+  void rewriteTypes();
+
+  func::FuncOp func;
+  int64_t numWarps;
+  MLIRContext *ctx;
+  DenseMap<Value, Attribute> assigned;
+  std::deque<Value> worklist;
+  SmallVector<std::pair<OpOperand *, Attribute>> conversions;
+  /// Results whose layout was derived from an input after they already had
+  /// one (only tile.reduce can cause this): convert after the op.
+  SmallVector<std::pair<Value, Attribute>> resultConversions;
+};
+
+LogicalResult LayoutAssigner::seedDots() {
+  WalkResult result = func.walk([&](DotOp dot) {
+    auto accType = dot.getAcc().getType();
+    int64_t m = accType.getDimSize(0), n = accType.getDimSize(1);
+    int64_t k = dot.getA().getType().getDimSize(1);
+    if (m % (16 * numWarps) != 0) {
+      dot.emitError() << "cannot split the " << m << " rows of this tile.dot over " << numWarps
+                      << " warps: split-Q gives each warp a multiple of 16 rows (mma.sync "
+                         "m16n8k16), so M must be a multiple of "
+                      << 16 * numWarps;
+      return WalkResult::interrupt();
+    }
+    if (n % 8 != 0 || k % 16 != 0 || tilec::log2Exact(n) < 0 || tilec::log2Exact(k) < 0 ||
+        tilec::log2Exact(m) < 0) {
+      dot.emitError() << "tile.dot of " << m << "x" << k << " by " << k << "x" << n
+                      << " needs power-of-two sizes with N a multiple of 8 and K a multiple "
+                         "of 16 (mma.sync m16n8k16 tiles)";
+      return WalkResult::interrupt();
+    }
+    Attribute acc = linear(tilec::LinearLayout::mmaAccumulator(m, n, numWarps));
+    demand(dot.getResult(), acc);
+    demandAt(dot.getAccMutable(), acc);
+    demandAt(dot.getAMutable(), linear(tilec::LinearLayout::mmaOperandA(m, k, numWarps)));
+    demandAt(dot.getBMutable(), shared());
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+void LayoutAssigner::propagateToDefinition(Value v, Attribute layout) {
+  auto linearAttr = dyn_cast<LinearLayoutAttr>(layout);
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto forOp = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp());
+    if (!forOp || arg.getArgNumber() == 0)
+      return;
+    unsigned i = arg.getArgNumber() - 1;
+    // The loop's result is its iter_arg after the last iteration: same layout.
+    if (!demand(forOp.getResult(i), layout))
+      resultConversions.push_back({forOp.getResult(i), layout});
+    demandAt(forOp.getInitArgsMutable()[i], layout);
+    demandAt(forOp.getBody()->getTerminator()->getOpOperand(i), layout);
+    return;
+  }
+  Operation *def = v.getDefiningOp();
+  auto result = cast<OpResult>(v);
+  if (auto forOp = dyn_cast<scf::ForOp>(def)) {
+    unsigned i = result.getResultNumber();
+    Value iterArg = forOp.getRegionIterArgs()[i];
+    if (!demand(iterArg, layout)) {
+      resultConversions.push_back({result, assigned.lookup(iterArg)});
+      return;
+    }
+    demandAt(forOp.getInitArgsMutable()[i], layout);
+    demandAt(forOp.getBody()->getTerminator()->getOpOperand(i), layout);
+    return;
+  }
+  if (auto ifOp = dyn_cast<scf::IfOp>(def)) {
+    unsigned i = result.getResultNumber();
+    for (Region *region : {&ifOp.getThenRegion(), &ifOp.getElseRegion()})
+      if (!region->empty())
+        demandAt(region->front().getTerminator()->getOpOperand(i), layout);
+    return;
+  }
+  if (isElementwise(def)) {
+    for (OpOperand &operand : def->getOpOperands())
+      if (isTile(operand.get()))
+        demandAt(operand, layout);
+    return;
+  }
+  if (!linearAttr)
+    return;
+  tilec::LinearLayout out = toLinearLayout(linearAttr);
+  if (auto expand = dyn_cast<ExpandDimsOp>(def))
+    return demandAt(expand.getInputMutable(), linear(out.sliceDim(expand.getAxis())));
+  if (auto trans = dyn_cast<TransOp>(def))
+    return demandAt(trans.getInputMutable(), linear(out.transposed()));
+  if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
+    tilec::LinearLayout in = out;
+    ArrayRef<int64_t> inShape = broadcast.getInput().getType().getShape();
+    for (unsigned d = 0; d < inShape.size(); ++d)
+      if (inShape[d] == 1)
+        in = in.zeroDim(d);
+    return demandAt(broadcast.getInputMutable(), linear(in));
+  }
+}
+
+LogicalResult LayoutAssigner::propagateToUse(OpOperand &use, Attribute layout) {
+  Operation *user = use.getOwner();
+  auto linearAttr = dyn_cast<LinearLayoutAttr>(layout);
+  if (isElementwise(user)) {
+    Value result = user->getResult(0);
+    Attribute target = assigned.lookup(result);
+    if (!target)
+      target = layout;
+    demand(result, target);
+    for (OpOperand &operand : user->getOpOperands())
+      if (isTile(operand.get()))
+        demandAt(operand, target);
+    return success();
+  }
+  if (auto forOp = dyn_cast<scf::ForOp>(user)) {
+    if (use.getOperandNumber() < forOp.getNumControlOperands())
+      return success();
+    unsigned i = use.getOperandNumber() - forOp.getNumControlOperands();
+    Value iterArg = forOp.getRegionIterArgs()[i];
+    if (!demand(iterArg, layout))
+      conversions.push_back({&use, assigned.lookup(iterArg)});
+    return success();
+  }
+  if (auto yield = dyn_cast<scf::YieldOp>(user)) {
+    Operation *parent = yield->getParentOp();
+    if (isa<scf::ForOp, scf::IfOp>(parent)) {
+      Value result = parent->getResult(use.getOperandNumber());
+      if (!demand(result, layout))
+        conversions.push_back({&use, assigned.lookup(result)});
+    }
+    return success();
+  }
+  if (!linearAttr)
+    return success();
+  tilec::LinearLayout in = toLinearLayout(linearAttr);
+  auto deriveResult = [&](Value result, const tilec::LinearLayout &derived) {
+    Attribute derivedAttr = linear(derived);
+    if (!demand(result, derivedAttr))
+      resultConversions.push_back({result, derivedAttr});
+  };
+  if (auto reduce = dyn_cast<ReduceOp>(user)) {
+    unsigned axis = reduce.getAxis();
+    for (const auto &[kind, bases] :
+         {std::pair<StringRef, const std::vector<tilec::Coord> *>{"warp", &in.warpBases()}})
+      for (const tilec::Coord &basis : *bases)
+        if (basis[axis] != 0)
+          return reduce.emitError()
+                 << "tile.reduce along axis " << axis << " would combine elements held by "
+                 << "different warps: split-Q gives each warp its own rows, so only "
+                    "reductions along a row (the last axis of a dot result) stay inside a warp";
+    deriveResult(reduce.getResult(), in.sliceDim(axis));
+    return success();
+  }
+  if (auto expand = dyn_cast<ExpandDimsOp>(user))
+    deriveResult(expand.getResult(), in.insertDim(expand.getAxis()));
+  else if (auto trans = dyn_cast<TransOp>(user))
+    deriveResult(trans.getResult(), in.transposed());
+  return success();
+}
+
+LogicalResult LayoutAssigner::propagate(Value v) {
+  Attribute layout = assigned.lookup(v);
+  propagateToDefinition(v, layout);
+  for (OpOperand &use : llvm::make_early_inc_range(v.getUses()))
+    if (failed(propagateToUse(use, layout)))
+      return failure();
+  return success();
+}
+
+/// Tiles no dot reaches (a copy kernel, say) get the coalesced layout:
+/// 16 bytes per thread per access.
+void LayoutAssigner::seedDefaults() {
+  auto seed = [&](Value v) {
+    if (!isTile(v) || assigned.count(v))
+      return;
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    bool powerOfTwo = llvm::all_of(shape, [](int64_t d) { return tilec::log2Exact(d) >= 0; });
+    if (!powerOfTwo)
+      return; // reported when types are rewritten
+    int64_t vec = std::min<int64_t>(16 / elemBytes, shape.empty() ? 1 : shape.back());
+    demand(v, linear(tilec::LinearLayout::coalesced(shape, numWarps, vec)));
+  };
+  func.walk([&](Operation *op) {
+    for (Value result : op->getResults())
+      seed(result);
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (Value arg : block.getArguments())
+          seed(arg);
+    // Seed one at a time so the first seed's consequences win over later
+    // defaults.
+    return worklist.empty() ? WalkResult::advance() : WalkResult::interrupt();
+  });
+}
+
+Value LayoutAssigner::materialize(Value v, Attribute layout, OpBuilder &builder, int depth) {
+  Operation *def = v.getDefiningOp();
+  if (!isTile(v))
+    return v;
+  if (assigned.lookup(v) == layout)
+    return v;
+  if (depth > 0 || isCheapToRecompute(def)) {
+    if (isCheapToRecompute(def)) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPoint(def);
+      Operation *clone = builder.clone(*def);
+      auto linearAttr = dyn_cast<LinearLayoutAttr>(layout);
+      for (OpOperand &operand : clone->getOpOperands()) {
+        if (!isTile(operand.get()))
+          continue;
+        Attribute operandLayout = layout;
+        if (auto expand = dyn_cast<ExpandDimsOp>(def))
+          operandLayout = linear(toLinearLayout(linearAttr).sliceDim(expand.getAxis()));
+        else if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
+          tilec::LinearLayout in = toLinearLayout(linearAttr);
+          ArrayRef<int64_t> inShape = broadcast.getInput().getType().getShape();
+          for (unsigned d = 0; d < inShape.size(); ++d)
+            if (inShape[d] == 1)
+              in = in.zeroDim(d);
+          operandLayout = linear(in);
+        }
+        operand.set(materialize(operand.get(), operandLayout, builder, depth + 1));
+      }
+      assigned[clone->getResult(0)] = layout;
+      return clone->getResult(0);
+    }
+  }
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfterValue(v);
+  auto convert = ConvertLayoutOp::create(builder, v.getLoc(), v.getType(), v);
+  assigned[convert.getResult()] = layout;
+  return convert.getResult();
+}
+
+void LayoutAssigner::applyConversions() {
+  OpBuilder builder(ctx);
+  for (auto [use, layout] : conversions) {
+    builder.setInsertionPoint(use->getOwner());
+    use->set(materialize(use->get(), layout, builder));
+  }
+  for (auto [result, derived] : resultConversions) {
+    // The op computes `derived`; its users were promised the old layout.
+    Attribute promised = assigned.lookup(result);
+    builder.setInsertionPointAfterValue(result);
+    auto convert = ConvertLayoutOp::create(builder, result.getLoc(), result.getType(), result);
+    result.replaceAllUsesExcept(convert.getResult(), convert);
+    assigned[convert.getResult()] = promised;
+    assigned[result] = derived;
+  }
+}
+
+void LayoutAssigner::rewriteTypes() {
+  for (auto [value, layout] : assigned) {
+    RankedTensorType type = withEncoding(value.getType(), layout);
+    value.setType(type);
+    // A constant's value attribute carries its type; keep the two equal.
+    if (auto constant = value.getDefiningOp<arith::ConstantOp>())
+      if (auto splat = dyn_cast<SplatElementsAttr>(constant.getValue()))
+        constant.setValueAttr(SplatElementsAttr::get(type, splat.getSplatValue<Attribute>()));
+  }
+}
+
+LogicalResult LayoutAssigner::run() {
+  if (failed(seedDots()))
+    return failure();
+  while (true) {
+    while (!worklist.empty()) {
+      Value v = worklist.front();
+      worklist.pop_front();
+      if (failed(propagate(v)))
+        return failure();
+    }
+    seedDefaults();
+    if (worklist.empty())
+      break;
+  }
+  applyConversions();
+  rewriteTypes();
+  // Every tile must now have a layout; report the ones that could not get one.
+  WalkResult walk = func.walk([&](Operation *op) {
+    for (Value result : op->getResults())
+      if (auto type = dyn_cast<RankedTensorType>(result.getType()); type && !type.getEncoding()) {
+        op->emitError() << "cannot give the tile " << type
+                        << " a distributed layout: every dimension must be a power of two";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  func->setAttr("tile.num_warps", IntegerAttr::get(IntegerType::get(ctx, 64), numWarps));
+  return success();
+}
+
+struct TilePartitionWarpsPass final
+    : tilec::impl::TilePartitionWarpsBase<TilePartitionWarpsPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (numWarps < 1 || tilec::log2Exact(numWarps) < 0 || numWarps > 16) {
+      getOperation().emitError() << "num-warps must be a power of two in [1, 16], got "
+                                 << numWarps;
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func->hasAttr(kKernelAttrName))
+        continue;
+      if (failed(LayoutAssigner(func, numWarps).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
