@@ -133,7 +133,12 @@ LogicalResult LayoutAssigner::seedDots() {
     demand(dot.getResult(), acc);
     demandAt(dot.getAccMutable(), acc);
     demandAt(dot.getAMutable(), linear(tilec::LinearLayout::mmaOperandA(m, k, numWarps)));
-    demandAt(dot.getBMutable(), shared());
+    // K and V tiles are copied into shared memory as they are loaded; a B
+    // operand computed in registers is moved there at its use.
+    if (dot.getB().getDefiningOp<LoadOp>())
+      demandAt(dot.getBMutable(), shared());
+    else
+      conversions.push_back({&dot.getBMutable(), shared()});
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
@@ -249,10 +254,19 @@ LogicalResult LayoutAssigner::propagateToUse(OpOperand &use, Attribute layout) {
     deriveResult(reduce.getResult(), in.sliceDim(axis));
     return success();
   }
-  if (auto expand = dyn_cast<ExpandDimsOp>(user))
-    deriveResult(expand.getResult(), in.insertDim(expand.getAxis()));
-  else if (auto trans = dyn_cast<TransOp>(user))
-    deriveResult(trans.getResult(), in.transposed());
+  // Invertible shape plumbing: when the result already has a layout, the
+  // input is what must change (often a cheap iota, recomputed).
+  if (auto expand = dyn_cast<ExpandDimsOp>(user)) {
+    if (Attribute result = assigned.lookup(expand.getResult()))
+      demandAt(use, linear(toLinearLayout(cast<LinearLayoutAttr>(result)).sliceDim(expand.getAxis())));
+    else
+      deriveResult(expand.getResult(), in.insertDim(expand.getAxis()));
+  } else if (auto trans = dyn_cast<TransOp>(user)) {
+    if (Attribute result = assigned.lookup(trans.getResult()))
+      demandAt(use, linear(toLinearLayout(cast<LinearLayoutAttr>(result)).transposed()));
+    else
+      deriveResult(trans.getResult(), in.transposed());
+  }
   return success();
 }
 
@@ -299,7 +313,8 @@ Value LayoutAssigner::materialize(Value v, Attribute layout, OpBuilder &builder,
     return v;
   if (assigned.lookup(v) == layout)
     return v;
-  if (depth > 0 || isCheapToRecompute(def)) {
+  // Shared placement is never recomputed: it is filled from registers.
+  if (!isa<SharedLayoutAttr>(layout) && (depth > 0 || isCheapToRecompute(def))) {
     if (isCheapToRecompute(def)) {
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPoint(def);
@@ -361,6 +376,11 @@ void LayoutAssigner::rewriteTypes() {
 }
 
 LogicalResult LayoutAssigner::run() {
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+    if (isa<ShapedType>(type))
+      return func.emitError() << "kernel parameter " << i << " is a tile (" << type
+                              << "); kernels take pointers and scalars and load tiles "
+                                 "with tile.load";
   if (failed(seedDots()))
     return failure();
   while (true) {

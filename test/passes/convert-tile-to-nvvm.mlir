@@ -1,0 +1,106 @@
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm -verify-diagnostics | FileCheck %s
+
+// One attention step at the smallest tile mma.sync allows per warp (64x16 Q
+// over 4 warps, 16 keys): K and V are copied to shared memory with 16-byte
+// cp.async (their waits deferred to the first read), S = Q·Kᵀ is two
+// mma.sync m16n8k16 fed by one ldmatrix.x4 of K, the row max is two
+// butterfly shuffles (lanes 1 and 2 of a quad), P·V is two more mma.sync fed
+// by ldmatrix.x4.trans of V, and P never touches shared memory.
+// CHECK-LABEL: llvm.func @attention_step
+// CHECK-SAME:    nvvm.kernel
+// CHECK-SAME:    nvvm.maxntid = array<i32: 128, 1, 1>
+// CHECK-SAME:    tile.launch = {block = [128, 1, 1], grid = ["cdiv(n, 64)", "1", "1"], params = [{elem = "f16", kind = "ptr", name = "q"}, {elem = "f16", kind = "ptr", name = "k"}, {elem = "f16", kind = "ptr", name = "v"}, {elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}], shared_bytes = 1024 : i64}
+// CHECK:         nvvm.barrier0
+// CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache = {{ *}}cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK:         nvvm.cp.async.commit.group
+// CHECK:         nvvm.barrier0
+// CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache = {{ *}}cg
+// CHECK:         nvvm.cp.async.commit.group
+// CHECK:         nvvm.cp.async.wait.group 1
+// CHECK-NEXT:    nvvm.barrier0
+// CHECK:         nvvm.ldmatrix {{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
+// CHECK-COUNT-2: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c1_i32{{.*}}, %c31_i32 : f32 -> f32
+// CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c2_i32{{.*}}, %c31_i32 : f32 -> f32
+// CHECK-NOT:     nvvm.shfl.sync
+// CHECK:         llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK:         nvvm.cp.async.wait.group 0
+// CHECK-NEXT:    nvvm.barrier0
+// CHECK:         nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK-NOT:     nvvm.mma.sync
+// CHECK:         llvm.return
+func.func @attention_step(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>,
+                          %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.arg_names = ["q", "k", "v", "o", "n"],
+                tile.grid = ["cdiv(n, 64)", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c16 = arith.constant 16 : i32
+  %c1 = arith.constant 1 : i64
+  %s16 = arith.constant 16 : i64
+  %qv = tile.view %qp sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x16xf16>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x16xf16>
+  %v = tile.load %vv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x16xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x16xf32>
+  %s = tile.dot %q, %k, %zero transpose_b : tensor<64x16xf16>, tensor<16x16xf16> -> tensor<64x16xf32>
+  %m = tile.reduce max %s along 1 : tensor<64x16xf32> -> tensor<64xf32>
+  %m2 = tile.expand_dims %m along 1 : tensor<64xf32> -> tensor<64x1xf32>
+  %mb = tile.broadcast %m2 : tensor<64x1xf32> -> tensor<64x16xf32>
+  %d = arith.subf %s, %mb : tensor<64x16xf32>
+  %p = math.exp2 %d : tensor<64x16xf32>
+  %p16 = arith.truncf %p : tensor<64x16xf32> to tensor<64x16xf16>
+  %o = tile.dot %p16, %v, %zero : tensor<64x16xf16>, tensor<16x16xf16> -> tensor<64x16xf32>
+  tile.store %o, %ov[%c0, %c0] : tensor<64x16xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+// bf16 operands go to mma.sync as packed i32 pairs.
+// CHECK-LABEL: llvm.func @bf16_dot
+// CHECK-COUNT-2: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>{{.*}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+func.func @bf16_dot(%qp: !tile.ptr<bf16>, %kp: !tile.ptr<bf16>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c16 = arith.constant 16 : i32
+  %c1 = arith.constant 1 : i64
+  %s16 = arith.constant 16 : i64
+  %qv = tile.view %qp sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<bf16> -> !tile.view<bf16, 2>
+  %kv = tile.view %kp sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<bf16> -> !tile.view<bf16, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<bf16, 2> -> tensor<64x16xbf16>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<bf16, 2> -> tensor<16x16xbf16>
+  %zero = arith.constant dense<0.0> : tensor<64x16xf32>
+  %s = tile.dot %q, %k, %zero transpose_b : tensor<64x16xbf16>, tensor<16x16xbf16> -> tensor<64x16xf32>
+  return
+}
+
+// -----
+
+// The launch manifest needs the grid rule.
+// expected-error@below {{kernel needs tile.grid}}
+func.func @no_grid(%n: i32) attributes {tile.kernel} {
+  return
+}
+
+// -----
+
+// Shared tiles are filled by cp.async, which zero-fills: other padding
+// cannot be honoured there.
+func.func @shared_with_nan_padding(%kp: !tile.ptr<f16>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c16 = arith.constant 16 : i32
+  %c1 = arith.constant 1 : i64
+  %s16 = arith.constant 16 : i64
+  %kv = tile.view %kp sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %a = arith.constant dense<1.0> : tensor<64x16xf16>
+  // expected-error@below {{a tile loaded into shared memory pads with zero}}
+  %k = tile.load %kv[%c0, %c0] padding = nan : !tile.view<f16, 2> -> tensor<16x16xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x16xf32>
+  %s = tile.dot %a, %k, %zero transpose_b : tensor<64x16xf16>, tensor<16x16xf16> -> tensor<64x16xf32>
+  return
+}

@@ -1,0 +1,141 @@
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -verify-diagnostics | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-partition-warps="num-warps=8" -verify-diagnostics | FileCheck %s --check-prefix=W8
+
+// The attention loop body: S and O take the mma accumulator layout with the
+// rows split over warps (4 warps: 32 rows each, the second m16 tile a
+// register bit; 8 warps: 16 rows each), Q the A-operand layout (the same
+// map), K and V live in shared memory, the row max/sum are row slices of the
+// accumulator (the 4 lanes of a quad replicate them), and no tile moves
+// between layouts: no convert_layout, so no shared-memory round trip of S or P.
+// CHECK-LABEL: func.func @attention_step
+// CHECK-SAME:    tile.num_warps = 4
+// CHECK:         %[[Q:.+]] = tile.load {{.*}} -> tensor<128x64xf16, #tile.linear<reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16], [0, 32], [16, 0]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[32, 0], [64, 0]]>>
+// CHECK:         %[[K:.+]] = tile.load {{.*}} -> tensor<64x64xf16, #tile.shared<swizzle = 3>>
+// CHECK:         %[[V:.+]] = tile.load {{.*}} -> tensor<64x64xf16, #tile.shared<swizzle = 3>>
+// CHECK:         %[[S:.+]] = tile.dot %[[Q]], %[[K]], {{.*}} transpose_b {{.*}} -> tensor<128x64xf32, #tile.linear<reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16], [0, 32], [16, 0]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[32, 0], [64, 0]]>>
+// CHECK:         tile.reduce max %[[S]] along 1 {{.*}} -> tensor<128xf32, #tile.linear<reg = {{\[}}[8], [16]], lane = {{\[}}[0], [0], [1], [2], [4]], warp = {{\[}}[32], [64]]>>
+// CHECK:         %[[P:.+]] = arith.truncf {{.*}} to tensor<128x64xf16, #tile.linear<reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16], [0, 32], [16, 0]]
+// CHECK:         tile.dot %[[P]], %[[V]]
+// CHECK-NOT:     tile.convert_layout
+// W8-LABEL: func.func @attention_step
+// W8-SAME:    tile.num_warps = 8
+// W8:         %[[S:.+]] = tile.dot {{.*}} transpose_b {{.*}} -> tensor<128x64xf32, #tile.linear<reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16], [0, 32]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0], [64, 0]]>>
+// W8:         tile.reduce max %[[S]] along 1 {{.*}} -> tensor<128xf32, #tile.linear<reg = {{\[}}[8]], lane = {{\[}}[0], [0], [1], [2], [4]], warp = {{\[}}[16], [32], [64]]>>
+// W8-NOT:     tile.convert_layout
+func.func @attention_step(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>,
+                          %op: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %c1 = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%n, %c64) strides(%s64, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c64) strides(%s64, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%n, %c64) strides(%s64, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x64xf16>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %v = tile.load %vv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32>
+  %s = tile.dot %q, %k, %zero transpose_b : tensor<128x64xf16>, tensor<64x64xf16> -> tensor<128x64xf32>
+  %m = tile.reduce max %s along 1 : tensor<128x64xf32> -> tensor<128xf32>
+  %m2 = tile.expand_dims %m along 1 : tensor<128xf32> -> tensor<128x1xf32>
+  %mb = tile.broadcast %m2 : tensor<128x1xf32> -> tensor<128x64xf32>
+  %d = arith.subf %s, %mb : tensor<128x64xf32>
+  %p = math.exp %d : tensor<128x64xf32>
+  %p16 = arith.truncf %p : tensor<128x64xf32> to tensor<128x64xf16>
+  %o = tile.dot %p16, %v, %zero : tensor<128x64xf16>, tensor<64x64xf16> -> tensor<128x64xf32>
+  %o16 = arith.truncf %o : tensor<128x64xf32> to tensor<128x64xf16>
+  tile.store %o16, %ov[%c0, %c0] : tensor<128x64xf16>, !tile.view<f16, 2>
+  return
+}
+
+// -----
+
+// One index tile used as rows and as columns: the cheap iota is computed
+// twice, once per layout, instead of being moved through shared memory.
+// CHECK-LABEL: func.func @iota_in_two_layouts
+// W8-LABEL: func.func @iota_in_two_layouts
+// W8-COUNT-2: tile.iota
+// CHECK-COUNT-2: tile.iota
+// CHECK-NOT:     tile.convert_layout
+func.func @iota_in_two_layouts() attributes {tile.kernel} {
+  %a = arith.constant dense<1.0> : tensor<128x64xf16>
+  %b = arith.constant dense<1.0> : tensor<64x128xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x128xf32>
+  %s = tile.dot %a, %b, %zero : tensor<128x64xf16>, tensor<64x128xf16> -> tensor<128x128xf32>
+  %i = tile.iota : tensor<128xi32>
+  %r1 = tile.expand_dims %i along 1 : tensor<128xi32> -> tensor<128x1xi32>
+  %r = tile.broadcast %r1 : tensor<128x1xi32> -> tensor<128x128xi32>
+  %c1 = tile.expand_dims %i along 0 : tensor<128xi32> -> tensor<1x128xi32>
+  %c = tile.broadcast %c1 : tensor<1x128xi32> -> tensor<128x128xi32>
+  %causal = arith.cmpi sle, %c, %r : tensor<128x128xi32>
+  %ninf = arith.constant dense<0xFF800000> : tensor<128x128xf32>
+  %masked = arith.select %causal, %s, %ninf : tensor<128x128xi1>, tensor<128x128xf32>
+  %m = tile.reduce max %masked along 1 : tensor<128x128xf32> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+// A B operand computed in registers moves to shared memory at the dot.
+// CHECK-LABEL: func.func @b_from_registers
+// CHECK:         %[[B:.+]] = tile.convert_layout %{{.*}} : tensor<64x64xf16, #tile.linear{{.*}}> -> tensor<64x64xf16, #tile.shared<swizzle = 3>>
+// CHECK:         tile.dot %{{.*}}, %[[B]]
+func.func @b_from_registers() attributes {tile.kernel} {
+  %a = arith.constant dense<1.0> : tensor<128x64xf16>
+  %b = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32>
+  %s = tile.dot %a, %b, %zero : tensor<128x64xf16>, tensor<64x64xf16> -> tensor<128x64xf32>
+  return
+}
+
+// -----
+
+// Split-Q needs whole m16 row tiles per warp.
+func.func @too_few_rows() attributes {tile.kernel} {
+  %a = arith.constant dense<1.0> : tensor<32x64xf16>
+  %b = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<32x64xf32>
+  // expected-error@below {{cannot split the 32 rows of this tile.dot over}}
+  %s = tile.dot %a, %b, %zero : tensor<32x64xf16>, tensor<64x64xf16> -> tensor<32x64xf32>
+  return
+}
+
+// -----
+
+// A reduction across the rows that different warps own is not split-Q.
+func.func @column_reduction() attributes {tile.kernel} {
+  %a = arith.constant dense<1.0> : tensor<128x64xf16>
+  %b = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32>
+  %s = tile.dot %a, %b, %zero : tensor<128x64xf16>, tensor<64x64xf16> -> tensor<128x64xf32>
+  // expected-error@below {{tile.reduce along axis 0 would combine elements held by different warps}}
+  %m = tile.reduce max %s along 0 : tensor<128x64xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Kernels take pointers and scalars, not tiles.
+// expected-error@below {{kernel parameter 0 is a tile}}
+func.func @tile_parameter(%a: tensor<64x64xf16>) attributes {tile.kernel} {
+  return
+}
+
+// -----
+
+// Without a dot, tiles take the coalesced layout: 8 consecutive f16 (16
+// bytes) per thread, lanes along the row first, warps down the rows.
+// CHECK-LABEL: func.func @copy
+// CHECK:         tile.load {{.*}} -> tensor<32x64xf16, #tile.linear<reg = {{\[}}[0, 1], [0, 2], [0, 4], [16, 0]], lane = {{\[}}[0, 8], [0, 16], [0, 32], [1, 0], [2, 0]], warp = {{\[}}[4, 0], [8, 0]]>>
+func.func @copy(%src: !tile.ptr<f16>, %dst: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %c1 = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %sv = tile.view %src sizes(%n, %c64) strides(%s64, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %dv = tile.view %dst sizes(%n, %c64) strides(%s64, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %t = tile.load %sv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<32x64xf16>
+  tile.store %t, %dv[%c0, %c0] : tensor<32x64xf16>, !tile.view<f16, 2>
+  return
+}
