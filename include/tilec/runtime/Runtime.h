@@ -63,6 +63,9 @@ struct Param {
   ElemType elem = ElemType::F32; ///< meaningful only when kind == Ptr
 };
 
+/// "argument 'q' (param 0, ptr to f16)": how errors name an argument.
+std::string describeArgument(const Param &param, size_t index);
+
 using Dim3 = std::array<uint32_t, 3>;
 
 /// One grid dimension as an integer expression over named values: integer
@@ -156,6 +159,9 @@ public:
 
   const Manifest &manifest() const { return manifest_; }
 
+  /// Throws Error(ArgType) naming the parameters unless `count` matches.
+  void checkArgCount(size_t count) const;
+
   /// The grid a launch with `args` uses.
   Dim3 grid(const std::vector<KernelArg> &args) const;
 
@@ -167,20 +173,25 @@ public:
               const std::optional<Dim3> &grid = std::nullopt);
 
 private:
-  Kernel(Manifest manifest, std::string cubin, std::string ptx);
+  Kernel(Manifest manifest, std::string cubin, std::string ptx,
+         std::string moduleKey);
 
   /// Packs `args` into 8-byte slots (one per parameter) and collects the
   /// values of the integer parameters the grid reads.
   void packArgs(const std::vector<KernelArg> &args,
                 std::vector<uint64_t> &storage,
                 std::vector<int64_t> *gridSlots) const;
-  /// The CUfunction for the current context (as void*, to keep cuda.h out of
-  /// this header), loading the module on first use.
-  void *functionFor(void *context, uint64_t contextId);
+  /// The CUfunction (as void*, to keep cuda.h out of this header) for the
+  /// current context, whose id is `contextId`; loads the module on first use.
+  void *functionFor(uint64_t contextId);
 
   Manifest manifest_;
   std::string cubin_; ///< image bytes; empty when the manifest has none
   std::string ptx_;
+  /// Names the module in the process-wide per-context module cache: the
+  /// manifest's absolute path and a hash of the images, so a recompiled
+  /// kernel is not served from a stale module.
+  std::string moduleKey_;
   std::mutex mutex_;
   std::unordered_map<uint64_t, void *> functions_; ///< context id -> function
 };

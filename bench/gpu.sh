@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Check and benchmark tilec's compiled flash-attention kernels on a GPU host.
+#
+# Needs no LLVM: builds only the runtime (lib/runtime) and runs the kernels
+# the compiler already wrote to build/artifacts. Steps: build, runtime tests,
+# correctness (bench/check_flash.py), compute-sanitizer on a few small cases,
+# benchmark (bench/bench_flash.py), then a summary table.
+#
+#   bash bench/gpu.sh
+#
+# Environment:
+#   TILEC_ARTIFACTS   folder of manifests (default build/artifacts)
+#   TILEC_BENCH_ARGS  extra bench_flash.py arguments (default --quick: seqlens
+#                     2k and 16k; set to "" for all six seqlens, add --record
+#                     to append to bench/RESULTS.md)
+#   TILEC_SANITIZE    compute-sanitizer tools, comma-separated (default
+#                     memcheck; e.g. memcheck,racecheck; "" to skip)
+#   OUT               if set, logs, summaries and RESULTS.md are copied there
+set -euo pipefail
+export PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.."
+
+ARTIFACTS=${TILEC_ARTIFACTS:-build/artifacts}
+BENCH_ARGS=${TILEC_BENCH_ARGS---quick}
+SANITIZE=${TILEC_SANITIZE-memcheck}
+BUILD=build-gpu
+LOGS=$BUILD/logs
+START=$SECONDS
+
+step() { printf '\n=== [%4ds] %s\n' $((SECONDS - START)) "$*"; }
+run() { printf '+ %s\n' "$*"; "$@"; }
+
+if [ ! -d "$ARTIFACTS" ]; then
+  echo "error: $ARTIFACTS does not exist: compile the kernels first (the compiler writes manifests there)" >&2
+  exit 2
+fi
+if ! compgen -G "$ARTIFACTS/flash_fwd*.json" >/dev/null; then
+  echo "error: no flash_fwd*.json manifests in $ARTIFACTS" >&2
+  exit 2
+fi
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "(nvidia-smi failed)"
+python3 -c 'import sys, torch; print("python", sys.version.split()[0], "| torch", torch.__version__, "| CUDA", torch.version.cuda)'
+ls "$ARTIFACTS"
+
+step "build lib/runtime"
+run cmake -S lib/runtime -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DPython_EXECUTABLE="$(command -v python3)"
+run cmake --build "$BUILD"
+export PYTHONPATH="$PWD/$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+
+# Failures are collected so that every step runs; the exit status reports them.
+failed=()
+
+step "runtime tests"
+run python3 -m pytest -q -rs test/runtime 2>&1 | tee "$LOGS/pytest.log" || failed+=("runtime tests")
+
+step "correctness"
+run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --summary "$LOGS/check_summary.txt" \
+  2>&1 | tee "$LOGS/check.log" || failed+=("correctness")
+
+if [ -n "$SANITIZE" ] && ! command -v compute-sanitizer >/dev/null &&
+   [ ! -x /usr/local/cuda/bin/compute-sanitizer ]; then
+  step "compute-sanitizer: not installed, skipped"
+  SANITIZE=
+fi
+for tool in ${SANITIZE//,/ }; do
+  step "compute-sanitizer $tool (small cases)"
+  run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --sanitize "$tool" \
+    2>&1 | tee "$LOGS/sanitize_$tool.log" || failed+=("sanitize $tool")
+done
+
+step "benchmark"
+# shellcheck disable=SC2086  # BENCH_ARGS is a list of words
+run python3 bench/bench_flash.py --artifacts "$ARTIFACTS" --summary "$LOGS/bench_summary.md" \
+  $BENCH_ARGS 2>&1 | tee "$LOGS/bench.log" || failed+=("benchmark")
+
+if [ -n "${OUT:-}" ]; then
+  cp -r "$LOGS" "$OUT/"
+  [ -f bench/RESULTS.md ] && cp bench/RESULTS.md "$OUT/"
+fi
+
+step "summary"
+echo "correctness:"
+cat "$LOGS/check_summary.txt" 2>/dev/null || echo "  (no summary: see $LOGS/check.log)"
+echo
+echo "benchmark (TFLOP/s):"
+cat "$LOGS/bench_summary.md" 2>/dev/null || echo "  (no table: see $LOGS/bench.log)"
+echo
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all steps passed"

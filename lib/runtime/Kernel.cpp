@@ -1,0 +1,367 @@
+//===- Kernel.cpp - Module loading and kernel launch ----------------------===//
+
+#include "Driver.h"
+#include "ReadFile.h"
+#include "tilec/runtime/Runtime.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+
+namespace tilec::runtime {
+
+using detail::Driver;
+
+namespace {
+
+/// Dynamic shared memory a kernel may use without opting in.
+constexpr uint32_t kDefaultMaxDynamicShared = 48 * 1024;
+
+std::string dimString(const Dim3 &d) {
+  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " +
+         std::to_string(d[2]) + ")";
+}
+
+/// "sm_90" for the current context's device, or "unknown".
+std::string currentDeviceArch(const Driver &d) {
+  CUdevice dev;
+  int major = 0, minor = 0;
+  if (d.ctxGetDevice(&dev) != CUDA_SUCCESS ||
+      d.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                           dev) != CUDA_SUCCESS ||
+      d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                           dev) != CUDA_SUCCESS)
+    return "unknown";
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
+/// cuModuleLoadDataEx with the JIT error log captured into `log`.
+CUresult loadImage(const Driver &d, const void *image, CUmodule &module,
+                   std::string &log) {
+  char buffer[16384] = {};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {buffer, reinterpret_cast<void *>(sizeof(buffer))};
+  CUresult r = d.moduleLoadDataEx(&module, image, 2, options, values);
+  log.assign(buffer, strnlen(buffer, sizeof(buffer)));
+  return r;
+}
+
+std::string withLog(const std::string &log) {
+  return log.empty() ? "" : "\nJIT error log:\n" + log;
+}
+
+/// Loads the module in the current context: the cubin when there is one and
+/// the device accepts it, the PTX (JIT-compiled by the driver) otherwise.
+CUmodule loadModule(const Driver &d, const Manifest &m,
+                    const std::string &cubin, const std::string &ptx) {
+  CUmodule module = nullptr;
+  std::string log, cubinRejected;
+  if (!cubin.empty()) {
+    CUresult r = loadImage(d, cubin.data(), module, log);
+    if (r == CUDA_SUCCESS)
+      return module;
+    // These two mean "this cubin is not for this GPU": fall back to PTX.
+    bool wrongTarget =
+        r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_SOURCE;
+    if (!wrongTarget || m.ptxPath.empty())
+      d.check(r, "cuModuleLoadDataEx",
+              " loading cubin " + m.cubinPath + " (built for " +
+                  (m.arch.empty() ? "an unstated arch" : m.arch) +
+                  ", device is " + currentDeviceArch(d) + ")" +
+                  (m.ptxPath.empty() ? "; the manifest names no PTX to JIT"
+                                     : "") +
+                  withLog(log));
+    cubinRejected = "; the cubin " + m.cubinPath + " was rejected before: " +
+                    d.describe(r);
+  }
+  // The driver needs the PTX NUL-terminated; std::string guarantees that.
+  CUresult r = loadImage(d, ptx.c_str(), module, log);
+  d.check(r, "cuModuleLoadDataEx",
+          " JIT-compiling PTX " + m.ptxPath + " for " + currentDeviceArch(d) +
+              cubinRejected + withLog(log));
+  return module;
+}
+
+/// Modules are shared by all kernels loaded from the same manifest and
+/// images, per context, and live as long as the process (like the contexts
+/// they belong to).
+struct ModuleCache {
+  std::mutex mutex;
+  std::map<std::pair<std::string, uint64_t>, CUmodule> modules;
+};
+
+ModuleCache &moduleCache() {
+  static ModuleCache cache;
+  return cache;
+}
+
+/// Makes sure a context is current and returns it: the current one, else
+/// the context that owns the first pointer argument, else the primary
+/// context of device 0 (retained for the life of the process).
+CUcontext ensureContext(const Driver &d, const std::vector<KernelArg> &args) {
+  CUcontext ctx = nullptr;
+  d.check(d.ctxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (ctx)
+    return ctx;
+  for (const KernelArg &a : args) {
+    if (const DevicePtr *p = std::get_if<DevicePtr>(&a)) {
+      // Fails for pointers the driver does not know; device 0 is then used.
+      if (d.pointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                static_cast<CUdeviceptr>(p->address)) !=
+          CUDA_SUCCESS)
+        ctx = nullptr;
+      break;
+    }
+  }
+  if (!ctx) {
+    CUdevice dev;
+    d.check(d.deviceGet(&dev, 0), "cuDeviceGet", " for device 0");
+    d.check(d.devicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain",
+            " for device 0");
+  }
+  d.check(d.ctxSetCurrent(ctx), "cuCtxSetCurrent");
+  return ctx;
+}
+
+uint64_t contextId(const Driver &d, CUcontext ctx) {
+  // Unlike handles, ids are never reused by a later context.
+  if (!d.ctxGetId)
+    return reinterpret_cast<uint64_t>(ctx);
+  unsigned long long id = 0;
+  d.check(d.ctxGetId(ctx, &id), "cuCtxGetId");
+  return id;
+}
+
+const char *argKindName(const KernelArg &a) {
+  if (std::holds_alternative<DevicePtr>(a))
+    return "a device pointer";
+  if (std::holds_alternative<int64_t>(a))
+    return "an integer";
+  return "a real";
+}
+
+} // namespace
+
+std::string describeArgument(const Param &param, size_t index) {
+  std::string s = "argument '" + param.name + "' (param " +
+                  std::to_string(index) + ", ";
+  if (param.kind == ParamKind::Ptr)
+    return s + "ptr to " + toString(param.elem) + ")";
+  return s + toString(param.kind) + ")";
+}
+
+Kernel::Kernel(Manifest manifest, std::string cubin, std::string ptx,
+               std::string moduleKey)
+    : manifest_(std::move(manifest)), cubin_(std::move(cubin)),
+      ptx_(std::move(ptx)), moduleKey_(std::move(moduleKey)) {}
+
+std::shared_ptr<Kernel> Kernel::load(const std::string &manifestPath) {
+  Manifest m = loadManifest(manifestPath);
+  auto readImage = [&](const std::string &path, const char *what) {
+    std::string bytes, error;
+    if (!path.empty() && !detail::readFile(path, bytes, error))
+      throw Error(Error::Kind::Manifest, "manifest " + manifestPath + ": " +
+                                             what + " " + path +
+                                             ": cannot read: " + error);
+    if (!path.empty() && bytes.empty())
+      throw Error(Error::Kind::Manifest,
+                  "manifest " + manifestPath + ": " + what + " " + path +
+                      " is empty");
+    return bytes;
+  };
+  std::string cubin = readImage(m.cubinPath, "cubin");
+  std::string ptx = readImage(m.ptxPath, "ptx");
+  Driver::get(); // a missing driver is reported here, not at first launch
+
+  std::hash<std::string> hash;
+  std::string key = std::filesystem::absolute(manifestPath).string() + "#" +
+                    std::to_string(hash(cubin)) + "#" +
+                    std::to_string(hash(ptx));
+  return std::shared_ptr<Kernel>(
+      new Kernel(std::move(m), std::move(cubin), std::move(ptx),
+                 std::move(key)));
+}
+
+void Kernel::checkArgCount(size_t count) const {
+  const std::vector<Param> &params = manifest_.params;
+  if (count == params.size())
+    return;
+  std::string names;
+  for (const Param &p : params)
+    names += (names.empty() ? "" : ", ") + p.name;
+  throw Error(Error::Kind::ArgType,
+              "kernel '" + manifest_.kernel + "' takes " +
+                  std::to_string(params.size()) + " arguments (" + names +
+                  "), got " + std::to_string(count));
+}
+
+void Kernel::packArgs(const std::vector<KernelArg> &args,
+                      std::vector<uint64_t> &storage,
+                      std::vector<int64_t> *gridSlots) const {
+  const std::vector<Param> &params = manifest_.params;
+  checkArgCount(args.size());
+  // One 8-byte slot per parameter; cuLaunchKernel reads each parameter's
+  // size from the kernel's metadata, starting at the slot's address.
+  storage.assign(params.size(), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param &p = params[i];
+    const KernelArg &a = args[i];
+    auto wrongKind = [&](const char *expected) {
+      return Error(Error::Kind::ArgType, describeArgument(p, i) + ": expected " +
+                                             expected + ", got " +
+                                             argKindName(a));
+    };
+    switch (p.kind) {
+    case ParamKind::Ptr: {
+      const DevicePtr *ptr = std::get_if<DevicePtr>(&a);
+      if (!ptr)
+        throw wrongKind("a device pointer");
+      storage[i] = ptr->address;
+      break;
+    }
+    case ParamKind::I32: {
+      const int64_t *v = std::get_if<int64_t>(&a);
+      if (!v)
+        throw wrongKind("an integer");
+      if (*v < std::numeric_limits<int32_t>::min() ||
+          *v > std::numeric_limits<int32_t>::max())
+        throw Error(Error::Kind::ArgValue, describeArgument(p, i) + ": " +
+                                               std::to_string(*v) +
+                                               " does not fit in i32");
+      int32_t narrow = static_cast<int32_t>(*v);
+      std::memcpy(&storage[i], &narrow, sizeof narrow);
+      break;
+    }
+    case ParamKind::I64: {
+      const int64_t *v = std::get_if<int64_t>(&a);
+      if (!v)
+        throw wrongKind("an integer");
+      std::memcpy(&storage[i], v, sizeof *v);
+      break;
+    }
+    case ParamKind::F32: {
+      double v;
+      if (const double *d = std::get_if<double>(&a))
+        v = *d;
+      else if (const int64_t *n = std::get_if<int64_t>(&a))
+        v = static_cast<double>(*n);
+      else
+        throw wrongKind("a real");
+      // Converting a finite double beyond float's range is undefined.
+      if (std::isfinite(v) && std::fabs(v) > FLT_MAX) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.9g", v);
+        throw Error(Error::Kind::ArgValue,
+                    describeArgument(p, i) + ": " + text + " overflows f32");
+      }
+      float narrow = static_cast<float>(v);
+      std::memcpy(&storage[i], &narrow, sizeof narrow);
+      break;
+    }
+    }
+  }
+  if (gridSlots) {
+    gridSlots->clear();
+    for (size_t index : manifest_.gridParams)
+      gridSlots->push_back(std::get<int64_t>(args[index]));
+  }
+}
+
+Dim3 Kernel::grid(const std::vector<KernelArg> &args) const {
+  std::vector<uint64_t> storage;
+  std::vector<int64_t> slots;
+  packArgs(args, storage, &slots);
+  return evalGrid(manifest_.grid, slots);
+}
+
+void *Kernel::functionFor(uint64_t contextId) {
+  const Driver &d = Driver::get();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = functions_.find(contextId);
+  if (found != functions_.end())
+    return found->second;
+
+  CUmodule module;
+  {
+    ModuleCache &cache = moduleCache();
+    std::lock_guard<std::mutex> cacheLock(cache.mutex);
+    auto key = std::make_pair(moduleKey_, contextId);
+    auto it = cache.modules.find(key);
+    if (it == cache.modules.end())
+      it = cache.modules
+               .emplace(key, loadModule(d, manifest_, cubin_, ptx_))
+               .first;
+    module = it->second;
+  }
+  CUfunction fn;
+  d.check(d.moduleGetFunction(&fn, module, manifest_.kernel.c_str()),
+          "cuModuleGetFunction",
+          " looking up kernel '" + manifest_.kernel + "' from manifest " +
+              manifest_.path);
+  if (manifest_.sharedBytes > kDefaultMaxDynamicShared) {
+    CUresult r = d.funcSetAttribute(
+        fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        static_cast<int>(manifest_.sharedBytes));
+    if (r != CUDA_SUCCESS) {
+      CUdevice dev;
+      int optin = -1;
+      if (d.ctxGetDevice(&dev) == CUDA_SUCCESS)
+        d.deviceGetAttribute(
+            &optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            dev);
+      d.check(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+              ": kernel '" + manifest_.kernel + "' asks for " +
+                  std::to_string(manifest_.sharedBytes) +
+                  " bytes of dynamic shared memory; the device allows " +
+                  std::to_string(optin) +
+                  " per block (less the kernel's static shared memory)");
+    }
+  }
+  functions_.emplace(contextId, fn);
+  return fn;
+}
+
+void Kernel::launch(const std::vector<KernelArg> &args, uintptr_t stream,
+                    const std::optional<Dim3> &gridOverride) {
+  const Driver &d = Driver::get();
+  std::vector<uint64_t> storage;
+  std::vector<int64_t> slots;
+  packArgs(args, storage, gridOverride ? nullptr : &slots);
+  Dim3 g;
+  if (gridOverride) {
+    static constexpr uint32_t kMax[3] = {0x7fffffffu, 65535, 65535};
+    g = *gridOverride;
+    for (int i = 0; i < 3; ++i)
+      if (g[i] < 1 || g[i] > kMax[i])
+        throw Error(Error::Kind::ArgValue,
+                    "grid override " + dimString(g) + ": dimension " +
+                        std::to_string(i) + " must be in [1, " +
+                        std::to_string(kMax[i]) + "]");
+  } else {
+    g = evalGrid(manifest_.grid, slots);
+  }
+
+  CUcontext ctx = ensureContext(d, args);
+  auto fn = static_cast<CUfunction>(functionFor(contextId(d, ctx)));
+  std::vector<void *> params(storage.size());
+  for (size_t i = 0; i < storage.size(); ++i)
+    params[i] = &storage[i];
+  const Dim3 &b = manifest_.block;
+  CUresult r = d.launchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2],
+                              manifest_.sharedBytes,
+                              reinterpret_cast<CUstream>(stream),
+                              params.data(), nullptr);
+  d.check(r, "cuLaunchKernel",
+          " for kernel '" + manifest_.kernel + "' (grid " + dimString(g) +
+              ", block " + dimString(b) + ", " +
+              std::to_string(manifest_.sharedBytes) +
+              " bytes dynamic shared memory)");
+}
+
+} // namespace tilec::runtime
