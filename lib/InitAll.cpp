@@ -3,6 +3,7 @@
 
 #include "dialects/Tile/TileDialect.h"
 #include "tilec/Passes.h"
+#include "tilec/Pipelines.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -53,6 +54,7 @@ void tilec::registerAllDialects(mlir::DialectRegistry &registry) {
   mlir::registerLLVMDialectTranslation(registry);
   mlir::registerNVVMDialectTranslation(registry);
   mlir::registerGPUDialectTranslation(registry);
+  tilec::registerTileToCPUDialects(registry);
 }
 
 void tilec::registerAllPasses() { registerTilecPasses(); registerTilecPipelines(); }

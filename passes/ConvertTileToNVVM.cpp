@@ -34,6 +34,11 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/IRMapping.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
+#include <map>
+#include <tuple>
+
 #include "llvm/ADT/bit.h"
 
 namespace tilec {
@@ -118,6 +123,8 @@ private:
   Value elementAddress(const ViewInfo &view, ArrayRef<Value> index);
   Value sharedBase();
   Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
+  Value sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
+                           Value chunkRuntime, int64_t chunkConst);
   Value exp2(Value x);
   Value log2(Value x);
   Value combine(ReduceKind kind, Value a, Value b);
@@ -157,11 +164,21 @@ private:
   IRMapping mapping;                          // scalars
   DenseMap<Value, SmallVector<Value>> regs;   // register tiles
   DenseMap<Value, SharedTile> sharedTiles;    // shared tiles
+  DenseMap<Value, SharedTile> reuseRegion;    // loads refilling a loop-carried tile
+  DenseMap<std::pair<Value, Value>, Value> packedPairs; // (lo, hi) -> their vector<2x..>
   DenseMap<Value, ViewInfo> views;
   DenseMap<Attribute, SmallVector<Value>> threadCoordCache;
   Block *entryBlock = nullptr;
-  Value laneId, warpId, threadId;
+  Value laneId, warpId, threadId, smemBase;
+  Operation *prologueEnd = nullptr;
+  /// Swizzled row/chunk base addresses per (tile, row, chunk, low chunk bits).
+  std::map<std::tuple<int64_t, void *, void *, int64_t>, Value> chunkBaseCache;
+  /// Shared memory is allocated like a stack: tiles made inside a loop body
+  /// or branch die with it, so the next loop (the masked/unmasked copies
+  /// tile-split-masked-loops makes) reuses the space. The barrier before
+  /// every fill makes reuse safe.
   int64_t sharedBytes = 0;
+  int64_t sharedPeak = 0;
   int64_t committedGroups = 0;
 };
 
@@ -176,7 +193,7 @@ SmallVector<Value> KernelLowering::threadCoords(const LinearLayout &layout) {
   if (auto it = threadCoordCache.find(key); it != threadCoordCache.end())
     return it->second;
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointAfterValue(warpId);
+  b.setInsertionPoint(prologueEnd);
   SmallVector<Value> coords;
   for (unsigned d = 0; d < layout.rank(); ++d) {
     Value acc = i32(0);
@@ -243,10 +260,42 @@ Value KernelLowering::elementAddress(const ViewInfo &view, ArrayRef<Value> index
                              ValueRange{offset});
 }
 
-Value KernelLowering::sharedBase() {
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(entryBlock);
-  return LLVM::AddressOfOp::create(b, smemGlobal);
+Value KernelLowering::sharedBase() { return smemBase; }
+
+/// Address of the 16-byte chunk (rowRuntime + rowConst, chunkRuntime +
+/// chunkConst) of a swizzled shared tile, where the runtime parts are
+/// thread-invariant values of the prologue and rowConst is a multiple of the
+/// swizzle period. Swizzling only touches the low chunk bits, so
+///   ((cr + cc) ^ s) = ((cr + (cc & m)) ^ s) + (cc & ~m),   s = row & m,
+/// and every access becomes one of at most 2^swizzleBits base addresses per
+/// tile plus a constant: ldmatrix/cp.async get [reg + imm] addressing and the
+/// loop keeps a handful of address registers instead of one per access.
+Value KernelLowering::sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
+                                         Value chunkRuntime, int64_t chunkConst) {
+  int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
+  assert((rowConst & mask) == 0 && "row offset must keep the swizzle phase");
+  int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
+  int64_t rowBytes = tile.cols * tile.elemBytes;
+  auto key = std::make_tuple(tile.offset, rowRuntime.getAsOpaquePointer(),
+                             chunkRuntime.getAsOpaquePointer(), chunkLow);
+  Value &base = chunkBaseCache[key];
+  if (!base) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(prologueEnd);
+    Value chunk = arith::AddIOp::create(b, chunkRuntime, i32(chunkLow));
+    if (mask)
+      chunk = arith::XOrIOp::create(b, chunk, arith::AndIOp::create(b, rowRuntime, i32(mask)));
+    Value bytes = arith::AddIOp::create(b, arith::MulIOp::create(b, rowRuntime, i32(rowBytes)),
+                                        arith::MulIOp::create(b, chunk, i32(kChunkBytes)));
+    bytes = arith::AddIOp::create(b, bytes, i32(tile.offset));
+    base = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), smemBase,
+                               ValueRange{bytes});
+  }
+  int64_t offset = rowConst * rowBytes + chunkHigh * kChunkBytes;
+  if (offset == 0)
+    return base;
+  return LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
+                             ArrayRef<LLVM::GEPArg>{offset});
 }
 
 /// Byte address of element (row, col) of a swizzled row-major shared tile:
@@ -299,6 +348,7 @@ SharedTile KernelLowering::allocateShared(RankedTensorType type) {
   tile.swizzleBits = std::min<unsigned>(encoding.getSwizzle(), std::max(0, tilec::log2Exact(chunksPerRow)));
   tile.offset = llvm::alignTo(sharedBytes, 128);
   sharedBytes = tile.offset + tile.rows * tile.cols * tile.elemBytes;
+  sharedPeak = std::max(sharedPeak, sharedBytes);
   return tile;
 }
 
@@ -453,6 +503,10 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
     for (int i = 0; i < width; ++i)
       values[r + i] = width > 1 ? LLVM::ExtractElementOp::create(b, ifOp.getResult(0), i32(i)).getResult()
                                 : ifOp.getResult(0);
+    // mma operands want element pairs packed in one register: remember the
+    // loaded vector so packing them again costs nothing.
+    if (width == 2)
+      packedPairs[{values[r], values[r + 1]}] = ifOp.getResult(0);
   }
   regs[op.getResult()] = values;
   return success();
@@ -473,7 +527,8 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   if (constantInt(view.strides[1]) != 1)
     return op.emitError() << "a tile loaded into shared memory needs the view's last "
                              "dimension contiguous (stride a constant 1)";
-  SharedTile tile = allocateShared(type);
+  auto reused = reuseRegion.find(op.getResult());
+  SharedTile tile = reused != reuseRegion.end() ? reused->second : allocateShared(type);
   int64_t rowBytes = tile.cols * tile.elemBytes;
   if (rowBytes % kChunkBytes != 0)
     return op.emitError() << "rows of a shared tile must be whole 16-byte chunks, got "
@@ -486,11 +541,26 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   // Everyone must be done reading the region's previous contents.
   NVVM::Barrier0Op::create(b);
   Value rowOffset = scalar(op.getOffsets()[0]), colOffset = scalar(op.getOffsets()[1]);
+  // Pass p copies chunks [p * threads, (p + 1) * threads): when a pass covers
+  // whole rows, a thread keeps its chunk column and moves down by a constant
+  // number of rows, so its shared address is a base plus a constant.
+  int64_t rowsPerPass = threads / chunksPerRow;
+  bool constantStride = threads % chunksPerRow == 0 &&
+                        rowsPerPass % (int64_t(1) << tile.swizzleBits) == 0;
+  Value rowInPass, chunkInRow;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(prologueEnd);
+    rowInPass = arith::DivUIOp::create(b, threadId, i32(chunksPerRow));
+    chunkInRow = arith::RemUIOp::create(b, threadId, i32(chunksPerRow));
+  }
   for (int64_t first = 0; first < totalChunks; first += threads) {
     Value chunkId = arith::AddIOp::create(b, threadId, i32(first));
-    Value row = arith::DivUIOp::create(b, chunkId, i32(chunksPerRow));
-    Value col = arith::MulIOp::create(b, arith::RemUIOp::create(b, chunkId, i32(chunksPerRow)),
-                                      i32(elemsPerChunk));
+    Value row = constantStride ? arith::AddIOp::create(b, rowInPass, i32(first / chunksPerRow)).getResult()
+                               : arith::DivUIOp::create(b, chunkId, i32(chunksPerRow)).getResult();
+    Value chunk = constantStride ? chunkInRow
+                                 : arith::RemUIOp::create(b, chunkId, i32(chunksPerRow)).getResult();
+    Value col = arith::MulIOp::create(b, chunk, i32(elemsPerChunk));
     Value globalRow = arith::AddIOp::create(b, row, rowOffset);
     Value globalCol = arith::AddIOp::create(b, col, colOffset);
     // Bytes of this chunk inside the view: 0 when the row is outside,
@@ -505,7 +575,8 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     Value safeRow = arith::SelectOp::create(b, valid, globalRow, i32(0));
     Value safeCol = arith::SelectOp::create(b, valid, globalCol, i32(0));
     Value src = elementAddress(view, {safeRow, safeCol});
-    Value dst = sharedElementAddress(tile, row, col);
+    Value dst = constantStride ? sharedChunkAddress(tile, rowInPass, first / chunksPerRow, chunkInRow, 0)
+                               : sharedElementAddress(tile, row, col);
     if (totalChunks % threads != 0 && first + threads > totalChunks) {
       Value active = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, chunkId, i32(totalChunks));
       auto ifOp = scf::IfOp::create(b, TypeRange{}, active, /*withElse=*/false);
@@ -609,6 +680,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Type pairType = bf16 ? Type(b.getI32Type()) : Type(VectorType::get({2}, elemType));
   auto pack = [&](Value lo, Value hi) -> Value {
     Type vec = VectorType::get({2}, elemType);
+    if (Value loaded = packedPairs.lookup({lo, hi}))
+      return bf16 ? LLVM::BitcastOp::create(b, b.getI32Type(), loaded).getResult() : loaded;
     Value v = LLVM::UndefOp::create(b, vec);
     v = LLVM::InsertElementOp::create(b, v, lo, i32(0));
     v = LLVM::InsertElementOp::create(b, v, hi, i32(1));
@@ -620,10 +693,19 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
 
   // ldmatrix: lane l gives the row address of matrix l / 8, row l % 8.
   bool transposeB = op.getTransposeB();
-  Value matrix = arith::DivUIOp::create(b, laneId, i32(8));
-  Value rowInMatrix = arith::RemUIOp::create(b, laneId, i32(8));
-  Value matrixLow = arith::AndIOp::create(b, matrix, i32(1));
-  Value matrixHigh = arith::ShRUIOp::create(b, matrix, i32(1));
+  Value rowInMatrix, matrixLow, matrixHigh, kRow, vRow;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(prologueEnd);
+    Value matrix = arith::DivUIOp::create(b, laneId, i32(8));
+    rowInMatrix = arith::RemUIOp::create(b, laneId, i32(8));
+    matrixLow = arith::AndIOp::create(b, matrix, i32(1));
+    matrixHigh = arith::ShRUIOp::create(b, matrix, i32(1));
+    // Row of this lane's address: K tiles walk n-blocks with the high matrix
+    // bit, V tiles walk k-halves with the low one.
+    kRow = arith::AddIOp::create(b, arith::MulIOp::create(b, matrixHigh, i32(8)), rowInMatrix);
+    vRow = arith::AddIOp::create(b, arith::MulIOp::create(b, matrixLow, i32(8)), rowInMatrix);
+  }
   int numMatrices = nTiles >= 2 ? 4 : 2;
   auto i32x = [&](int count) {
     return LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(count, b.getI32Type()));
@@ -632,21 +714,13 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   for (int64_t ki = 0; ki < kTiles; ++ki) {
     for (int64_t ni = 0; ni < nTiles; ni += numMatrices / 2) {
       // Fragments b0b1, b2b3 for n-tile ni (and ni + 1 with x4).
-      Value row, col;
-      if (transposeB) {
-        // B = tileᵀ, the tile is N x K row-major (K): matrices (n-block, k-half).
-        row = arith::AddIOp::create(
-            b, arith::MulIOp::create(b, arith::AddIOp::create(b, matrixHigh, i32(ni)), i32(8)),
-            rowInMatrix);
-        col = arith::MulIOp::create(b, arith::AddIOp::create(b, matrixLow, i32(2 * ki)), i32(8));
-      } else {
-        // The tile is K x N row-major (V): ldmatrix.trans of (k-half, n-block).
-        row = arith::AddIOp::create(
-            b, arith::AddIOp::create(b, arith::MulIOp::create(b, matrixLow, i32(8)), i32(16 * ki)),
-            rowInMatrix);
-        col = arith::MulIOp::create(b, arith::AddIOp::create(b, matrixHigh, i32(ni)), i32(8));
-      }
-      Value address = sharedElementAddress(bTile, row, col);
+      // A chunk is 8 b16 elements: one ldmatrix row.
+      Value address =
+          transposeB
+              // B = tileᵀ, the tile is N x K row-major (K): matrices (n-block, k-half).
+              ? sharedChunkAddress(bTile, kRow, 8 * ni, matrixLow, 2 * ki)
+              // The tile is K x N row-major (V): ldmatrix.trans of (k-half, n-block).
+              : sharedChunkAddress(bTile, vRow, 16 * ki, matrixHigh, ni);
       auto ld = NVVM::LdMatrixOp::create(
           b, i32x(numMatrices), address, b.getI32IntegerAttr(numMatrices),
           NVVM::MMALayoutAttr::get(ctx, transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col),
@@ -734,6 +808,8 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
 SmallVector<Value> KernelLowering::flatten(ValueRange oldValues) {
   SmallVector<Value> out;
   for (Value v : oldValues) {
+    if (isShared(v))
+      continue; // lives in its shared-memory region, not in SSA values
     if (isa<RankedTensorType>(v.getType()))
       llvm::append_range(out, regs[v]);
     else
@@ -745,6 +821,8 @@ SmallVector<Value> KernelLowering::flatten(ValueRange oldValues) {
 void KernelLowering::unflatten(ValueRange oldValues, ValueRange newValues) {
   size_t next = 0;
   for (Value v : oldValues) {
+    if (isShared(v))
+      continue;
     if (auto type = dyn_cast<RankedTensorType>(v.getType())) {
       int64_t count = layoutOf(v).numRegs();
       regs[v] = SmallVector<Value>(newValues.begin() + next, newValues.begin() + next + count);
@@ -756,14 +834,33 @@ void KernelLowering::unflatten(ValueRange oldValues, ValueRange newValues) {
 }
 
 LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
-  for (Value init : op.getInitArgs())
-    if (isShared(init) || isa<ViewType>(init.getType()))
-      return op.emitError() << "loop-carried shared tiles and views are not supported";
+  // A loop-carried shared tile (a prefetched K/V block) keeps one region:
+  // the load that produces the next iteration's value writes into it, so
+  // nothing shared flows through the loop's SSA values.
+  auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
+  for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
+    if (isa<ViewType>(init.getType()))
+      return op.emitError() << "loop-carried views are not supported";
+    if (!isShared(init))
+      continue;
+    Value next = yield.getOperand(i);
+    if (!next.getDefiningOp<LoadOp>() || next.getParentBlock() != op.getBody())
+      return op.emitError() << "a loop-carried shared tile must be reloaded by a tile.load in "
+                               "the loop body";
+    SharedTile carried = sharedTiles[init];
+    // Its copy was committed before the body starts (before the loop, or
+    // late in the previous iteration): a wait that lets only groups
+    // committed inside the body stay in flight is always enough.
+    carried.pendingGroup = committedGroups - 1;
+    sharedTiles[op.getRegionIterArgs()[i]] = carried;
+    reuseRegion[next] = carried;
+  }
   SmallVector<Value> inits = flatten(op.getInitArgs());
   auto newFor = scf::ForOp::create(b, scalar(op.getLowerBound()), scalar(op.getUpperBound()),
                                    scalar(op.getStep()), inits);
   mapping.map(op.getInductionVar(), newFor.getInductionVar());
   unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
+  int64_t sharedMark = sharedBytes;
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = newFor.getBody();
@@ -777,13 +874,30 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     // iteration's barrier; waitFor ran at their first use.
     scf::YieldOp::create(b, flatten(op.getBody()->getTerminator()->getOperands()));
   }
+  sharedBytes = sharedMark;
   unflatten(op.getResults(), newFor.getResults());
+  for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
+    if (!isShared(init))
+      continue;
+    // The first iteration's tile (loaded just before the loop) dies with the
+    // loop when nothing reads the final value: pop it off the stack.
+    const SharedTile &first = sharedTiles[init];
+    if (init.hasOneUse() && op.getResult(i).use_empty() &&
+        first.offset + first.rows * first.cols * first.elemBytes == sharedBytes)
+      sharedBytes = first.offset;
+    SharedTile after = sharedTiles[yield.getOperand(i)];
+    // Uses after the loop wait for everything committed before they run.
+    after.pendingGroup = committedGroups - 1;
+    sharedTiles[op.getResult(i)] = after;
+  }
   return success();
 }
 
 LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   SmallVector<Type> types;
   for (Value result : op.getResults()) {
+    if (isShared(result))
+      return op.emitError() << "an scf.if cannot yield a shared-memory tile";
     if (auto type = dyn_cast<RankedTensorType>(result.getType()))
       types.append(layoutOf(result).numRegs(), type.getElementType());
     else
@@ -795,6 +909,8 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
       continue;
+    int64_t sharedMark = sharedBytes;
+    auto release = llvm::make_scope_exit([&] { sharedBytes = sharedMark; });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
     if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
@@ -846,6 +962,7 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
                              "16-byte chunks";
   scratch.offset = llvm::alignTo(sharedBytes, 128);
   sharedBytes = scratch.offset + scratch.rows * scratch.cols * scratch.elemBytes;
+  sharedPeak = std::max(sharedPeak, sharedBytes);
   NVVM::Barrier0Op::create(b);
   writeShared(scratch, from, regs[in]);
   NVVM::Barrier0Op::create(b);
@@ -1071,6 +1188,10 @@ LogicalResult KernelLowering::run() {
   threadId = NVVM::ThreadIdXOp::create(b, b.getI32Type());
   laneId = arith::RemUIOp::create(b, threadId, i32(kWarpSize));
   warpId = arith::DivUIOp::create(b, threadId, i32(kWarpSize));
+  smemBase = LLVM::AddressOfOp::create(b, smemGlobal);
+  // Thread-invariant address math is emitted before this marker, in the
+  // entry block, so every loop sees it computed once.
+  prologueEnd = LLVM::UndefOp::create(b, b.getI32Type());
 
   for (Operation &op : func.getBody().front())
     if (failed(lowerOp(&op)))
@@ -1083,7 +1204,7 @@ LogicalResult KernelLowering::run() {
   SmallVector<NamedAttribute> launch = {
       b.getNamedAttr("grid", gridAttr),
       b.getNamedAttr("block", b.getI64ArrayAttr({threads, 1, 1})),
-      b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(sharedBytes)),
+      b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(sharedPeak)),
       b.getNamedAttr("params", b.getArrayAttr(params))};
   if (auto variant = func->getAttr("tile.variant"))
     launch.push_back(b.getNamedAttr("variant", variant));

@@ -66,6 +66,18 @@ bool isCheapToRecompute(Operation *op, int depth = 0) {
   return false;
 }
 
+/// A tile straight from tile.load, or carried around a loop whose initial
+/// value is one (a prefetched K/V tile, see tile-pipeline).
+bool isLoadedTile(Value v) {
+  if (v.getDefiningOp<LoadOp>())
+    return true;
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getArgNumber() == 0)
+    return false;
+  auto loop = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp());
+  return loop && isLoadedTile(loop.getInitArgs()[arg.getArgNumber() - 1]);
+}
+
 class LayoutAssigner {
 public:
   LayoutAssigner(func::FuncOp func, int64_t numWarps)
@@ -135,7 +147,7 @@ LogicalResult LayoutAssigner::seedDots() {
     demandAt(dot.getAMutable(), linear(tilec::LinearLayout::mmaOperandA(m, k, numWarps)));
     // K and V tiles are copied into shared memory as they are loaded; a B
     // operand computed in registers is moved there at its use.
-    if (dot.getB().getDefiningOp<LoadOp>())
+    if (isLoadedTile(dot.getB()))
       demandAt(dot.getBMutable(), shared());
     else
       conversions.push_back({&dot.getBMutable(), shared()});
@@ -418,7 +430,7 @@ struct TilePartitionWarpsPass final
   void runOnOperation() override {
     if (numWarps < 1 || tilec::log2Exact(numWarps) < 0 || numWarps > 16) {
       getOperation().emitError() << "num-warps must be a power of two in [1, 16], got "
-                                 << numWarps;
+                                 << static_cast<int64_t>(numWarps);
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>()) {

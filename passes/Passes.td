@@ -4,4 +4,133 @@
 
 include "mlir/Pass/PassBase.td"
 
+//===----------------------------------------------------------------------===//
+// Layout assignment and the GPU lowering
+//===----------------------------------------------------------------------===//
+
+def TilePartitionWarps : Pass<"tile-partition-warps", "mlir::ModuleOp"> {
+  let summary = "FlashAttention-2's split-Q: assign a distributed layout to every tile";
+  let description = [{
+    Gives every tile of each `tile.kernel` function a distributed layout
+    (`#tile.linear`) or a shared-memory placement (`#tile.shared`) as its
+    tensor encoding. Anchors are the `tile.dot`s: accumulators and A operands
+    take the mma.sync fragment layouts with rows split across warps (each warp
+    owns a block of Q rows), B operands (K and V tiles) live in shared memory
+    and are read by every warp. Layouts then flow through elementwise ops,
+    loops, reductions and shape plumbing, so row reductions of S stay inside
+    a warp and P feeds the second dot from registers. Cheap producers (iota,
+    splat, constants) are duplicated rather than converted when two users
+    disagree; anything else gets a `tile.convert_layout`. A kernel that cannot
+    be split this way (e.g. a reduction across the rows owned by different
+    warps) gets a diagnostic saying why.
+  }];
+  let options = [
+    Option<"numWarps", "num-warps", "int64_t", /*default=*/"4",
+           "warps per program (thread block)">,
+  ];
+  let dependentDialects = ["::mlir::tile::TileDialect"];
+}
+
+def TilePipeline : Pass<"tile-pipeline", "mlir::ModuleOp"> {
+  let summary = "prefetch K/V tiles one iteration ahead (FlashAttention-2's load schedule)";
+  let description = [{
+    In a loop with several tile.dots, the load of a dot's B operand whose only
+    use precedes another dot is rotated: it moves to just before the next dot
+    and loads the following iteration's tile, carried around the back edge;
+    the first iteration's tile is loaded before the loop. On the GPU this
+    overlaps the copy of K(j+1) with P·V(j), and V(j) with S = Q·K(j)ᵀ.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
+  let summary = "lower layout-assigned tile IR to the LLVM and NVVM dialects";
+  let description = [{
+    Each register-layout tile becomes the list of scalars one thread holds;
+    elementwise ops become scalar ops per register, `tile.reduce` an in-thread
+    combine plus butterfly shuffles, `tile.dot` mma.sync m16n8k16 with B
+    fragments read by ldmatrix from shared memory; shared-memory tiles are
+    filled with cp.async. Kernels become `llvm.func`s with `nvvm.kernel` and a
+    `tile.launch` dictionary (grid, block, shared bytes, parameters) that the
+    driver turns into the launch manifest. Scalar arith/scf remain for the
+    upstream conversions that follow in the `tile-to-nvvm` pipeline.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_80\"",
+           "target architecture (sm_80 or sm_90a)">,
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Target-independent optimizations (FlashAttention-2's math tricks)
+//===----------------------------------------------------------------------===//
+
+def TileMinimizeNonmatmul : Pass<"tile-minimize-nonmatmul", "mlir::ModuleOp"> {
+  let summary = "FlashAttention-2's online softmax: exp2, folded scales, one FMA per score";
+  let description = [{
+    Rewrites the naive online softmax of an attention loop (`exp(s·scale − m)`,
+    the scale as a full-tile multiply before the row max, a division by the
+    row sum after the loop) into FlashAttention-2's form (paper §3.1):
+    the running max is kept on the unscaled scores, `exp` becomes `exp2` with
+    `scale·log2(e)` folded into one `math.fma` per score, the normalization is
+    one reciprocal per row after the loop, and the log-sum-exp is one FMA per
+    row after the loop. Each step is its own pattern. Folding the scale into
+    the max needs `scale > 0`: a constant proves it; otherwise the loop is
+    versioned on a runtime `scale > 0` test and the original loop is kept for
+    the other case.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def TileSplitMaskedLoops : Pass<"tile-split-masked-loops", "mlir::ModuleOp"> {
+  let summary = "apply a mask only in the K/V blocks where it can bite";
+  let description = [{
+    Analyses `arith.select(pred, s, -inf)` in an `scf.for` over K/V blocks,
+    where `pred` is a conjunction of `arith.cmpi` of index tiles affine in the
+    row/column position, the loop variable and loop-invariant scalars (program
+    ids, runtime sequence lengths). Splits the loop into plain `scf.for`s over
+    computed bounds: blocks where the predicate is true everywhere (no mask),
+    blocks where it is mixed (mask kept), and blocks where it is false
+    everywhere (skipped: every score is -inf, so the online-softmax update is
+    the identity). A predicate it cannot analyse stays applied in every
+    iteration, with a remark saying why.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
+}
+
+def TileCountWork : Pass<"tile-count-work", "mlir::ModuleOp"> {
+  let summary = "report matmul FLOPs and non-matmul element operations per loop iteration";
+  let description = [{
+    For every `scf.for` containing a `tile.dot` in a `tile.kernel` function,
+    emits a remark with the matmul FLOPs (2·M·N·K per dot) and the number of
+    non-matmul element operations (arith/math on tiles, one per element;
+    `tile.reduce`, one per input element) of one iteration, and one remark per
+    kernel with the totals of code outside the loops.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// CPU execution (numerics checks without a GPU)
+//===----------------------------------------------------------------------===//
+
+def ConvertTileToCPU : Pass<"convert-tile-to-cpu", "mlir::ModuleOp"> {
+  let summary = "lower tile ops to linalg/tensor/memref/scf and wrap each kernel in a grid loop";
+  let description = [{
+    For a host run through MLIR's ExecutionEngine. Every `!tile.ptr<T>`
+    parameter becomes a `memref<?xT>`; views, loads and stores become index
+    arithmetic with the same bounds semantics as the GPU path (elements
+    outside a view read the padding value and are never written); `tile.dot`
+    becomes a `linalg.generic` that extends f16/bf16 operands to f32 and
+    multiply-adds in f32. Each kernel `@k` gets a wrapper
+    `@__tilec_grid_k(params..., gx, gy, gz : i32)` that calls it for every
+    program id of the grid.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // TILEC_PASSES_TD

@@ -16,6 +16,8 @@
 using namespace mlir;
 
 void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &options) {
+  // tile: rotate K/V loads so copies overlap the dots (FA2's schedule).
+  pm.addPass(createTilePipeline());
   // tile -> layouts: split-Q warp partitioning assigns every tile a layout.
   TilePartitionWarpsOptions partition;
   partition.numWarps = options.numWarps;

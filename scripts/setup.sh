@@ -5,7 +5,7 @@ set -euo pipefail
 
 APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
               cmake ninja-build libgtest-dev)
-PIP_PACKAGES=(pybind11 numpy pytest)
+PIP_PACKAGES=(pybind11 numpy pytest nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -3,6 +3,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/TensorEncoding.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -17,9 +18,39 @@ using namespace mlir::tile;
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Tile/TileAttrs.cpp.inc"
 
+/// "64x128" for diagnostics.
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(shape[i]);
+  return shape.empty() ? "scalar" : out;
+}
+
+namespace {
+/// A distributed layout as a tensor encoding must have the tensor's rank,
+/// give every element an owner and name no coordinate outside the tile: the
+/// lowering indexes the tile through it.
+struct LinearLayoutEncoding
+    : VerifiableTensorEncoding::ExternalModel<LinearLayoutEncoding, LinearLayoutAttr> {
+  LogicalResult verifyEncoding(Attribute attr, ArrayRef<int64_t> shape, Type,
+                               function_ref<InFlightDiagnostic()> emitError) const {
+    auto layout = cast<LinearLayoutAttr>(attr);
+    if (ShapedType::isDynamicShape(shape))
+      return emitError() << "a tile with a #tile.linear layout must have a static shape";
+    std::string why =
+        toLinearLayout(layout).checkCovers(std::vector<int64_t>(shape.begin(), shape.end()));
+    if (!why.empty())
+      return emitError() << "#tile.linear layout does not fit a tile of shape "
+                         << shapeStr(shape) << ": " << why;
+    return success();
+  }
+};
+} // namespace
+
 void TileDialect::initialize() {
   registerTypes();
   registerAttributes();
+  LinearLayoutAttr::attachInterface<LinearLayoutEncoding>(*getContext());
   addOperations<
 #define GET_OP_LIST
 #include "dialects/Tile/TileOps.cpp.inc"
@@ -115,6 +146,11 @@ LogicalResult LinearLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitEr
   if (lane.size() != 5 * rank)
     return emitError() << "a layout needs exactly 5 lane bases (32 lanes), got "
                        << lane.size() / rank;
+  // Register and warp indices are 64-bit integers built from these bits.
+  for (auto [name, bases] : {std::pair<StringRef, size_t>{"register", reg.size() / rank},
+                             {"warp", warp.size() / rank}})
+    if (bases > 31)
+      return emitError() << "a layout has at most 31 " << name << " bases, got " << bases;
   for (int64_t v : llvm::concat<const int64_t>(reg, lane, warp))
     if (v < 0)
       return emitError() << "basis coordinates must be non-negative, got " << v;

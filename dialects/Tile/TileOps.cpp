@@ -36,7 +36,8 @@ LogicalResult IotaOp::verify() {
 
 LogicalResult ExpandDimsOp::verify() {
   ArrayRef<int64_t> in = shapeOf(getInput());
-  int64_t axis = getAxis();
+  // Signed: getAxis() is unsigned, which would print -1 as 4294967295.
+  int64_t axis = getAxisAttr().getInt();
   if (axis < 0 || axis > int64_t(in.size()))
     return emitOpError() << "axis " << axis << " is out of range [0, " << in.size()
                          << "] for an input of rank " << in.size();
@@ -74,6 +75,11 @@ OpFoldResult BroadcastOp::fold(FoldAdaptor) {
 }
 
 LogicalResult TransOp::verify() {
+  // 2DTensorOf admits dynamic sizes; tiles never have them.
+  for (auto [name, value] : {std::pair<StringRef, Value>{"input", getInput()},
+                             {"result", getResult()}})
+    if (!cast<RankedTensorType>(value.getType()).hasStaticShape())
+      return emitOpError() << name << " must have a static shape, got " << value.getType();
   ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
   if (in[0] != out[1] || in[1] != out[0])
     return emitOpError() << "result shape must be " << in[1] << "x" << in[0]
@@ -115,7 +121,14 @@ static LogicalResult verifyAccess(Operation *op, ViewType view, ValueRange offse
 }
 
 LogicalResult LoadOp::verify() {
-  return verifyAccess(*this, getView().getType(), getOffsets(), getResult().getType(), "result");
+  if (failed(verifyAccess(*this, getView().getType(), getOffsets(), getResult().getType(),
+                          "result")))
+    return failure();
+  Type element = getResult().getType().getElementType();
+  if (getPadding() != PaddingKind::zero && !isa<FloatType>(element))
+    return emitOpError() << "padding " << stringifyPaddingKind(getPadding())
+                         << " needs a float element type, got " << element;
+  return success();
 }
 
 LogicalResult StoreOp::verify() {
@@ -148,7 +161,7 @@ LogicalResult DotOp::verify() {
 
 LogicalResult ReduceOp::verify() {
   ArrayRef<int64_t> in = shapeOf(getInput());
-  int64_t axis = getAxis();
+  int64_t axis = getAxisAttr().getInt();
   if (axis < 0 || axis >= int64_t(in.size()))
     return emitOpError() << "cannot reduce along axis " << axis << ": the input "
                          << shapeStr(in) << " has rank " << in.size();

@@ -30,6 +30,14 @@ struct CompileOptions {
   bool printIRAfterAll = false;
   /// Write an MLIR crash reproducer here when a pass fails (empty: off).
   std::string crashReproducerPath;
+  /// The input is already in the LLVM dialect (+ nvvm) with `tile.launch` on
+  /// each kernel: skip every tile pipeline and go straight to LLVM IR. For
+  /// tests of the back half, and for IR saved from a previous run.
+  bool inputIsLLVMDialect = false;
+  /// Report per-pass timing and pass statistics on stderr.
+  bool printStats = false;
+  /// PTX ISA version times ten; 0 means tilec's default (Target/NVPTX.h).
+  unsigned ptxVersion = 0;
 };
 
 /// One compiled kernel: every artifact the runtime or a test may want.
@@ -39,11 +47,20 @@ struct CompiledKernel {
   std::string llvmIR;   ///< LLVM IR text handed to NVPTX
   std::string ptx;
   std::string cubin;    ///< bytes; empty when ptxas is unavailable or not asked for
+  /// The launch manifest (the runtime's input). It names "<name>.ptx" and,
+  /// when `cubin` is non-empty, "<name>.cubin", relative to its own folder.
   std::string manifestJson;
+  std::string ptxasLog; ///< ptxas -v output; empty when ptxas did not run
+  /// Things a user should know that are not errors (e.g. no ptxas found).
+  std::vector<std::string> notes;
 };
 
+/// "tilec 0.1.0 (LLVM 22.x.y)": what the manifest's "compiler" field holds.
+std::string getCompilerVersion();
+
 /// Parses `source` (named `bufferName` in diagnostics), runs the GPU pipeline
-/// and returns one CompiledKernel per `tile.kernel` function.
+/// and returns one CompiledKernel per `tile.kernel` function (per `llvm.func`
+/// with `nvvm.kernel` after lowering), in the order they appear.
 llvm::Expected<std::vector<CompiledKernel>>
 compileForGPU(llvm::StringRef source, llvm::StringRef bufferName, const CompileOptions &options);
 

@@ -1,0 +1,65 @@
+//===- Manifest.h - tile.launch -> the runtime's JSON launch manifest -----===//
+//
+// The lowering records how to launch each kernel in a `tile.launch`
+// dictionary on its llvm.func; this reads it (with diagnostics on the
+// function) and writes the JSON the runtime parses (lib/runtime/Manifest.cpp
+// is the reader; keep the two in step).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEC_LIB_DRIVER_MANIFEST_H
+#define TILEC_LIB_DRIVER_MANIFEST_H
+
+#include "tilec/Target/Ptxas.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/JSON.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tilec {
+
+/// The attribute the lowering puts on every kernel, and the one naming the
+/// target on the module.
+inline constexpr const char *kLaunchAttrName = "tile.launch";
+inline constexpr const char *kTargetAttrName = "tile.target";
+
+struct LaunchParam {
+  std::string name;
+  std::string kind; ///< "ptr", "i32", "i64", "f32"
+  std::string elem; ///< element type of a "ptr"; empty otherwise
+};
+
+struct LaunchInfo {
+  std::array<std::string, 3> grid; ///< expressions over the integer params
+  std::array<int64_t, 3> block = {1, 1, 1};
+  int64_t sharedBytes = 0;
+  std::vector<LaunchParam> params;
+  std::optional<llvm::json::Value> variant;
+};
+
+/// Reads and checks `tile.launch` of `kernel`, including that its params
+/// match the function's arguments one to one (the runtime packs arguments
+/// from the manifest alone). Emits an error on the kernel and fails otherwise.
+mlir::FailureOr<LaunchInfo> readLaunchInfo(mlir::LLVM::LLVMFuncOp kernel);
+
+struct ManifestFiles {
+  std::string ptx;   ///< file name; empty: not listed
+  std::string cubin; ///< file name; empty: not listed
+};
+
+/// The manifest of one kernel, as pretty-printed JSON.
+std::string writeManifest(llvm::StringRef kernel, llvm::StringRef arch,
+                          const ManifestFiles &files, const LaunchInfo &launch,
+                          const std::optional<PtxasInfo> &ptxasInfo,
+                          llvm::StringRef compiler);
+
+/// An attribute as JSON: strings, numbers, booleans, arrays and dictionaries
+/// map to their JSON counterparts; anything else to its printed form.
+llvm::json::Value attributeToJson(mlir::Attribute attr);
+
+} // namespace tilec
+
+#endif

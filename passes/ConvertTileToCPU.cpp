@@ -1,0 +1,397 @@
+//===- ConvertTileToCPU.cpp - tile ops -> linalg/tensor/memref on the host ===//
+//
+// convert-tile-to-cpu: the first step of the `tile-to-cpu` pipeline, which
+// runs tile kernels in-process (ExecutionEngine) so their numerics can be
+// checked without a GPU. Tiles stay tensors here; upstream bufferization and
+// the standard CPU lowering take it from there.
+//
+//   !tile.ptr<T>            -> memref<?xT> (the whole host buffer, offset 0)
+//   tile.addptr / tile.view -> index arithmetic, remembered per SSA value
+//   tile.load               -> linalg.generic whose body bounds-checks each
+//                              element and reads memory only when in bounds
+//   tile.store              -> loop nest that writes only in-bounds elements
+//   tile.dot                -> linalg.generic: extf to f32, mulf, addf in f32
+//   tile.reduce             -> linalg.generic reduction from -inf / 0
+//   iota/splat/expand_dims/broadcast/trans -> linalg / tensor.expand_shape
+//   program_id/num_programs -> extra i32 parameters of the kernel
+//
+// Each kernel @k gets @__tilec_grid_k(params..., gx, gy, gz: i32) that calls
+// it once per program id, z outermost, x innermost.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Tile/TileDialect.h"
+#include "tilec/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineMap.h"
+
+namespace tilec {
+#define GEN_PASS_DEF_CONVERTTILETOCPU
+#include "passes/Passes.h.inc"
+} // namespace tilec
+
+using namespace mlir;
+
+namespace {
+
+/// A global pointer on the host: the kernel's buffer and an element offset.
+struct HostPtr {
+  Value memref;
+  Value offset; // index
+};
+
+/// A view: pointer plus per-dimension sizes and strides, all index.
+struct HostView {
+  HostPtr base;
+  SmallVector<Value> sizes, strides;
+};
+
+class KernelLowering {
+public:
+  KernelLowering(func::FuncOp fn) : fn(fn), b(fn.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  func::FuncOp fn;
+  OpBuilder b;
+  DenseMap<Value, HostPtr> ptrs;
+  DenseMap<Value, HostView> views;
+  Value gridArgs[6]; // program ids x, y, z, then grid sizes x, y, z
+
+  Value toIndex(Location loc, Value v) {
+    if (v.getType().isIndex())
+      return v;
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+  Value cstIndex(Location loc, int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+  FailureOr<Value> padding(Location loc, tile::PaddingKind kind, Type elementType,
+                           Operation *op) {
+    if (auto ft = dyn_cast<FloatType>(elementType)) {
+      const llvm::fltSemantics &sem = ft.getFloatSemantics();
+      APFloat v = kind == tile::PaddingKind::zero      ? APFloat::getZero(sem)
+                  : kind == tile::PaddingKind::neg_inf ? APFloat::getInf(sem, /*Negative=*/true)
+                                                       : APFloat::getNaN(sem);
+      return arith::ConstantOp::create(b, loc, b.getFloatAttr(ft, v)).getResult();
+    }
+    if (kind != tile::PaddingKind::zero)
+      return op->emitOpError() << "padding '" << tile::stringifyPaddingKind(kind)
+                               << "' has no value of integer type " << elementType;
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(elementType, 0)).getResult();
+  }
+
+  /// In-bounds test and linear address of element `idx` of a tile at
+  /// `offsets` of `view`.
+  std::pair<Value, Value> address(Location loc, const HostView &view, ValueRange offsets,
+                                  ArrayRef<Value> idx) {
+    Value inBounds, addr = view.base.offset;
+    Value zero = cstIndex(loc, 0);
+    for (size_t d = 0; d < idx.size(); ++d) {
+      Value pos = arith::AddIOp::create(b, loc, toIndex(loc, offsets[d]), idx[d]);
+      Value lo = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, pos, zero);
+      Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, pos, view.sizes[d]);
+      Value both = arith::AndIOp::create(b, loc, lo, hi);
+      inBounds = inBounds ? arith::AndIOp::create(b, loc, inBounds, both).getResult() : both;
+      addr = arith::AddIOp::create(b, loc, addr,
+                                   arith::MulIOp::create(b, loc, pos, view.strides[d]));
+    }
+    return {inBounds, addr};
+  }
+
+  static SmallVector<utils::IteratorType> parallel(int64_t n) {
+    return SmallVector<utils::IteratorType>(n, utils::IteratorType::parallel);
+  }
+
+  LogicalResult lower(Operation *op);
+};
+
+LogicalResult KernelLowering::lower(Operation *op) {
+  Location loc = op->getLoc();
+  b.setInsertionPoint(op);
+  MLIRContext *ctx = op->getContext();
+
+  if (auto pid = dyn_cast<tile::ProgramIdOp>(op)) {
+    pid.replaceAllUsesWith(gridArgs[pid.getAxis()]);
+  } else if (auto np = dyn_cast<tile::NumProgramsOp>(op)) {
+    np.replaceAllUsesWith(gridArgs[3 + np.getAxis()]);
+  } else if (auto add = dyn_cast<tile::AddPtrOp>(op)) {
+    auto it = ptrs.find(add.getPtr());
+    if (it == ptrs.end())
+      return add.emitOpError("CPU lowering needs the pointer to come from a kernel parameter "
+                             "or another tile.addptr");
+    HostPtr p = it->second;
+    p.offset = arith::AddIOp::create(b, loc, p.offset, toIndex(loc, add.getOffset()));
+    ptrs[add.getResult()] = p;
+    return success();
+  } else if (auto view = dyn_cast<tile::ViewOp>(op)) {
+    auto it = ptrs.find(view.getBase());
+    if (it == ptrs.end())
+      return view.emitOpError("CPU lowering needs the base to come from a kernel parameter "
+                              "or a tile.addptr");
+    HostView v{it->second, {}, {}};
+    for (Value s : view.getSizes())
+      v.sizes.push_back(toIndex(loc, s));
+    for (Value s : view.getStrides())
+      v.strides.push_back(toIndex(loc, s));
+    views[view.getResult()] = v;
+    return success();
+  } else if (auto load = dyn_cast<tile::LoadOp>(op)) {
+    auto it = views.find(load.getView());
+    if (it == views.end())
+      return load.emitOpError("CPU lowering needs the view to come from a tile.view");
+    auto type = cast<RankedTensorType>(load.getType());
+    FailureOr<Value> pad = padding(loc, load.getPadding(), type.getElementType(), op);
+    if (failed(pad))
+      return failure();
+    HostView view = it->second;
+    SmallVector<Value> offsets(load.getOffsets());
+    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{type}, ValueRange{}, ValueRange{empty},
+        ArrayRef<AffineMap>{b.getMultiDimIdentityMap(type.getRank())}, parallel(type.getRank()),
+        [&](OpBuilder &nb, Location nl, ValueRange) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          SmallVector<Value> idx;
+          for (int64_t d = 0; d < type.getRank(); ++d)
+            idx.push_back(linalg::IndexOp::create(b, nl, d));
+          auto [inBounds, addr] = address(nl, view, offsets, idx);
+          // Out-of-bounds elements never touch memory: the read is inside the if.
+          auto ifOp = scf::IfOp::create(b, nl, TypeRange{type.getElementType()}, inBounds,
+                                        /*addThenBlock=*/true, /*addElseBlock=*/true);
+          b.setInsertionPointToStart(ifOp.thenBlock());
+          Value v = memref::LoadOp::create(b, nl, view.base.memref, addr);
+          scf::YieldOp::create(b, nl, v);
+          b.setInsertionPointToStart(ifOp.elseBlock());
+          scf::YieldOp::create(b, nl, *pad);
+          b.setInsertionPointAfter(ifOp);
+          linalg::YieldOp::create(b, nl, ifOp.getResult(0));
+        });
+    load.replaceAllUsesWith(generic.getResult(0));
+  } else if (auto store = dyn_cast<tile::StoreOp>(op)) {
+    auto it = views.find(store.getView());
+    if (it == views.end())
+      return store.emitOpError("CPU lowering needs the view to come from a tile.view");
+    HostView view = it->second;
+    auto type = cast<RankedTensorType>(store.getValue().getType());
+    SmallVector<Value> idx;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      auto loop = scf::ForOp::create(b, loc, cstIndex(loc, 0), cstIndex(loc, type.getDimSize(d)),
+                                     cstIndex(loc, 1));
+      b.setInsertionPointToStart(loop.getBody());
+      idx.push_back(loop.getInductionVar());
+    }
+    auto [inBounds, addr] = address(loc, view, store.getOffsets(), idx);
+    auto ifOp = scf::IfOp::create(b, loc, inBounds, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value v = tensor::ExtractOp::create(b, loc, store.getValue(), idx);
+    memref::StoreOp::create(b, loc, v, view.base.memref, addr);
+  } else if (auto iota = dyn_cast<tile::IotaOp>(op)) {
+    auto type = cast<RankedTensorType>(iota.getType());
+    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{type}, ValueRange{}, ValueRange{empty},
+        ArrayRef<AffineMap>{b.getMultiDimIdentityMap(1)}, parallel(1),
+        [&](OpBuilder &nb, Location nl, ValueRange) {
+          Value i = linalg::IndexOp::create(nb, nl, 0);
+          Value v = arith::IndexCastOp::create(nb, nl, type.getElementType(), i);
+          linalg::YieldOp::create(nb, nl, v);
+        });
+    iota.replaceAllUsesWith(generic.getResult(0));
+  } else if (auto splat = dyn_cast<tile::SplatOp>(op)) {
+    auto type = cast<RankedTensorType>(splat.getType());
+    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+    auto fill = linalg::FillOp::create(b, loc, ValueRange{splat.getValue()}, ValueRange{empty});
+    splat.replaceAllUsesWith(fill.getResult(0));
+  } else if (auto ex = dyn_cast<tile::ExpandDimsOp>(op)) {
+    auto inType = cast<RankedTensorType>(ex.getInput().getType());
+    int64_t rank = inType.getRank(), axis = ex.getAxis();
+    // Each input dimension is one group; the new unit dimension joins the
+    // group of the dimension it precedes (or the last one).
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t d = 0, out = 0; d < rank; ++d) {
+      ReassociationIndices g;
+      if (d == axis)
+        g.push_back(out++);
+      g.push_back(out++);
+      if (d == rank - 1 && axis == rank)
+        g.push_back(out++);
+      groups.push_back(g);
+    }
+    auto expanded = tensor::ExpandShapeOp::create(b, loc, ex.getType(), ex.getInput(), groups);
+    ex.replaceAllUsesWith(expanded.getResult());
+  } else if (auto bc = dyn_cast<tile::BroadcastOp>(op)) {
+    auto inType = cast<RankedTensorType>(bc.getInput().getType());
+    auto outType = cast<RankedTensorType>(bc.getType());
+    SmallVector<AffineExpr> inExprs;
+    for (int64_t d = 0; d < inType.getRank(); ++d)
+      inExprs.push_back(inType.getDimSize(d) == 1 ? getAffineConstantExpr(0, ctx)
+                                                  : getAffineDimExpr(d, ctx));
+    int64_t rank = outType.getRank();
+    Value empty = tensor::EmptyOp::create(b, loc, outType.getShape(), outType.getElementType());
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{outType}, ValueRange{bc.getInput()}, ValueRange{empty},
+        ArrayRef<AffineMap>{AffineMap::get(rank, 0, inExprs, ctx),
+                            b.getMultiDimIdentityMap(rank)},
+        parallel(rank), [&](OpBuilder &nb, Location nl, ValueRange args) {
+          linalg::YieldOp::create(nb, nl, args[0]);
+        });
+    bc.replaceAllUsesWith(generic.getResult(0));
+  } else if (auto tr = dyn_cast<tile::TransOp>(op)) {
+    auto type = cast<RankedTensorType>(tr.getType());
+    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+    auto t = linalg::TransposeOp::create(b, loc, tr.getInput(), empty, ArrayRef<int64_t>{1, 0});
+    tr.replaceAllUsesWith(t.getResult()[0]);
+  } else if (auto dot = dyn_cast<tile::DotOp>(op)) {
+    // (m, n, k): a(m, k) · b(k, n) or b(n, k), accumulated into acc(m, n) in f32.
+    AffineExpr m = getAffineDimExpr(0, ctx), n = getAffineDimExpr(1, ctx),
+               k = getAffineDimExpr(2, ctx);
+    auto mapA = AffineMap::get(3, 0, {m, k}, ctx);
+    auto mapB = AffineMap::get(3, 0, dot.getTransposeB() ? ArrayRef<AffineExpr>{n, k}
+                                                         : ArrayRef<AffineExpr>{k, n},
+                               ctx);
+    auto mapC = AffineMap::get(3, 0, {m, n}, ctx);
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{dot.getType()}, ValueRange{dot.getA(), dot.getB()},
+        ValueRange{dot.getAcc()}, ArrayRef<AffineMap>{mapA, mapB, mapC},
+        {utils::IteratorType::parallel, utils::IteratorType::parallel,
+         utils::IteratorType::reduction},
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Type f32 = nb.getF32Type();
+          Value x = arith::ExtFOp::create(nb, nl, f32, args[0]);
+          Value y = arith::ExtFOp::create(nb, nl, f32, args[1]);
+          Value p = arith::MulFOp::create(nb, nl, x, y);
+          linalg::YieldOp::create(nb, nl, ValueRange{arith::AddFOp::create(nb, nl, args[2], p)});
+        });
+    dot.replaceAllUsesWith(generic.getResult(0));
+  } else if (auto red = dyn_cast<tile::ReduceOp>(op)) {
+    auto inType = cast<RankedTensorType>(red.getInput().getType());
+    auto outType = cast<RankedTensorType>(red.getType());
+    auto ft = cast<FloatType>(outType.getElementType());
+    bool isMax = red.getKind() == tile::ReduceKind::max;
+    Value init = arith::ConstantOp::create(
+        b, loc, b.getFloatAttr(ft, isMax ? APFloat::getInf(ft.getFloatSemantics(), true)
+                                         : APFloat::getZero(ft.getFloatSemantics())));
+    Value empty = tensor::EmptyOp::create(b, loc, outType.getShape(), ft);
+    Value acc = linalg::FillOp::create(b, loc, ValueRange{init}, ValueRange{empty}).getResult(0);
+    int64_t rank = inType.getRank(), axis = red.getAxis();
+    SmallVector<AffineExpr> outExprs;
+    SmallVector<utils::IteratorType> iters = parallel(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis)
+        outExprs.push_back(getAffineDimExpr(d, ctx));
+    iters[axis] = utils::IteratorType::reduction;
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{outType}, ValueRange{red.getInput()}, ValueRange{acc},
+        ArrayRef<AffineMap>{b.getMultiDimIdentityMap(rank), AffineMap::get(rank, 0, outExprs, ctx)},
+        iters, [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Value r = isMax ? arith::MaximumFOp::create(nb, nl, args[1], args[0]).getResult()
+                          : arith::AddFOp::create(nb, nl, args[1], args[0]).getResult();
+          linalg::YieldOp::create(nb, nl, r);
+        });
+    red.replaceAllUsesWith(generic.getResult(0));
+  } else if (isa<tile::ConvertLayoutOp>(op)) {
+    return op->emitOpError("layout-assigned IR cannot run on the CPU; run the CPU pipeline "
+                           "before tile-partition-warps");
+  } else {
+    return success();
+  }
+  if (!isa<tile::AddPtrOp, tile::ViewOp>(op))
+    op->erase();
+  return success();
+}
+
+LogicalResult KernelLowering::run() {
+  MLIRContext *ctx = fn.getContext();
+  Block &entry = fn.front();
+  Location loc = fn.getLoc();
+  b.setInsertionPointToStart(&entry);
+
+  // Pointer parameters become whole host buffers.
+  for (BlockArgument arg : entry.getArguments())
+    if (auto ptr = dyn_cast<tile::PtrType>(arg.getType())) {
+      arg.setType(MemRefType::get({ShapedType::kDynamic}, ptr.getPointeeType()));
+      ptrs[arg] = {arg, nullptr};
+    }
+  Value zero = cstIndex(loc, 0);
+  for (auto &[arg, p] : ptrs)
+    p.offset = zero;
+  for (Value &g : gridArgs)
+    g = entry.addArgument(b.getI32Type(), loc);
+  fn.setFunctionType(FunctionType::get(ctx, entry.getArgumentTypes(), fn.getResultTypes()));
+
+  SmallVector<Operation *> work;
+  fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<tile::TileDialect>(op->getDialect()))
+      work.push_back(op);
+  });
+  SmallVector<Operation *> addressing;
+  for (Operation *op : work) {
+    if (isa<tile::AddPtrOp, tile::ViewOp>(op))
+      addressing.push_back(op);
+    if (failed(lower(op)))
+      return failure();
+  }
+  // Views and pointer arithmetic are dead once every access is lowered.
+  for (Operation *op : llvm::reverse(addressing)) {
+      if (!op->use_empty())
+        return op->emitOpError("CPU lowering cannot carry pointers or views through "
+                               "anything but tile.addptr, tile.view, tile.load and tile.store");
+      op->erase();
+    }
+  return success();
+}
+
+/// @__tilec_grid_k(params..., gx, gy, gz): the grid as loops over program ids.
+void buildGridWrapper(func::FuncOp kernel) {
+  OpBuilder b(kernel);
+  b.setInsertionPointAfter(kernel);
+  Location loc = kernel.getLoc();
+  unsigned numParams = kernel.getNumArguments() - 6;
+  SmallVector<Type> types(kernel.getArgumentTypes().take_front(numParams));
+  types.append(3, b.getI32Type());
+  auto wrapper = func::FuncOp::create(b, loc, ("__tilec_grid_" + kernel.getSymName()).str(),
+                                      b.getFunctionType(types, {}));
+  Block *body = wrapper.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  SmallVector<Value> params(body->getArguments().take_front(numParams));
+  Value grid[3];
+  for (int d = 0; d < 3; ++d)
+    grid[d] = arith::IndexCastOp::create(b, loc, b.getIndexType(), body->getArgument(numParams + d));
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0), c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value pid[3];
+  for (int d = 2; d >= 0; --d) {
+    auto loop = scf::ForOp::create(b, loc, c0, grid[d], c1);
+    b.setInsertionPointToStart(loop.getBody());
+    pid[d] = arith::IndexCastOp::create(b, loc, b.getI32Type(), loop.getInductionVar());
+  }
+  SmallVector<Value> args = params;
+  args.append({pid[0], pid[1], pid[2]});
+  for (int d = 0; d < 3; ++d)
+    args.push_back(body->getArgument(numParams + d));
+  func::CallOp::create(b, loc, kernel, args);
+  b.setInsertionPointToEnd(body);
+  func::ReturnOp::create(b, loc);
+}
+
+struct ConvertTileToCPU final : tilec::impl::ConvertTileToCPUBase<ConvertTileToCPU> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> kernels;
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (fn->hasAttr(tile::kKernelAttrName) && !fn.isExternal())
+        kernels.push_back(fn);
+    for (func::FuncOp fn : kernels) {
+      if (failed(KernelLowering(fn).run()))
+        return signalPassFailure();
+      buildGridWrapper(fn);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,34 @@
+"""tilec: a tile-level compiler for GPU attention kernels.
+
+    import tilec
+    from tilec import language as tl
+
+    @tilec.jit(grid=("cdiv(n, BLOCK)", 1, 1))
+    def kernel(x: tl.ptr(tl.float32), n: tl.int32, BLOCK: tl.constexpr): ...
+
+    k = kernel.specialize(BLOCK=128)
+    print(k.ir)              # tile-dialect MLIR, every op located in this file
+    k.compile("sm_80")       # PTX/cubin + launch manifest (cached)
+    k(x, n)                  # launch on CUDA torch tensors
+    k.run_cpu(x_np, n, grid=(g, 1, 1))   # or on the CPU over numpy arrays
+
+Importing needs neither a GPU nor torch; launching without a GPU raises a
+RuntimeError that says so (see ``tilec.gpu_status()``).
+"""
+
+from . import language
+from .errors import CompilationError
+from .jit import JITFunction, Kernel, jit
+from .runtime_support import gpu_status
+
+
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False):
+    """FlashAttention-2 forward with flash_attn's API; see tilec.flash_attn."""
+    from .flash_attn import flash_attn_func as impl
+
+    return impl(q, k, v, softmax_scale=softmax_scale, causal=causal, return_lse=return_lse)
+
+
+__version__ = "0.1.0"
+__all__ = ["jit", "JITFunction", "Kernel", "CompilationError", "language", "flash_attn_func",
+           "gpu_status"]

@@ -1,0 +1,236 @@
+"""The compiler behind the DSL: the native `_tilec` module, with a disk and
+memory cache of compiled kernels, and errors as CompilationError.
+
+Cache key: sha256 of (IR text, arch, options, compiler version). The disk
+cache lives in $TILEC_CACHE_DIR (default ~/.cache/tilec); each entry is a
+folder holding the runtime's artifact set: <kernel>.json (manifest),
+<kernel>.ptx, <kernel>.cubin, plus <kernel>.tile.mlir and <kernel>.ll.
+TILEC_DUMP_IR=1 prints the IR after every pass (and bypasses the cache so
+there is something to print).
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .errors import CompilationError, from_diagnostics
+
+_native_module = None
+_native_error = None
+
+
+def native():
+    """The `_tilec` extension; raises ImportError saying how to build it."""
+    global _native_module, _native_error
+    if _native_module is None and _native_error is None:
+        try:
+            from . import _tilec as mod  # installed by pip
+        except ImportError:
+            try:
+                import _tilec as mod  # build tree: <build>/python on sys.path
+            except ImportError as e:
+                _native_error = e
+                mod = None
+        _native_module = mod
+    if _native_module is None:
+        raise ImportError("the tilec compiler extension _tilec is not available: build it with "
+                          "`scripts/build.sh _tilec` and put build/python on PYTHONPATH, or "
+                          f"`pip install .` ({_native_error})")
+    return _native_module
+
+
+def available():
+    try:
+        native()
+        return True
+    except ImportError:
+        return False
+
+
+def version():
+    return native().version()
+
+
+def _call(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except native().Error as e:
+        raise from_diagnostics(str(e)) from None
+
+
+def parse_and_verify(text, source_name="<tilec>"):
+    """Parses and verifies MLIR text (with the `_tilec` module, or the
+    tile-opt binary when the module is not built)."""
+    if available():
+        _call(native().parse_and_verify, text, source_name)
+        return
+    tool = find_tile_opt()
+    if tool is None:
+        raise ImportError("neither the _tilec extension nor tile-opt is available")
+    proc = subprocess.run([tool, "-"], input=text, capture_output=True, text=True)
+    if proc.returncode:
+        raise from_diagnostics(proc.stderr)
+
+
+def find_tile_opt():
+    if os.environ.get("TILEC_OPT"):
+        return os.environ["TILEC_OPT"]
+    root = Path(__file__).resolve().parents[2]
+    for build in sorted(root.glob("build*")):
+        tool = build / "bin" / "tile-opt"
+        if tool.exists():
+            return str(tool)
+    return shutil.which("tile-opt")
+
+
+def run_pipeline(text, pipeline, source_name="<tilec>"):
+    return _call(native().run_pipeline, text, pipeline, source_name)
+
+
+def default_arch():
+    if os.environ.get("TILEC_ARCH"):
+        return os.environ["TILEC_ARCH"]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return "sm_90a" if major >= 9 else "sm_80"
+    except ImportError:
+        pass
+    return "sm_80"
+
+
+def cache_dir():
+    return Path(os.environ.get("TILEC_CACHE_DIR") or Path.home() / ".cache" / "tilec")
+
+
+class Artifact:
+    """One compiled kernel, with its files in a folder the runtime can load."""
+
+    def __init__(self, folder, name):
+        self.folder = Path(folder)
+        self.name = name
+
+    @property
+    def manifest_path(self):
+        return str(self.folder / f"{self.name}.json")
+
+    @property
+    def manifest(self):
+        return json.loads((self.folder / f"{self.name}.json").read_text())
+
+    @property
+    def ptx(self):
+        return (self.folder / f"{self.name}.ptx").read_text()
+
+    @property
+    def cubin(self):
+        path = self.folder / f"{self.name}.cubin"
+        return path.read_bytes() if path.exists() else b""
+
+    @property
+    def tile_ir(self):
+        return (self.folder / f"{self.name}.tile.mlir").read_text()
+
+    @property
+    def llvm_ir(self):
+        return (self.folder / f"{self.name}.ll").read_text()
+
+    def __repr__(self):
+        return f"<tilec.Artifact {self.name} in {self.folder}>"
+
+
+def write_artifacts(kernel, folder, extras=True):
+    """Writes one compile() result dict as <name>.json/.ptx/.cubin into
+    `folder`, with extras also <name>.tile.mlir and <name>.ll."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = kernel["name"]
+    (folder / f"{name}.json").write_text(kernel["manifest"])
+    (folder / f"{name}.ptx").write_text(kernel["ptx"])
+    if kernel["cubin"]:
+        (folder / f"{name}.cubin").write_bytes(kernel["cubin"])
+    if extras:
+        (folder / f"{name}.tile.mlir").write_text(kernel["tile_ir"])
+        (folder / f"{name}.ll").write_text(kernel["llvm_ir"])
+    return Artifact(folder, name)
+
+
+def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True):
+    """Compiles MLIR text; returns the list of result dicts (see _tilec.compile)."""
+    return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
+                 run_tile_passes=run_tile_passes,
+                 print_ir_after_all=_dump_ir(),
+                 crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""))
+
+
+def _dump_ir():
+    return os.environ.get("TILEC_DUMP_IR", "") not in ("", "0")
+
+
+_memory_cache = {}
+
+
+def cache_key(text, arch, num_warps, run_tile_passes):
+    h = hashlib.sha256()
+    for part in (version(), arch, str(num_warps), str(run_tile_passes), text):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True):
+    """Like compile(), but returns Artifacts and reuses earlier results from
+    memory or from the disk cache."""
+    key = cache_key(text, arch, num_warps, run_tile_passes)
+    if key in _memory_cache and not _dump_ir():
+        return _memory_cache[key]
+    entry = cache_dir() / key[:2] / key
+    index = entry / "kernels.txt"
+    if index.exists() and not _dump_ir():
+        arts = [Artifact(entry, n) for n in index.read_text().split()]
+        if all(Path(a.manifest_path).exists() for a in arts):
+            _memory_cache[key] = arts
+            return arts
+    kernels = compile(text, source_name, arch, num_warps, run_tile_passes)
+    # Write to a private folder, then rename: concurrent compilers of the same
+    # kernel never see a half-written entry.
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=key[:8] + ".", dir=entry.parent))
+    for k in kernels:
+        write_artifacts(k, tmp)
+    (tmp / "kernels.txt").write_text("\n".join(k["name"] for k in kernels) + "\n")
+    try:
+        os.replace(tmp, entry)
+    except OSError:  # another process won the race (or an old entry is there)
+        shutil.rmtree(entry, ignore_errors=True)
+        try:
+            os.replace(tmp, entry)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    arts = [Artifact(entry, k["name"]) for k in kernels]
+    _memory_cache[key] = arts
+    return arts
+
+
+def run_cpu(text, source_name, kernel, args, param_types, grid, run_tile_passes=True):
+    """Runs `kernel` of `text` on the host; pointer args are numpy arrays
+    (written in place), the rest Python numbers, in parameter order."""
+    mod = native()
+    if not getattr(mod, "has_cpu_runner", False):
+        raise NotImplementedError("this build of the _tilec extension has no CPU runner "
+                                  "(tilec::runOnCPU, lib/CPU)")
+    packed = []
+    for value, ty in zip(args, param_types):
+        kind = "ptr" if str(ty).startswith("!tile.ptr") else str(ty)
+        packed.append((kind, value.ctypes.data if kind == "ptr" else value))
+    return _call(mod.run_cpu, text, source_name, kernel, packed, tuple(grid), run_tile_passes)
+
+
+__all__ = ["CompilationError", "Artifact", "compile", "compile_cached", "parse_and_verify",
+           "run_pipeline", "run_cpu", "write_artifacts", "default_arch", "cache_dir"]

@@ -1,0 +1,1194 @@
+"""Python AST -> tile-dialect MLIR text.
+
+`CodeGen` is an ``ast.NodeVisitor`` over one ``@tilec.jit`` function with its
+constexpr values bound. It writes generic MLIR text in which every op carries
+``loc("<file>":<line>:<col>)`` of the Python expression it came from, so the
+compiler's diagnostics point back at the user's code.
+
+The semantic layer (types, promotion, broadcasting) is the ``_binary`` /
+``_coerce`` / ``_broadcast_to`` family; the rules are stated in
+``tilec.language``'s docstring. Loop-carried variables of a ``for`` loop are
+the names the body assigns that exist before the loop (found by a dry walk
+of the body, as Triton does); they become ``scf.for`` iter_args and must keep
+their type.
+"""
+
+import ast
+import builtins
+import inspect
+import math
+import operator
+import re
+import struct
+import textwrap
+
+from . import language as tl
+from .errors import CompilationError
+
+
+# ----------------------------------------------------------------------------
+# Types
+
+
+class TileTy:
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    def __eq__(self, other):
+        return isinstance(other, TileTy) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+    def __str__(self):
+        return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype.name + ">"
+
+
+class PtrTy:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __eq__(self, other):
+        return isinstance(other, PtrTy) and self.dtype == other.dtype
+
+    def __hash__(self):
+        return hash(("ptr", self.dtype))
+
+    def __str__(self):
+        return f"!tile.ptr<{self.dtype.name}>"
+
+
+class ViewTy:
+    def __init__(self, dtype, rank):
+        self.dtype = dtype
+        self.rank = rank
+
+    def __eq__(self, other):
+        return isinstance(other, ViewTy) and (self.dtype, self.rank) == (other.dtype, other.rank)
+
+    def __hash__(self):
+        return hash(("view", self.dtype, self.rank))
+
+    def __str__(self):
+        return f"!tile.view<{self.dtype.name}, {self.rank}>"
+
+
+def _shape(ty):
+    return ty.shape if isinstance(ty, TileTy) else ()
+
+
+def _with_dtype(ty, dtype):
+    return TileTy(ty.shape, dtype) if isinstance(ty, TileTy) else dtype
+
+
+def _is_numeric(ty):
+    return isinstance(ty, (TileTy, tl.dtype))
+
+
+class Value:
+    """An SSA value. Its name is chosen when the text is rendered (from the
+    Python variable it was first assigned to), so ops refer to it by marker."""
+
+    def __init__(self, vid, ty, depth, hint=None):
+        self.id = vid
+        self.type = ty
+        self.depth = depth  # nesting depth of the block that defines it
+        self.hint = hint
+
+    @property
+    def ref(self):
+        return f"\x00{self.id}\x00"
+
+    @property
+    def dtype(self):
+        return self.type.dtype if isinstance(self.type, (TileTy, PtrTy, ViewTy)) else self.type
+
+    @property
+    def shape(self):
+        return _shape(self.type)
+
+
+class _BoundMethod:
+    def __init__(self, name, value):
+        self.name = name
+        self.value = value
+
+
+class _Block:
+    def __init__(self, depth):
+        self.depth = depth
+        self.lines = []
+        self.cache = {}
+
+
+_CONST_TYPES = (bool, int, float, str, tl.dtype, type(None))
+
+
+def _is_const(x):
+    return isinstance(x, _CONST_TYPES) or (isinstance(x, tuple) and all(_is_const(e) for e in x))
+
+
+def _kind_of_const(x):
+    if isinstance(x, bool):
+        return "bool"
+    if isinstance(x, int):
+        return "int"
+    if isinstance(x, float):
+        return "float"
+    return None
+
+
+def _float_literal(x, dtype):
+    """A float constant in MLIR syntax: decimal when exact and short, else hex bits."""
+    if math.isfinite(x):
+        text = repr(float(x))
+        if "e" not in text and "n" not in text and struct.unpack("<f", struct.pack("<f", x))[0] == x:
+            return text
+    if dtype.name == "f32":
+        bits = struct.unpack("<I", struct.pack("<f", x))[0]
+        return f"0x{bits:08X}"
+    if dtype.name == "f16":
+        bits = struct.unpack("<H", struct.pack("<e", x))[0]
+        return f"0x{bits:04X}"
+    # bf16: round the f32 bits to nearest even.
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    if math.isnan(x):
+        return "0x7FC0"
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return f"0x{bits:04X}"
+
+
+def _literal(x, dtype):
+    if dtype.kind == "bool":
+        return "true" if x else "false"
+    if dtype.is_int:
+        return str(int(x))
+    return _float_literal(float(x), dtype)
+
+
+# Python operator -> (int op, float op)
+_ARITH = {
+    ast.Add: ("arith.addi", "arith.addf"),
+    ast.Sub: ("arith.subi", "arith.subf"),
+    ast.Mult: ("arith.muli", "arith.mulf"),
+    ast.Div: (None, "arith.divf"),
+    ast.FloorDiv: ("arith.divsi", None),
+    ast.Mod: ("arith.remsi", "arith.remf"),
+    ast.BitAnd: ("arith.andi", None),
+    ast.BitOr: ("arith.ori", None),
+    ast.BitXor: ("arith.xori", None),
+    "maximum": ("arith.maxsi", "arith.maximumf"),
+    "minimum": ("arith.minsi", "arith.minimumf"),
+}
+_PY_BINOP = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow,
+}
+_CMP = {
+    ast.Lt: ("slt", "olt", operator.lt), ast.LtE: ("sle", "ole", operator.le),
+    ast.Gt: ("sgt", "ogt", operator.gt), ast.GtE: ("sge", "oge", operator.ge),
+    ast.Eq: ("eq", "oeq", operator.eq), ast.NotEq: ("ne", "une", operator.ne),
+}
+_MATH = {"exp": math.exp, "exp2": lambda x: 2.0 ** x, "log": math.log,
+         "log2": math.log2, "sqrt": math.sqrt}
+# Safe Python builtins usable on compile-time constants.
+_PY_FUNCS = {"float": float, "int": int, "bool": bool, "min": min, "max": max,
+             "abs": abs, "len": len}
+# Ops with no side effects that cannot fault: they are placed in the outermost
+# block their operands allow (loop-invariant code motion at generation time)
+# and reused when the same op is asked for again.
+_HOISTABLE = ("arith.constant", "tile.program_id", "tile.num_programs", "tile.splat", "tile.iota", "tile.expand_dims",
+              "tile.broadcast", "arith.extsi", "arith.extui", "arith.trunci",
+              "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp",
+              "arith.fptosi")
+
+
+def _promote_dtypes(a, b):
+    """The common dtype of two typed operands (see tilec.language)."""
+    if a == b:
+        return a
+    if a.is_float and b.is_float:
+        return tl.float32
+    if a.is_float:
+        return a
+    if b.is_float:
+        return b
+    return a if a.bits >= b.bits else b
+
+
+def _broadcast_shapes(node, shapes, gen):
+    rank = builtins.max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            gen.error(node, "shapes " + ", ".join(_fmt_shape(s) for s in shapes)
+                      + f" cannot be broadcast together (dimension {i}: {sorted(dims)})")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _fmt_shape(s):
+    return "scalar" if not s else "[" + ", ".join(map(str, s)) + "]"
+
+
+def _describe(x):
+    if isinstance(x, Value):
+        return str(x.type)
+    return f"constant {x!r}"
+
+
+# ----------------------------------------------------------------------------
+# The code generator
+
+
+class CodeGen(ast.NodeVisitor):
+    def __init__(self, fn, constexprs, name, grid, variant):
+        self.fn = fn
+        self.filename = inspect.getsourcefile(fn) or "<unknown>"
+        lines, first = inspect.getsourcelines(fn)
+        source = "".join(lines)
+        dedented = textwrap.dedent(source)
+        self.col_shift = len(lines[0]) - len(lines[0].lstrip()) if dedented != source else 0
+        tree = ast.parse(dedented)
+        ast.increment_lineno(tree, first - 1)
+        self.fdef = tree.body[0]
+        if not isinstance(self.fdef, ast.FunctionDef):
+            raise CompilationError("@tilec.jit applies to a function", self.filename, first, 1)
+        self.globals = fn.__globals__
+        self.constexprs = dict(constexprs)
+        self.kernel_name = name
+        self.grid = grid
+        self.variant = variant
+        self.blocks = [_Block(0)]
+        self.env = {}
+        self.loop_locals = set()
+        self.assign_site = {}
+        self.next_id = 0
+        self.params = []  # (name, type) of the runtime parameters, in order
+        self.param_values = []
+        self.values = []  # every Value created, for naming at render time
+
+    # -- diagnostics ---------------------------------------------------------
+
+    def error(self, node, message):
+        raise CompilationError(message, self.filename, getattr(node, "lineno", None),
+                               getattr(node, "col_offset", 0) + 1 + self.col_shift)
+
+    def loc(self, node):
+        file = self.filename.replace("\\", "\\\\").replace('"', '\\"')
+        return f'loc("{file}":{node.lineno}:{node.col_offset + 1 + self.col_shift})'
+
+    # -- emission ------------------------------------------------------------
+
+    def new_value(self, ty, depth=None, hint=None):
+        self.next_id += 1
+        v = Value(self.next_id, ty, len(self.blocks) - 1 if depth is None else depth, hint)
+        self.values.append(v)
+        return v
+
+    def emit(self, node, text, operands, result_type):
+        """Appends `<result> = <text> loc(...)`; returns the result (or None
+        when result_type is None). Hoistable ops go to the outermost block
+        that defines all their operands and are reused when repeated."""
+        opname = text.split(" ", 1)[0]
+        depth = len(self.blocks) - 1
+        if opname in _HOISTABLE and result_type is not None:
+            depth = builtins.max([v.depth for v in operands], default=0)
+            key = (text, str(result_type))
+            for block in self.blocks[: depth + 1]:
+                if key in block.cache:
+                    return block.cache[key]
+        block = self.blocks[depth]
+        if result_type is None:
+            block.lines.append(f"{text} {self.loc(node)}")
+            return None
+        result = self.new_value(result_type, depth)
+        block.lines.append(f"{result.ref} = {text} {self.loc(node)}")
+        if opname in _HOISTABLE:
+            block.cache[(text, str(result_type))] = result
+        return result
+
+    def constant(self, node, value, ty):
+        """A scalar constant or a dense splat tile of type `ty`."""
+        dtype = ty.dtype if isinstance(ty, TileTy) else ty
+        if dtype.is_int and isinstance(value, float) and not value.is_integer():
+            self.error(node, f"constant {value!r} is not an integer ({dtype.name})")
+        lit = _literal(value, dtype)
+        if isinstance(ty, TileTy):
+            return self.emit(node, f"arith.constant dense<{lit}> : {ty}", [], ty)
+        if dtype.kind == "bool":
+            return self.emit(node, f"arith.constant {lit}", [], ty)
+        return self.emit(node, f"arith.constant {lit} : {ty}", [], ty)
+
+    # -- semantic layer: conversions, promotion, broadcasting ----------------
+
+    def cast(self, node, v, dtype):
+        src = v.dtype
+        if src == dtype:
+            return v
+        if dtype.kind == "bool":
+            self.error(node, f"cannot convert {v.type} to i1; compare instead (x != 0)")
+        if src.is_float and dtype.is_float:
+            if src.bits == dtype.bits:  # f16 <-> bf16 goes through f32
+                v = self.cast(node, v, tl.float32)
+                src = tl.float32
+            op = "arith.extf" if dtype.bits > src.bits else "arith.truncf"
+        elif src.is_int and dtype.is_int:
+            op = ("arith.extui" if src.kind == "bool" else "arith.extsi") \
+                if dtype.bits > src.bits else "arith.trunci"
+        elif src.is_int:
+            op = "arith.uitofp" if src.kind == "bool" else "arith.sitofp"
+        else:
+            op = "arith.fptosi"
+        out_ty = _with_dtype(v.type, dtype)
+        return self.emit(node, f"{op} {v.ref} : {v.type} to {out_ty}", [v], out_ty)
+
+    def broadcast_to(self, node, v, shape):
+        if v.shape == shape:
+            return v
+        if not v.shape:
+            ty = TileTy(shape, v.dtype)
+            return self.emit(node, f"tile.splat {v.ref} : {v.type} -> {ty}", [v], ty)
+        if len(v.shape) > len(shape):
+            self.error(node, f"cannot broadcast {v.type} to shape {_fmt_shape(shape)}")
+        while len(v.shape) < len(shape):
+            v = self.expand_dims(node, v, 0)
+        for have, want in zip(v.shape, shape):
+            if have != want and have != 1:
+                self.error(node, f"cannot broadcast {v.type} to shape {_fmt_shape(shape)}")
+        ty = TileTy(shape, v.dtype)
+        return self.emit(node, f"tile.broadcast {v.ref} : {v.type} -> {ty}", [v], ty)
+
+    def expand_dims(self, node, v, axis):
+        shape = list(v.shape)
+        shape.insert(axis, 1)
+        ty = TileTy(shape, v.dtype)
+        return self.emit(node, f"tile.expand_dims {v.ref} along {axis} : {v.type} -> {ty}", [v], ty)
+
+    def coerce(self, node, x, dtype, shape):
+        """`x` (a Value or a constant) as `dtype` with `shape`."""
+        if isinstance(x, Value):
+            if not _is_numeric(x.type):
+                self.error(node, f"expected a number or a tile, got {x.type}")
+            return self.broadcast_to(node, self.cast(node, x, dtype), shape)
+        if _kind_of_const(x) is None:
+            self.error(node, f"expected a number or a tile, got {x!r}")
+        return self.constant(node, x, TileTy(shape, dtype) if shape else dtype)
+
+    def common_dtype(self, node, operands):
+        typed = [x.dtype for x in operands if isinstance(x, Value)]
+        for x in operands:
+            if isinstance(x, Value) and not _is_numeric(x.type):
+                self.error(node, f"expected a number or a tile, got {x.type}")
+        dtype = typed[0]
+        for t in typed[1:]:
+            dtype = _promote_dtypes(dtype, t)
+        kinds = {_kind_of_const(x) for x in operands if not isinstance(x, Value)}
+        if None in kinds:
+            bad = [x for x in operands if not isinstance(x, Value) and _kind_of_const(x) is None]
+            self.error(node, f"expected a number or a tile, got {bad[0]!r}")
+        if "float" in kinds and not dtype.is_float:
+            dtype = tl.float32
+        return dtype
+
+    def elementwise(self, node, key, a, b):
+        """a <op> b for an _ARITH key, with promotion and broadcasting."""
+        dtype = self.common_dtype(node, [a, b])
+        if key is ast.Div and not dtype.is_float:
+            dtype = tl.float32
+        int_op, float_op = _ARITH[key]
+        op = float_op if dtype.is_float else int_op
+        if op is None:
+            what = {ast.FloorDiv: "'//' needs integers; use '/' for floats",
+                    ast.BitAnd: "'&' needs integers or booleans",
+                    ast.BitOr: "'|' needs integers or booleans",
+                    ast.BitXor: "'^' needs integers or booleans"}.get(key, "unsupported operand types")
+            self.error(node, f"{what} (got {_describe(a)} and {_describe(b)})")
+        shape = _broadcast_shapes(node, [_shape(x.type) if isinstance(x, Value) else () for x in (a, b)], self)
+        a = self.coerce(node, a, dtype, shape)
+        b = self.coerce(node, b, dtype, shape)
+        return self.emit(node, f"{op} {a.ref}, {b.ref} : {a.type}", [a, b], a.type)
+
+    def compare(self, node, opcls, a, b):
+        dtype = self.common_dtype(node, [a, b])
+        ipred, fpred, _ = _CMP[opcls]
+        shape = _broadcast_shapes(node, [_shape(x.type) if isinstance(x, Value) else () for x in (a, b)], self)
+        a = self.coerce(node, a, dtype, shape)
+        b = self.coerce(node, b, dtype, shape)
+        if dtype.is_float:
+            text = f"arith.cmpf {fpred}, {a.ref}, {b.ref} : {a.type}"
+        else:
+            text = f"arith.cmpi {ipred}, {a.ref}, {b.ref} : {a.type}"
+        return self.emit(node, text, [a, b], _with_dtype(a.type, tl.int1))
+
+    # -- statements ----------------------------------------------------------
+
+    def generate(self):
+        self.bind_params()
+        body = self.fdef.body
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, ast.Return):
+                if stmt.value is not None:
+                    self.error(stmt, "a kernel returns nothing; write results with tl.store")
+                if i != len(body) - 1:
+                    self.error(stmt, "'return' is only supported as the last statement")
+                continue
+            self.visit(stmt)
+        return self.render()
+
+    def eval_static(self, node):
+        """Evaluates an annotation or default in the function's globals plus
+        the constexprs (annotations are read from the source, so `from
+        __future__ import annotations` and undefined constexpr names are fine)."""
+        ns = dict(self.globals)
+        ns.update(self.constexprs)
+        try:
+            return eval(compile(ast.Expression(node), self.filename, "eval"), ns)
+        except Exception as e:  # noqa: BLE001 - reported at the annotation
+            self.error(node, f"cannot evaluate {ast.unparse(node)!r}: {e}")
+
+    def bind_params(self):
+        args = self.fdef.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+            self.error(self.fdef, "kernel parameters must be plain positional parameters")
+        defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
+        # Constexprs first: other annotations may name them (q: tl.ptr(DTYPE)).
+        is_constexpr = {}
+        for arg, default in zip(args.args, defaults):
+            if arg.annotation is None:
+                self.error(arg, f"parameter '{arg.arg}' needs an annotation "
+                                "(tl.ptr(dtype), tl.int32, tl.int64, tl.float32 or tl.constexpr)")
+            try:
+                ann = self.eval_static(arg.annotation)
+            except CompilationError:
+                continue  # not a constexpr; evaluated (and reported) below
+            if ann is tl.constexpr or isinstance(ann, tl.constexpr):
+                is_constexpr[arg.arg] = True
+                if arg.arg in self.constexprs:
+                    value = self.constexprs[arg.arg]
+                elif default is not None:
+                    value = self.eval_static(default)
+                else:
+                    self.error(arg, f"constexpr parameter '{arg.arg}' has no value")
+                self.constexprs[arg.arg] = value
+                self.env[arg.arg] = value
+        for arg in args.args:
+            if arg.arg in is_constexpr:
+                continue
+            ann = self.eval_static(arg.annotation)
+            if isinstance(ann, tl.ptr):
+                ty = PtrTy(ann.element)
+            elif isinstance(ann, tl.dtype) and ann.name in ("i32", "i64", "f32"):
+                ty = ann
+            else:
+                self.error(arg.annotation, f"parameter '{arg.arg}': unsupported annotation "
+                                           f"{ast.unparse(arg.annotation)!r} (use tl.ptr(dtype), "
+                                           "tl.int32, tl.int64, tl.float32 or tl.constexpr)")
+            value = self.new_value(ty, 0, arg.arg)
+            self.params.append((arg.arg, ty))
+            self.param_values.append(value)
+            self.env[arg.arg] = value
+        unknown = set(self.constexprs) - {a.arg for a in args.args}
+        if unknown:
+            self.error(self.fdef, f"unknown constexpr parameter(s): {', '.join(sorted(unknown))}")
+
+    def generic_visit(self, node):
+        self.error(node, f"unsupported construct in a tilec kernel: {type(node).__name__}")
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.visit(node.value)
+
+    def visit_Pass(self, node):
+        pass
+
+    def bind(self, target, value, node):
+        if isinstance(target, ast.Name):
+            if isinstance(value, Value) and value.hint is None:
+                value.hint = target.id
+            self.env[target.id] = value
+            self.assign_site[target.id] = node
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple) or len(value) != len(target.elts):
+                self.error(node, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
+            for t, v in zip(target.elts, value):
+                self.bind(t, v, node)
+            return
+        self.error(target, f"unsupported assignment target: {type(target).__name__}")
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.bind(target, value, node)
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            self.error(node.target, "only names can be updated in place")
+        current = self.lookup(node.target, node.target.id)
+        self.bind(node.target, self.binary(node, node.op, current, self.visit(node.value)), node)
+
+    def visit_If(self, node):
+        cond = self.visit(node.test)
+        if isinstance(cond, Value):
+            self.error(node.test, "'if' on a run-time value is not supported; "
+                                  "use tl.where (or make the condition a constexpr)")
+        for stmt in node.body if cond else node.orelse:
+            self.visit(stmt)
+
+    def visit_Assert(self, node):
+        cond = self.visit(node.test)
+        if isinstance(cond, Value):
+            self.error(node.test, "'assert' needs a compile-time condition")
+        if not cond:
+            msg = self.visit(node.msg) if node.msg is not None else ast.unparse(node.test)
+            self.error(node, f"static assertion failed: {msg}")
+
+    def visit_For(self, node):
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and not it.keywords and 1 <= len(it.args) <= 3):
+            self.error(it, "a tilec loop is 'for i in range(start, stop[, step])'")
+        if node.orelse:
+            self.error(node, "'for ... else' is not supported")
+        if not isinstance(node.target, ast.Name):
+            self.error(node.target, "the loop variable must be a single name")
+        bounds = [self.visit(a) for a in it.args]
+        if len(bounds) == 1:
+            bounds = [0] + bounds
+        if len(bounds) == 2:
+            bounds.append(1)
+        for a, b in zip(it.args[-len(bounds):], bounds):
+            if isinstance(b, Value) and (not isinstance(b.type, tl.dtype) or not b.type.is_int
+                                         or b.type.kind == "bool"):
+                self.error(a, f"loop bounds must be integers, got {b.type}")
+            if not isinstance(b, Value) and _kind_of_const(b) != "int":
+                self.error(a, f"loop bounds must be integers, got {b!r}")
+        typed = [b.type for b in bounds if isinstance(b, Value)]
+        iv_ty = tl.int64 if tl.int64 in typed else tl.int32
+        lb, ub, step = (self.coerce(it, b, iv_ty, ()) for b in bounds)
+
+        # Dry walk: names the body assigns that already hold a value are
+        # carried, in the order they were first defined.
+        assigned = {sub.id for sub in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                    if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store)}
+        carried = [n for n, v in self.env.items()
+                   if n in assigned and n != node.target.id
+                   and (isinstance(v, Value) or _kind_of_const(v) is not None)]
+        inits = []
+        for n in carried:
+            v = self.env[n]
+            if not isinstance(v, Value):
+                kind = _kind_of_const(v)
+                v = self.constant(node, v, {"bool": tl.int1, "int": tl.int32, "float": tl.float32}[kind])
+            if not _is_numeric(v.type):
+                self.error(self.assign_site.get(n, node),
+                           f"loop-carried variable '{n}' must be a number or a tile, not {v.type}")
+            inits.append(v)
+
+        env_before = dict(self.env)
+        sites_before = dict(self.assign_site)
+        self.blocks.append(_Block(len(self.blocks)))
+        iv = self.new_value(iv_ty, hint=node.target.id)
+        args = [self.new_value(v.type, hint=n) for n, v in zip(carried, inits)]
+        self.env[node.target.id] = iv
+        for n, a in zip(carried, args):
+            self.env[n] = a
+        for stmt in node.body:
+            self.visit(stmt)
+        yields = []
+        for n, init in zip(carried, inits):
+            y = self.env[n]
+            if not isinstance(y, Value):
+                y = self.coerce(self.assign_site.get(n, node), y, init.dtype, init.shape)
+            if y.type != init.type:
+                self.error(self.assign_site.get(n, node),
+                           f"loop-carried variable '{n}' changes type inside the loop: "
+                           f"{init.type} before the loop, {y.type} here")
+            yields.append(y)
+        body = self.blocks.pop()
+        self.loop_locals |= {k for k in self.env if k not in env_before}
+        self.env = env_before
+        self.assign_site = sites_before
+
+        types = ", ".join(str(v.type) for v in inits)
+        results = [self.new_value(v.type, hint=n) for n, v in zip(carried, inits)]
+        head = f"scf.for {iv.ref} = {lb.ref} to {ub.ref} step {step.ref}"
+        if carried:
+            head = (", ".join(r.ref for r in results) + " = " + head + " iter_args("
+                    + ", ".join(f"{a.ref} = {v.ref}" for a, v in zip(args, inits))
+                    + f") -> ({types})")
+            body.lines.append(f"scf.yield {', '.join(y.ref for y in yields)} : {types} {self.loc(node)}")
+        out = self.blocks[-1].lines
+        out.append(f"{head} : {iv_ty} {{")
+        out.extend("  " + line for line in body.lines)
+        out.append(f"}} {self.loc(node)}")
+        for n, r in zip(carried, results):
+            self.env[n] = r
+
+    # -- expressions ---------------------------------------------------------
+
+    def lookup(self, node, name):
+        if name in self.env:
+            return self.env[name]
+        if name in self.loop_locals:
+            self.error(node, f"'{name}' is defined inside a loop body and is not available "
+                             "after the loop (assign it before the loop to carry it)")
+        if name in self.globals:
+            return self.globals[name]
+        if name in _PY_FUNCS:
+            return _PY_FUNCS[name]
+        self.error(node, f"name '{name}' is not defined")
+
+    def visit_Name(self, node):
+        return self.lookup(node, node.id)
+
+    def visit_Constant(self, node):
+        return node.value
+
+    def visit_Tuple(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    visit_List = visit_Tuple
+
+    def visit_IfExp(self, node):
+        cond = self.visit(node.test)
+        if isinstance(cond, Value):
+            self.error(node.test, "a conditional expression needs a compile-time condition; use tl.where")
+        return self.visit(node.body if cond else node.orelse)
+
+    def visit_Attribute(self, node):
+        base = self.visit(node.value)
+        if isinstance(base, Value):
+            if node.attr == "dtype":
+                return base.dtype
+            if node.attr == "shape":
+                return base.shape
+            if node.attr == "T":
+                return self.tl_trans(node, [base], {})
+            if node.attr == "to":
+                return _BoundMethod("to", base)
+            self.error(node, f"{base.type} has no attribute '{node.attr}'")
+        if inspect.ismodule(base) or isinstance(base, tl.dtype):
+            if not hasattr(base, node.attr):
+                self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute '{node.attr}'")
+            return getattr(base, node.attr)
+        self.error(node, f"unsupported attribute access '.{node.attr}' on {_describe(base)}")
+
+    def visit_Subscript(self, node):
+        base = self.visit(node.value)
+        idx = node.slice
+        items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+        if isinstance(base, Value) and isinstance(base.type, TileTy):
+            # Only x[:, None]-style indexing: ':' keeps a dimension, None adds one.
+            kept = [i for i in items if isinstance(i, ast.Slice)]
+            for i in items:
+                if isinstance(i, ast.Slice):
+                    if i.lower or i.upper or i.step:
+                        self.error(i, "tiles can only be indexed with ':' and None")
+                elif not (isinstance(i, ast.Constant) and i.value is None):
+                    self.error(i, "tiles can only be indexed with ':' and None")
+            if len(kept) != len(base.shape):
+                self.error(node, f"index has {len(kept)} ':' for a rank-{len(base.shape)} tile {base.type}")
+            v = base
+            for axis, i in enumerate(items):
+                if not isinstance(i, ast.Slice):
+                    v = self.expand_dims(node, v, axis)
+            return v
+        index = self.visit(idx)
+        if _is_const(base) and _is_const(index) and isinstance(base, (tuple, str)):
+            return base[index]
+        self.error(node, f"cannot index {_describe(base)}")
+
+    def binary(self, node, opcls, a, b):
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            if type(opcls) not in _PY_BINOP:
+                self.error(node, f"unsupported operator {type(opcls).__name__}")
+            try:
+                return _PY_BINOP[type(opcls)](a, b)
+            except Exception as e:  # noqa: BLE001
+                self.error(node, f"constant expression failed: {e}")
+        opkey = type(opcls)
+        for p, off in ((a, b), (b, a)):
+            if isinstance(p, Value) and isinstance(p.type, PtrTy):
+                if opkey is not ast.Add:
+                    self.error(node, f"only '+' applies to pointers (got {type(opcls).__name__})")
+                if isinstance(off, Value):
+                    if not (isinstance(off.type, tl.dtype) and off.type.name in ("i32", "i64")):
+                        self.error(node, f"pointer offsets are i32 or i64 scalars, got {off.type}")
+                elif _kind_of_const(off) != "int":
+                    self.error(node, f"pointer offsets are integers, got {off!r}")
+                else:
+                    off = self.constant(node, off, tl.int64)
+                return self.emit(node, f"tile.addptr {p.ref}, {off.ref} : {p.type}, {off.type}",
+                                 [p, off], p.type)
+        if opkey not in _ARITH:
+            self.error(node, f"unsupported operator on tiles: {opkey.__name__}")
+        return self.elementwise(node, opkey, a, b)
+
+    def visit_BinOp(self, node):
+        return self.binary(node, node.op, self.visit(node.left), self.visit(node.right))
+
+    def visit_UnaryOp(self, node):
+        x = self.visit(node.operand)
+        if not isinstance(x, Value):
+            ops = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                   ast.Invert: operator.invert}
+            return ops[type(node.op)](x)
+        if isinstance(node.op, ast.UAdd):
+            return x
+        if isinstance(node.op, ast.USub):
+            if x.dtype.is_float:
+                return self.emit(node, f"arith.negf {x.ref} : {x.type}", [x], x.type)
+            return self.elementwise(node, ast.Sub, 0, x)
+        if isinstance(node.op, (ast.Not, ast.Invert)):
+            if x.dtype.kind == "bool":
+                return self.elementwise(node, ast.BitXor, x, True)
+            if isinstance(node.op, ast.Invert) and x.dtype.is_int:
+                return self.elementwise(node, ast.BitXor, x, -1)
+        self.error(node, f"unsupported unary operator {type(node.op).__name__} on {x.type}")
+
+    def visit_Compare(self, node):
+        if len(node.ops) != 1:
+            self.error(node, "chained comparisons are not supported; combine masks with '&'")
+        a, b = self.visit(node.left), self.visit(node.comparators[0])
+        op = type(node.ops[0])
+        if op not in _CMP:
+            if not isinstance(a, Value) and not isinstance(b, Value):
+                py = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                      ast.In: lambda x, y: x in y, ast.NotIn: lambda x, y: x not in y}
+                return py[op](a, b)
+            self.error(node, f"unsupported comparison {op.__name__}")
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return _CMP[op][2](a, b)
+        return self.compare(node, op, a, b)
+
+    def visit_BoolOp(self, node):
+        values = [self.visit(v) for v in node.values]
+        if any(isinstance(v, Value) for v in values):
+            self.error(node, "'and'/'or' need compile-time operands; combine masks with '&' and '|'")
+        result = values[0]
+        for v in values[1:]:
+            result = (result and v) if isinstance(node.op, ast.And) else (result or v)
+        return result
+
+    def visit_Call(self, node):
+        fn = self.visit(node.func)
+        if isinstance(fn, _BoundMethod):
+            args = [self.visit(a) for a in node.args]
+            return self.tl_cast(node, [fn.value] + args, {})
+        name = getattr(fn, "__tilec_builtin__", None)
+        args = [self.visit(a) for a in node.args]
+        kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        if name is not None:
+            return getattr(self, "tl_" + name)(node, args, kwargs)
+        if any(fn is f for f in _PY_FUNCS.values()):
+            if not all(_is_const(a) for a in args + list(kwargs.values())):
+                self.error(node, f"{fn.__name__}() needs compile-time arguments inside a kernel")
+            return fn(*args, **kwargs)
+        what = getattr(fn, "__name__", _describe(fn))
+        self.error(node, f"unsupported call to '{what}' in a tilec kernel "
+                         "(only tl.* builtins and float/int/min/max/abs/len on constants)")
+
+    # -- builtins ------------------------------------------------------------
+
+    def _args(self, node, name, args, kwargs, names, defaults=()):
+        """Binds positional/keyword args to `names`; trailing ones may default."""
+        bound = dict(zip(names, args))
+        if len(args) > len(names):
+            self.error(node, f"tl.{name}() takes at most {len(names)} arguments, got {len(args)}")
+        for k, v in kwargs.items():
+            if k not in names or k in bound:
+                self.error(node, f"tl.{name}(): unexpected keyword argument '{k}'")
+            bound[k] = v
+        required = names[: len(names) - len(defaults)]
+        for n, d in zip(names[len(required):], defaults):
+            bound.setdefault(n, d)
+        missing = [n for n in required if n not in bound]
+        if missing:
+            self.error(node, f"tl.{name}() missing argument(s): {', '.join(missing)}")
+        return [bound[n] for n in names]
+
+    def _const_int(self, node, value, what):
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(node, f"{what} must be a compile-time integer, got {_describe(value)}")
+        return value
+
+    def _tile(self, node, value, what):
+        if not isinstance(value, Value) or not isinstance(value.type, TileTy):
+            self.error(node, f"{what} must be a tile, got {_describe(value)}")
+        return value
+
+    def _axis(self, node, axis, rank):
+        axis = self._const_int(node, axis, "axis")
+        if not -rank <= axis < rank:
+            self.error(node, f"axis {axis} is out of range for a rank-{rank} tile")
+        return axis % rank
+
+    def _scalar_of(self, node, x, dtype, what):
+        """An i32/i64 scalar operand: constants become `dtype`; i32 values widen to i64."""
+        if isinstance(x, Value):
+            if not isinstance(x.type, tl.dtype) or not x.type.is_int or x.type.kind == "bool":
+                self.error(node, f"{what} must be an integer scalar, got {x.type}")
+            if x.type.bits > dtype.bits:
+                self.error(node, f"{what} must be {dtype.name}, got {x.type}")
+            return self.cast(node, x, dtype)
+        self._const_int(node, x, what)
+        return self.constant(node, x, dtype)
+
+    def _grid_axis(self, node, args, kwargs, name):
+        (axis,) = self._args(node, name, args, kwargs, ["axis"])
+        axis = self._const_int(node, axis, "axis")
+        if axis not in (0, 1, 2):
+            self.error(node, f"grid axis must be 0, 1 or 2, got {axis}")
+        return self.emit(node, f"tile.{name} {axis} : i32", [], tl.int32)
+
+    def tl_program_id(self, node, args, kwargs):
+        return self._grid_axis(node, args, kwargs, "program_id")
+
+    def tl_num_programs(self, node, args, kwargs):
+        return self._grid_axis(node, args, kwargs, "num_programs")
+
+    def tl_arange(self, node, args, kwargs):
+        start, end = self._args(node, "arange", args, kwargs, ["start", "end"])
+        start = self._const_int(node, start, "tl.arange start")
+        end = self._const_int(node, end, "tl.arange end")
+        if end <= start:
+            self.error(node, f"tl.arange({start}, {end}) is empty")
+        ty = TileTy((end - start,), tl.int32)
+        iota = self.emit(node, f"tile.iota : {ty}", [], ty)
+        return self.elementwise(node, ast.Add, iota, start) if start else iota
+
+    def _shape_arg(self, node, shape, what):
+        if isinstance(shape, int) and not isinstance(shape, bool):
+            shape = (shape,)
+        if not isinstance(shape, tuple) or not shape or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+            self.error(node, f"{what} must be a tuple of positive compile-time integers, got {_describe(shape)}")
+        return shape
+
+    def _dtype_arg(self, node, dtype):
+        if not isinstance(dtype, tl.dtype):
+            self.error(node, f"expected a tl dtype, got {_describe(dtype)}")
+        return dtype
+
+    def tl_zeros(self, node, args, kwargs):
+        shape, dtype = self._args(node, "zeros", args, kwargs, ["shape", "dtype"])
+        return self.constant(node, 0, TileTy(self._shape_arg(node, shape, "shape"), self._dtype_arg(node, dtype)))
+
+    def tl_full(self, node, args, kwargs):
+        shape, value, dtype = self._args(node, "full", args, kwargs, ["shape", "value", "dtype"])
+        shape = self._shape_arg(node, shape, "shape")
+        return self.coerce(node, value, self._dtype_arg(node, dtype), shape)
+
+    def tl_cdiv(self, node, args, kwargs):
+        a, b = self._args(node, "cdiv", args, kwargs, ["a", "b"])
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return -(-a // b)
+        if isinstance(b, Value):
+            return self.elementwise(node, ast.FloorDiv,
+                                    self.elementwise(node, ast.Sub, self.elementwise(node, ast.Add, a, b), 1), b)
+        return self.elementwise(node, ast.FloorDiv, self.elementwise(node, ast.Add, a, b - 1), b)
+
+    def tl_view(self, node, args, kwargs):
+        base, sizes, strides = self._args(node, "view", args, kwargs, ["ptr", "sizes", "strides"])
+        if not isinstance(base, Value) or not isinstance(base.type, PtrTy):
+            self.error(node, f"tl.view needs a pointer, got {_describe(base)}")
+        sizes = sizes if isinstance(sizes, tuple) else (sizes,)
+        strides = strides if isinstance(strides, tuple) else (strides,)
+        if len(sizes) != len(strides) or not 1 <= len(sizes) <= 3:
+            self.error(node, f"tl.view needs 1 to 3 sizes and as many strides, "
+                             f"got {len(sizes)} sizes and {len(strides)} strides")
+        sz = [self._scalar_of(node, s, tl.int32, f"size {i}") for i, s in enumerate(sizes)]
+        st = [self._scalar_of(node, s, tl.int64, f"stride {i}") for i, s in enumerate(strides)]
+        ty = ViewTy(base.dtype, len(sizes))
+        text = (f"tile.view {base.ref} sizes({', '.join(v.ref for v in sz)}) "
+                f"strides({', '.join(v.ref for v in st)}) : {base.type} -> {ty}")
+        return self.emit(node, text, [base] + sz + st, ty)
+
+    def _view_and_offsets(self, node, view, offsets, what):
+        if not isinstance(view, Value) or not isinstance(view.type, ViewTy):
+            self.error(node, f"{what} needs a view (tl.view(...)), got {_describe(view)}")
+        offsets = offsets if isinstance(offsets, tuple) else (offsets,)
+        if len(offsets) != view.type.rank:
+            self.error(node, f"{what}: a rank-{view.type.rank} view needs {view.type.rank} offsets, "
+                             f"got {len(offsets)}")
+        return [self._scalar_of(node, o, tl.int32, f"offset {i}") for i, o in enumerate(offsets)]
+
+    def tl_load(self, node, args, kwargs):
+        view, offsets, shape, padding = self._args(
+            node, "load", args, kwargs, ["view", "offsets", "shape", "padding"], ["zero"])
+        offs = self._view_and_offsets(node, view, offsets, "tl.load")
+        shape = self._shape_arg(node, shape, "tl.load shape")
+        if len(shape) != view.type.rank:
+            self.error(node, f"tl.load: shape {_fmt_shape(shape)} has rank {len(shape)}, "
+                             f"the view has rank {view.type.rank}")
+        if padding not in ("zero", "neg_inf", "nan"):
+            self.error(node, f"tl.load padding must be 'zero', 'neg_inf' or 'nan', got {padding!r}")
+        ty = TileTy(shape, view.dtype)
+        text = (f"tile.load {view.ref}[{', '.join(o.ref for o in offs)}] padding = {padding} "
+                f": {view.type} -> {ty}")
+        return self.emit(node, text, [view] + offs, ty)
+
+    def tl_store(self, node, args, kwargs):
+        view, offsets, value = self._args(node, "store", args, kwargs, ["view", "offsets", "value"])
+        offs = self._view_and_offsets(node, view, offsets, "tl.store")
+        value = self._tile(node, value, "the stored value")
+        if len(value.shape) != view.type.rank:
+            self.error(node, f"tl.store: {value.type} has rank {len(value.shape)}, "
+                             f"the view has rank {view.type.rank}")
+        if value.dtype != view.dtype:
+            self.error(node, f"tl.store: storing {value.type} into a view of {view.dtype.name}; "
+                             f"convert with .to(tl.{tl._NAMES[view.dtype.name]})")
+        self.emit(node, f"tile.store {value.ref}, {view.ref}[{', '.join(o.ref for o in offs)}] "
+                        f": {value.type}, {view.type}", [value, view] + offs, None)
+
+    def tl_dot(self, node, args, kwargs):
+        a, b, acc, trans_b = self._args(node, "dot", args, kwargs, ["a", "b", "acc", "trans_b"], [None, False])
+        a = self._tile(node, a, "tl.dot operand a")
+        b = self._tile(node, b, "tl.dot operand b")
+        for what, x in (("a", a), ("b", b)):
+            if len(x.shape) != 2:
+                self.error(node, f"tl.dot operand {what} must be 2-D, got {x.type}")
+            if x.dtype.name not in ("f16", "bf16"):
+                self.error(node, f"tl.dot operand {what} must be f16 or bf16, got {x.type} "
+                                 "(convert with .to(tl.float16))")
+        if a.dtype != b.dtype:
+            self.error(node, f"tl.dot operands differ in type: {a.type} and {b.type}")
+        m, k = a.shape
+        n, kb = b.shape if trans_b else b.shape[::-1]
+        if k != kb:
+            bt = "b (transposed)" if trans_b else "b"
+            self.error(node, f"tl.dot: a is {m}x{k} but {bt} is {kb}x{n}: inner dimensions {k} != {kb}")
+        acc_ty = TileTy((m, n), tl.float32)
+        if acc is None:
+            acc = self.constant(node, 0, acc_ty)
+        acc = self._tile(node, acc, "tl.dot accumulator")
+        if acc.type != acc_ty:
+            self.error(node, f"tl.dot accumulator must be {acc_ty}, got {acc.type}")
+        tb = " transpose_b" if trans_b else ""
+        return self.emit(node, f"tile.dot {a.ref}, {b.ref}, {acc.ref}{tb} : {a.type}, {b.type} -> {acc_ty}",
+                         [a, b, acc], acc_ty)
+
+    def tl_trans(self, node, args, kwargs):
+        (x,) = self._args(node, "trans", args, kwargs, ["x"])
+        x = self._tile(node, x, "tl.trans operand")
+        if len(x.shape) != 2:
+            self.error(node, f"tl.trans needs a 2-D tile, got {x.type}")
+        ty = TileTy(x.shape[::-1], x.dtype)
+        return self.emit(node, f"tile.trans {x.ref} : {x.type} -> {ty}", [x], ty)
+
+    def _reduce(self, node, args, kwargs, kind):
+        x, axis = self._args(node, kind, args, kwargs, ["x", "axis"])
+        x = self._tile(node, x, f"tl.{kind} operand")
+        if not x.dtype.is_float:
+            self.error(node, f"tl.{kind} reduces float tiles, got {x.type}")
+        if len(x.shape) < 2:
+            self.error(node, f"tl.{kind}: reducing a 1-D tile to a scalar is not supported")
+        axis = self._axis(node, axis, len(x.shape))
+        ty = TileTy(x.shape[:axis] + x.shape[axis + 1:], x.dtype)
+        return self.emit(node, f"tile.reduce {kind} {x.ref} along {axis} : {x.type} -> {ty}", [x], ty)
+
+    def tl_max(self, node, args, kwargs):
+        return self._reduce(node, args, kwargs, "max")
+
+    def tl_sum(self, node, args, kwargs):
+        return self._reduce(node, args, kwargs, "sum")
+
+    def tl_maximum(self, node, args, kwargs):
+        a, b = self._args(node, "maximum", args, kwargs, ["a", "b"])
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return builtins.max(a, b)
+        return self.elementwise(node, "maximum", a, b)
+
+    def tl_minimum(self, node, args, kwargs):
+        a, b = self._args(node, "minimum", args, kwargs, ["a", "b"])
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return builtins.min(a, b)
+        return self.elementwise(node, "minimum", a, b)
+
+    def _math(self, node, args, kwargs, name):
+        (x,) = self._args(node, name, args, kwargs, ["x"])
+        if not isinstance(x, Value):
+            if _kind_of_const(x) not in ("int", "float"):
+                self.error(node, f"tl.{name} needs a number or a tile, got {_describe(x)}")
+            return _MATH[name](x)
+        if not _is_numeric(x.type):
+            self.error(node, f"tl.{name} needs a number or a tile, got {x.type}")
+        if not x.dtype.is_float:
+            x = self.cast(node, x, tl.float32)
+        return self.emit(node, f"math.{name} {x.ref} : {x.type}", [x], x.type)
+
+    def tl_exp(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "exp")
+
+    def tl_exp2(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "exp2")
+
+    def tl_log(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "log")
+
+    def tl_log2(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "log2")
+
+    def tl_sqrt(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "sqrt")
+
+    def tl_where(self, node, args, kwargs):
+        cond, a, b = self._args(node, "where", args, kwargs, ["cond", "a", "b"])
+        if not isinstance(cond, Value):
+            if not isinstance(cond, bool):
+                self.error(node, f"tl.where condition must be a boolean mask, got {_describe(cond)}")
+            return a if cond else b
+        if cond.dtype.kind != "bool":
+            self.error(node, f"tl.where condition must be a boolean mask (i1), got {cond.type}")
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            dtype = tl.float32 if "float" in (_kind_of_const(a), _kind_of_const(b)) else tl.int32
+        else:
+            dtype = self.common_dtype(node, [a, b])
+        shape = _broadcast_shapes(node, [_shape(x.type) if isinstance(x, Value) else () for x in (cond, a, b)], self)
+        cond = self.broadcast_to(node, cond, shape)
+        a = self.coerce(node, a, dtype, shape)
+        b = self.coerce(node, b, dtype, shape)
+        types = f"{cond.type}, {a.type}" if shape else str(a.type)
+        return self.emit(node, f"arith.select {cond.ref}, {a.ref}, {b.ref} : {types}", [cond, a, b], a.type)
+
+    def tl_cast(self, node, args, kwargs):
+        x, dtype = self._args(node, "cast", args, kwargs, ["x", "dtype"])
+        dtype = self._dtype_arg(node, dtype)
+        if not isinstance(x, Value):
+            return self.constant(node, x, dtype)
+        if not _is_numeric(x.type):
+            self.error(node, f"cannot convert {x.type}")
+        return self.cast(node, x, dtype)
+
+    # -- rendering -----------------------------------------------------------
+
+    def render(self):
+        attrs = ["tile.kernel",
+                 "tile.arg_names = [" + ", ".join(f'"{n}"' for n, _ in self.params) + "]",
+                 "tile.grid = [" + ", ".join(f'"{g}"' for g in self.grid_exprs()) + "]"]
+        if self.variant:
+            attrs.append("tile.variant = {" + ", ".join(
+                f"{k} = {_attr(v)}" for k, v in self.variant.items()) + "}")
+        sig = ", ".join(f"{v.ref}: {v.type}" for v in self.param_values)
+        lines = [f"func.func @{self.kernel_name}({sig})",
+                 f"    attributes {{{', '.join(attrs)}}} {{"]
+        lines += ["  " + line for line in self.blocks[0].lines]
+        lines.append(f"  return {self.loc(self.fdef)}")
+        lines.append(f"}} {self.loc(self.fdef)}")
+        text = "\n".join(lines) + "\n"
+
+        names = {}
+        used = set()
+        for v in self.param_values:
+            names[v.id] = v.hint
+            used.add(v.hint)
+        hints = {}
+
+        def name_of(m):
+            vid = int(m.group(1))
+            if vid not in names:
+                base = hints.get(vid) or "t"
+                cand, i = base, 1
+                while cand in used:
+                    cand, i = f"{base}_{i}", i + 1
+                used.add(cand)
+                names[vid] = cand
+            return "%" + names[vid]
+
+        for v in self.values:
+            if v.hint:
+                hints[v.id] = re.sub(r"[^A-Za-z0-9_]", "_", v.hint)
+        return re.sub("\x00(\\d+)\x00", name_of, text)
+
+    def grid_exprs(self):
+        if self.grid is None:
+            self.error(self.fdef, "@tilec.jit needs grid=(x, y, z) expressions")
+        grid = tuple(self.grid)
+        if len(grid) > 3 or not grid:
+            self.error(self.fdef, f"grid has {len(grid)} dimensions; give 1 to 3")
+        grid = grid + (1,) * (3 - len(grid))
+        ints = {n for n, t in self.params if isinstance(t, tl.dtype) and t.is_int}
+        return [_grid_expr(self, g, ints) for g in grid]
+
+
+def _attr(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v} : i64"
+    if isinstance(v, float):
+        return f"{_float_literal(v, tl.float32) if not math.isfinite(v) else repr(v)} : f64"
+    if isinstance(v, tl.dtype):
+        return f'"{v.name}"'
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise TypeError(f"unsupported tile.variant value {v!r}")
+
+
+_GRID_OPS = {ast.Add: ("+", 1), ast.Sub: ("-", 1), ast.Mult: ("*", 2),
+             ast.Div: ("/", 2), ast.FloorDiv: ("/", 2)}
+
+
+def _grid_expr(gen, expr, int_params):
+    """Renders one grid dimension for the manifest: integers, integer
+    parameter names, + - * / (floor), cdiv/min/max; constexprs substituted."""
+    if isinstance(expr, int) and not isinstance(expr, bool):
+        return str(expr)
+    if not isinstance(expr, str):
+        gen.error(gen.fdef, f"grid dimensions are ints or expression strings, got {expr!r}")
+    try:
+        tree = ast.parse(expr, mode="eval").body
+    except SyntaxError as e:
+        gen.error(gen.fdef, f"grid expression {expr!r}: {e.msg}")
+
+    def bad(why):
+        gen.error(gen.fdef, f"grid expression {expr!r}: {why}")
+
+    def render(n):
+        """(text, precedence)"""
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+            return str(n.value), 3
+        if isinstance(n, ast.Name):
+            if n.id in gen.constexprs:
+                v = gen.constexprs[n.id]
+                if isinstance(v, bool) or not isinstance(v, int):
+                    bad(f"constexpr '{n.id}' is {v!r}, not an integer")
+                return str(v), 3
+            if n.id not in int_params:
+                bad(f"'{n.id}' is not an integer parameter of the kernel")
+            return n.id, 3
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            t, p = render(n.operand)
+            return "-" + (t if p == 3 else f"({t})"), 3
+        if isinstance(n, ast.BinOp) and type(n.op) in _GRID_OPS:
+            sym, prec = _GRID_OPS[type(n.op)]
+            lt, lp = render(n.left)
+            rt, rp = render(n.right)
+            if lp < prec:
+                lt = f"({lt})"
+            if rp < prec or (rp == prec and sym in ("-", "/")):
+                rt = f"({rt})"
+            return f"{lt} {sym} {rt}", prec
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("cdiv", "min", "max"):
+            if len(n.args) != 2 or n.keywords:
+                bad(f"{n.func.id} takes two arguments")
+            return f"{n.func.id}({render(n.args[0])[0]}, {render(n.args[1])[0]})", 3
+        bad(f"unsupported element {ast.unparse(n)!r} (allowed: integers, integer "
+            "parameters, + - * /, cdiv, min, max)")
+
+    return render(tree)[0]
+
+
+def generate(fn, constexprs, name, grid, variant):
+    """MLIR text and runtime parameter list [(name, type)] of `fn` specialized
+    to `constexprs`."""
+    gen = CodeGen(fn, constexprs, name, grid, variant)
+    return gen.generate(), gen.params, gen.constexprs

@@ -1,0 +1,208 @@
+"""``@tilec.jit``: specialize, compile, cache and launch DSL kernels."""
+
+import functools
+import inspect
+
+from . import compiler, frontend
+from .errors import CompilationError
+
+# numpy dtype names of the element types (CPU path).
+_NUMPY_DTYPE = {"f16": "float16", "f32": "float32", "i32": "int32", "i64": "int64"}
+
+
+class JITFunction:
+    """A kernel written in the tile language. ``specialize(**constexprs)``
+    gives a `Kernel` (MLIR text, compile, launch); calling the JITFunction
+    directly with ``grid=``-free arguments is not supported because each set
+    of constexprs is a different kernel."""
+
+    def __init__(self, fn, grid, name=None, variant=None, num_warps=4):
+        self.fn = fn
+        self.grid = grid
+        self.name = name
+        self.variant = variant
+        self.num_warps = num_warps
+        self._kernels = {}
+        functools.update_wrapper(self, fn)
+
+    def _kernel_name(self, constexprs):
+        if self.name is None:
+            return self.fn.__name__
+        if callable(self.name):
+            return self.name(**constexprs)
+        return self.name.format(**{k: str(v) for k, v in constexprs.items()})
+
+    def _variant(self, constexprs):
+        if self.variant is None:
+            return None
+        if callable(self.variant):
+            return dict(self.variant(**constexprs))
+        # A dict whose string values naming a constexpr are replaced by its value.
+        return {k: constexprs[v] if isinstance(v, str) and v in constexprs else v
+                for k, v in self.variant.items()}
+
+    def specialize(self, **constexprs):
+        """The kernel for these constexpr values (cached)."""
+        key = tuple(sorted((k, repr(v)) for k, v in constexprs.items()))
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            # Defaults of constexpr parameters count too: resolve them first.
+            sig = inspect.signature(self.fn)
+            full = {n: p.default for n, p in sig.parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+            full.update(constexprs)
+            name = self._kernel_name(full)
+            text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid,
+                                                    self._variant(full))
+            kernel = Kernel(self, name, text, params, bound)
+            self._kernels[key] = kernel
+        return kernel
+
+    def mlir(self, **constexprs):
+        return self.specialize(**constexprs).ir
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.fn.__name__} is a @tilec.jit kernel: call "
+                        f"{self.fn.__name__}.specialize(**constexprs)(*args) to launch it")
+
+    def __repr__(self):
+        return f"<tilec.jit {self.fn.__module__}.{self.fn.__qualname__}>"
+
+
+class Kernel:
+    """One specialization: MLIR text, compiled artifacts, launchers."""
+
+    def __init__(self, jit_fn, name, ir, params, constexprs):
+        self.jit_fn = jit_fn
+        self.name = name
+        self.ir = ir
+        self.params = params  # [(name, type)] in launch order
+        self.constexprs = constexprs
+        self._compiled = {}
+        self._launchers = {}
+
+    def __repr__(self):
+        sig = ", ".join(f"{n}: {t}" for n, t in self.params)
+        return f"<tilec.Kernel {self.name}({sig})>"
+
+    @property
+    def source_name(self):
+        """The MLIR buffer's name: ops carry Python locations, so only a
+        malformed-IR error (a tilec bug) would point into this buffer."""
+        return f"<generated IR of {self.name}>"
+
+    def verify(self):
+        """Parses and verifies the generated IR; raises CompilationError."""
+        compiler.parse_and_verify(self.ir, self.source_name)
+
+    def compile(self, arch=None, num_warps=None, run_tile_passes=True):
+        """The compiled artifact (a compiler.Artifact) for `arch` (default:
+        $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on disk."""
+        arch = arch or compiler.default_arch()
+        num_warps = num_warps or self.jit_fn.num_warps
+        key = (arch, num_warps, run_tile_passes)
+        art = self._compiled.get(key)
+        if art is None:
+            art = compiler.compile_cached(self.ir, self.source_name, arch=arch,
+                                          num_warps=num_warps, run_tile_passes=run_tile_passes)
+            if len(art) != 1:
+                raise CompilationError(f"expected one kernel from {self.name}, got {len(art)}")
+            art = art[0]
+            self._compiled[key] = art
+        return art
+
+    # -- GPU -----------------------------------------------------------------
+
+    def __call__(self, *args, arch=None, stream=None, grid=None):
+        """Launches on CUDA torch tensors (arguments in parameter order)."""
+        from . import runtime_support
+
+        runtime_support.require_gpu()
+        self.check_args(args)
+        art = self.compile(arch)
+        launcher = self._launchers.get(art.manifest_path)
+        if launcher is None:
+            from . import runtime
+
+            launcher = runtime.Kernel(art.manifest_path)
+            self._launchers[art.manifest_path] = launcher
+        launcher(*args, stream=stream, grid=grid)
+
+    def check_args(self, args, cpu=False):
+        """Checks count, kinds, dtypes, devices and strides of `args`,
+        raising TypeError/ValueError that name the argument."""
+        if len(args) != len(self.params):
+            names = ", ".join(n for n, _ in self.params)
+            raise TypeError(f"{self.name}() takes {len(self.params)} arguments ({names}), got {len(args)}")
+        for (name, ty), value in zip(self.params, args):
+            what = f"{self.name}: argument '{name}'"
+            if isinstance(ty, frontend.PtrTy):
+                _check_buffer(what, ty.dtype, value, cpu)
+            elif ty.is_int:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise TypeError(f"{what}: expected an int ({ty.name}), got {type(value).__name__}")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{what}: expected a float ({ty.name}), got {type(value).__name__}")
+
+    # -- CPU -----------------------------------------------------------------
+
+    def run_cpu(self, *args, grid, run_tile_passes=True):
+        """Runs the kernel on the CPU over numpy arrays (pointer parameters,
+        written in place; bf16 as uint16 bit patterns) and Python numbers.
+        `grid` is up to three ints."""
+        self.check_args(args, cpu=True)
+        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        compiler.run_cpu(self.ir, self.source_name, self.name, args, [t for _, t in self.params],
+                         grid, run_tile_passes)
+
+
+def _check_buffer(what, dtype, value, cpu):
+    if cpu:
+        import numpy as np
+
+        if not isinstance(value, np.ndarray):
+            raise TypeError(f"{what}: expected a numpy array of {dtype.name}, got {type(value).__name__}")
+        want = _NUMPY_DTYPE.get(dtype.name)
+        if dtype.name == "bf16":
+            if value.dtype != np.uint16:
+                raise TypeError(f"{what}: bf16 buffers are passed as numpy uint16 (bit patterns), "
+                                f"got {value.dtype}")
+        elif value.dtype != np.dtype(want):
+            raise TypeError(f"{what}: expected a numpy array of {want}, got {value.dtype}")
+        if value.strides and value.strides[-1] != value.itemsize and value.size > 1:
+            raise ValueError(f"{what}: the last dimension must be contiguous (strides {value.strides})")
+        return
+    try:
+        import torch
+    except ImportError:
+        raise TypeError(f"{what}: expected a torch CUDA tensor, but torch is not installed") from None
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{what}: expected a torch CUDA tensor of {dtype.name}, got {type(value).__name__}")
+    want = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+            "i32": torch.int32, "i64": torch.int64}[dtype.name]
+    if value.dtype != want:
+        raise TypeError(f"{what}: expected {want}, got {value.dtype}")
+    if value.device.type != "cuda":
+        raise ValueError(f"{what}: expected a CUDA tensor, got one on {value.device}")
+    if value.dim() and value.stride(-1) != 1 and value.shape[-1] > 1:
+        raise ValueError(f"{what}: the last dimension must be contiguous (stride {value.stride(-1)})")
+
+
+def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4):
+    """Marks a tile-language kernel.
+
+    grid: up to three grid expressions over the kernel's integer parameters
+      and constexprs (ints, names, + - * /, cdiv(a, b), min, max), e.g.
+      ``grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", 1)``.
+    name: the kernel symbol: a str.format pattern over the constexprs or a
+      callable taking them as keywords (default: the function's name).
+    variant: the ``tile.variant`` dictionary: a dict whose values name
+      constexprs (or are literals), or a callable taking the constexprs.
+    """
+    def wrap(f):
+        return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+__all__ = ["jit", "JITFunction", "Kernel"]

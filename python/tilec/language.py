@@ -1,0 +1,208 @@
+"""The tile language used inside ``@tilec.jit`` functions (import it as ``tl``).
+
+Everything here is a marker: the functions are never called at run time. The
+code generator (``tilec.frontend``) reads the kernel's Python AST and turns
+each call of one of these builtins into tile-dialect MLIR.
+
+Values inside a kernel are scalars (i1, i32, i64, f16, bf16, f32), tiles
+(statically shaped tensors of those), pointers and views. Python literals and
+``constexpr`` parameters are compile-time constants.
+
+Type promotion in arithmetic (``+ - * / // % & | ^``, comparisons,
+``maximum``/``minimum``, ``where``):
+
+* A compile-time constant (Python int/float/bool, a constexpr) takes the type
+  of the other operand: ``x * 2`` keeps x's type; a float constant with an
+  integer operand converts that operand to f32.
+* Two typed operands of the same kind promote to the wider type: i32 with i64
+  gives i64 (sign-extended), f16 or bf16 with f32 gives f32, f16 with bf16
+  gives f32. An integer with a float converts the integer to the float type.
+* ``/`` is true division (integers convert to f32); ``//`` and ``%`` on
+  integers are ``arith.divsi``/``arith.remsi``: they truncate toward zero,
+  like C and Triton, not like Python.
+* Shapes broadcast like numpy: scalars splat (``tile.splat``), missing leading
+  dimensions are inserted (``tile.expand_dims``), and size-1 dimensions are
+  repeated (``tile.broadcast``). ``x[:, None]`` / ``x[None, :]`` insert a unit
+  dimension explicitly.
+"""
+
+
+class dtype:
+    """A scalar element type; ``name`` is its MLIR spelling."""
+
+    def __init__(self, name, kind, bits):
+        self.name = name
+        self.kind = kind  # "int", "float" or "bool"
+        self.bits = bits
+
+    @property
+    def is_float(self):
+        return self.kind == "float"
+
+    @property
+    def is_int(self):
+        return self.kind in ("int", "bool")
+
+    def __repr__(self):
+        return f"tl.{_NAMES.get(self.name, self.name)}"
+
+    def __str__(self):
+        return self.name
+
+    def __eq__(self, other):
+        return isinstance(other, dtype) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+int1 = dtype("i1", "bool", 1)
+int32 = dtype("i32", "int", 32)
+int64 = dtype("i64", "int", 64)
+float16 = dtype("f16", "float", 16)
+bfloat16 = dtype("bf16", "float", 16)
+float32 = dtype("f32", "float", 32)
+_NAMES = {"i1": "int1", "i32": "int32", "i64": "int64", "f16": "float16",
+          "bf16": "bfloat16", "f32": "float32"}
+DTYPES = {d.name: d for d in (int1, int32, int64, float16, bfloat16, float32)}
+
+
+class ptr:
+    """Annotation of a pointer parameter: ``q: tl.ptr(tl.float16)``."""
+
+    def __init__(self, element):
+        if not isinstance(element, dtype):
+            raise TypeError(f"tl.ptr expects a tl dtype, got {element!r}")
+        self.element = element
+
+    def __repr__(self):
+        return f"tl.ptr({self.element!r})"
+
+
+class constexpr:
+    """Annotation of a compile-time parameter (block sizes, head dim, dtype,
+    flags). Each distinct set of constexpr values is its own kernel."""
+
+
+def _builtin(fn):
+    fn.__tilec_builtin__ = fn.__name__
+
+    def stub(*args, **kwargs):
+        raise RuntimeError(f"tl.{fn.__name__} can only be used inside a @tilec.jit function")
+
+    stub.__tilec_builtin__ = fn.__name__
+    stub.__doc__ = fn.__doc__
+    stub.__name__ = fn.__name__
+    return stub
+
+
+@_builtin
+def program_id(axis):
+    """Index of this program along grid axis 0, 1 or 2 (i32)."""
+
+
+@_builtin
+def num_programs(axis):
+    """Grid size along axis 0, 1 or 2 (i32)."""
+
+
+@_builtin
+def arange(start, end):
+    """The 1-D i32 tile start, ..., end-1 (constexpr bounds)."""
+
+
+@_builtin
+def zeros(shape, dtype):
+    """A tile of zeros."""
+
+
+@_builtin
+def full(shape, value, dtype):
+    """A tile with every element `value` (a constant or a scalar value)."""
+
+
+@_builtin
+def cdiv(a, b):
+    """Ceiling division of integers: (a + b - 1) // b."""
+
+
+@_builtin
+def view(ptr, sizes, strides):
+    """A strided window of global memory; sizes i32, strides i64 (elements)."""
+
+
+@_builtin
+def load(view, offsets, shape, padding="zero"):
+    """Load a tile of `shape` at element `offsets` of `view`; out-of-bounds
+    elements read `padding` ("zero", "neg_inf" or "nan")."""
+
+
+@_builtin
+def store(view, offsets, value):
+    """Store tile `value` at element `offsets` of `view`; out-of-bounds
+    elements are not written."""
+
+
+@_builtin
+def dot(a, b, acc=None, trans_b=False):
+    """acc + a @ b (a @ b.T with trans_b); f16/bf16 in, f32 accumulator."""
+
+
+@_builtin
+def trans(x):
+    """Transpose a 2-D tile."""
+
+
+@_builtin
+def max(x, axis):
+    """Maximum along `axis`."""
+
+
+@_builtin
+def sum(x, axis):
+    """Sum along `axis`."""
+
+
+@_builtin
+def maximum(a, b):
+    """Elementwise maximum."""
+
+
+@_builtin
+def minimum(a, b):
+    """Elementwise minimum."""
+
+
+@_builtin
+def exp(x):
+    """Elementwise e**x."""
+
+
+@_builtin
+def exp2(x):
+    """Elementwise 2**x."""
+
+
+@_builtin
+def log(x):
+    """Elementwise natural logarithm."""
+
+
+@_builtin
+def log2(x):
+    """Elementwise base-2 logarithm."""
+
+
+@_builtin
+def sqrt(x):
+    """Elementwise square root."""
+
+
+@_builtin
+def where(cond, a, b):
+    """Elementwise cond ? a : b (arith.select), broadcasting all three."""
+
+
+@_builtin
+def cast(x, dtype):
+    """Convert to `dtype` (same as x.to(dtype))."""

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Compiles the flagship DSL kernel (kernels/flash_fwd.py) for every variant
+-- f16/bf16 x head_dim 64/128 x causal/non-causal -- into <out>/ as the
+runtime's artifact set: <kernel>.json (launch manifest), <kernel>.ptx and
+<kernel>.cubin (when ptxas exists). This folder is what travels to the GPU
+machine, where bench/gpu.sh runs bench/check_flash.py over every flash_fwd*
+manifest.
+
+    scripts/build_artifacts.py [--arch sm_80] [--out build/artifacts]
+
+Needs the _tilec extension: put <build>/python on PYTHONPATH, or let this
+script find it in $TILEC_BUILD_DIR (default build/).
+"""
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def import_tilec():
+    build = ROOT / os.environ.get("TILEC_BUILD_DIR", "build")
+    for path in (ROOT / "python", build / "python"):
+        if str(path) not in sys.path:
+            sys.path.append(str(path))
+    import tilec
+    from tilec import compiler
+
+    return tilec, compiler
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", default="sm_80", help="sm_80 (default) or sm_90a")
+    parser.add_argument("--out", default=str(ROOT / "build" / "artifacts"), help="output folder")
+    parser.add_argument("--num-warps", type=int, default=4)
+    parser.add_argument("--no-tile-passes", action="store_true",
+                        help="skip the target-independent tile passes")
+    args = parser.parse_args()
+
+    tilec, compiler = import_tilec()
+    from tilec import language as tl
+    from tilec.flash_attn import flash_fwd_kernel
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for dtype in (tl.float16, tl.bfloat16):
+        for head_dim in (64, 128):
+            for causal in (False, True):
+                kernel = flash_fwd_kernel().specialize(DTYPE=dtype, HEAD_DIM=head_dim, CAUSAL=causal)
+                start = time.time()
+                try:
+                    results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
+                                               num_warps=args.num_warps,
+                                               run_tile_passes=not args.no_tile_passes)
+                except tilec.CompilationError as e:
+                    print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
+                    failed += 1
+                    continue
+                for result in results:
+                    compiler.write_artifacts(result, out, extras=False)
+                    files = ".json .ptx" + (" .cubin" if result["cubin"] else " (no cubin: ptxas not found)")
+                    print(f"{result['name']}: {files} ({time.time() - start:.1f}s)")
+                    for note in result.get("notes", []):
+                        print(f"  note: {note}")
+    print(f"artifacts for {args.arch} in {out}" + (f"; {failed} FAILED" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

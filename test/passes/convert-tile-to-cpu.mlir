@@ -1,0 +1,60 @@
+// RUN: tile-opt %s --convert-tile-to-cpu --split-input-file --verify-diagnostics | FileCheck %s
+
+// Pointers become host buffers; a load reads memory only inside the in-bounds
+// branch and yields the padding otherwise; a store writes only in bounds; the
+// grid becomes a wrapper looping over program ids (z outer, x inner).
+// CHECK-LABEL: func.func @copy(
+// CHECK-SAME:    %[[SRC:.+]]: memref<?xf32>, %[[DST:.+]]: memref<?xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32)
+// CHECK:         linalg.generic
+// CHECK:           %[[IN:.+]] = arith.andi
+// CHECK:           scf.if %[[IN]] -> (f32) {
+// CHECK:             memref.load %[[SRC]]
+// CHECK:           } else {
+// CHECK:             scf.yield %cst
+// CHECK:         scf.for
+// CHECK:             scf.if
+// CHECK:               tensor.extract
+// CHECK:               memref.store {{.*}}, %[[DST]]
+// CHECK-LABEL: func.func @__tilec_grid_copy(
+// CHECK-SAME:    memref<?xf32>, %{{.+}}: memref<?xf32>, %[[N:.+]]: i32, %[[GX:.+]]: i32, %[[GY:.+]]: i32, %[[GZ:.+]]: i32)
+// CHECK:         scf.for
+// CHECK:           scf.for
+// CHECK:             scf.for
+// CHECK:               func.call @copy(
+func.func @copy(%src: !tile.ptr<f32>, %dst: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c1 = arith.constant 1 : i64
+  %c0 = arith.constant 0 : i32
+  %pid = tile.program_id 0 : i32
+  %c8 = arith.constant 8 : i32
+  %off = arith.muli %pid, %c8 : i32
+  %sv = tile.view %src sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %dv = tile.view %dst sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %t = tile.load %sv[%off] padding = neg_inf : !tile.view<f32, 1> -> tensor<8xf32>
+  tile.store %t, %dv[%off] : tensor<8xf32>, !tile.view<f32, 1>
+  return
+}
+
+// -----
+
+// tile.dot accumulates in f32: both f16 operands are extended before the multiply.
+// CHECK-LABEL: func.func @dot(
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK:           arith.extf %{{.+}} : f16 to f32
+// CHECK:           arith.extf %{{.+}} : f16 to f32
+// CHECK:           arith.mulf {{.*}} : f32
+// CHECK:           arith.addf {{.*}} : f32
+func.func @dot(%a: tensor<4x8xf16>, %b: tensor<2x8xf16>, %c: tensor<4x2xf32>) -> tensor<4x2xf32> attributes {tile.kernel} {
+  %r = tile.dot %a, %b, %c transpose_b : tensor<4x8xf16>, tensor<2x8xf16> -> tensor<4x2xf32>
+  return %r : tensor<4x2xf32>
+}
+
+// -----
+
+// Pointers must come from kernel parameters: a diagnostic, not a crash.
+func.func @not_a_kernel_pointer(%p: !tile.ptr<f32>) -> !tile.view<f32, 1> attributes {tile.kernel} {
+  %c1 = arith.constant 1 : i64
+  %n = arith.constant 4 : i32
+  // expected-error @below {{CPU lowering cannot carry pointers or views through anything but tile.addptr, tile.view, tile.load and tile.store}}
+  %v = tile.view %p sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  return %v : !tile.view<f32, 1>
+}

@@ -1,0 +1,190 @@
+// RUN: tile-opt %s --tile-split-masked-loops --split-input-file --verify-diagnostics | FileCheck %s
+
+// Keys past a runtime seqlen_k: full blocks run without the mask, the last
+// (partial) block keeps it; nothing is skipped inside [0, cdiv(seqlen_k, 16)).
+// CHECK-LABEL: func.func @seqlen_bound(
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @seqlen_bound(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %iota = tile.iota : tensor<16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %keep = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// Causal (cols <= rows) and seqlen_k: blocks below the diagonal unmasked, exactly
+// one masked block range per row block (the diagonal), blocks above it skipped:
+// the masked loop ends at min(pid + 1, cdiv(seqlen_k, 16)), not at the loop's bound.
+// CHECK-LABEL: func.func @causal(
+// CHECK:         tile.program_id 0
+// CHECK:         %[[FULL:.+]] = scf.for %{{.+}} = %{{.+}} to %[[B:[^ ]+]] step
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         %[[DIAG:.+]] = scf.for %{{.+}} = %[[B]] to %[[E:[0-9]+]] step %{{.+}} iter_args(%{{.+}} = %[[FULL]])
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+// CHECK:         return %[[DIAG]]
+func.func @causal(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %causal = arith.cmpi sle, %cols, %rows : tensor<16x16xi32>
+    %keep = arith.andi %inb, %causal : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// Sliding window (rows - 32 <= cols <= rows): blocks left of the window are
+// skipped, then masked / unmasked / masked blocks; the window's left edge has
+// a negative coefficient on the loop variable, so the first loop starts at a
+// computed bound.
+// CHECK-LABEL: func.func @sliding_window(
+// CHECK:         scf.for %{{.+}} = %[[START:[^ ]+]] to
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+func.func @sliding_window(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %w = arith.constant dense<32> : tensor<16x16xi32>
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %lo = arith.subi %rows, %w : tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %right = arith.cmpi sle, %cols, %rows : tensor<16x16xi32>
+    %left = arith.cmpi sge, %cols, %lo : tensor<16x16xi32>
+    %keep = arith.andi %left, %right : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// A mask that depends on data (a loaded tile) cannot be analysed: the loop is
+// left alone, the mask applied in every iteration, and a remark says why.
+// CHECK-LABEL: func.func @data_dependent_mask(
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK-NOT:     tile.blocks
+func.func @data_dependent_mask(%s: tensor<16x16xf32>, %ids: tensor<16x16xi32>, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %iota = tile.iota : tensor<16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %keep = arith.cmpi slt, %cols, %ids : tensor<16x16xi32>
+    // expected-remark @below {{mask stays applied in every iteration: block argument #1 of 'func.func' is not an affine index tile}}
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// An equality predicate is not an interval in the loop variable: kept, with a remark.
+// CHECK-LABEL: func.func @equality_mask(
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK-NOT:     tile.blocks
+func.func @equality_mask(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %iota = tile.iota : tensor<16xi32>
+  %five = arith.constant dense<5> : tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %keep = arith.cmpi ne, %cols, %five : tensor<16x16xi32>
+    // expected-remark @below {{mask stays applied in every iteration: only signed <, <=, >, >= comparisons are analysed, got 'ne'}}
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}

@@ -1,0 +1,292 @@
+"""The @tilec.jit DSL: generated IR, its structure against the hand-written
+flagship kernel, and errors that point at the offending line."""
+
+import collections
+import inspect
+import linecache
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tilec
+from tilec import compiler
+from tilec import language as tl
+from tilec.flash_attn import flash_fwd_kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+HAVE_VERIFIER = compiler.available() or compiler.find_tile_opt() is not None
+needs_verifier = pytest.mark.skipif(not HAVE_VERIFIER,
+                                    reason="neither the _tilec module nor tile-opt is built")
+
+VARIANTS = [dict(DTYPE=d, HEAD_DIM=hd, CAUSAL=c)
+            for d in (tl.float16, tl.bfloat16) for hd in (64, 128) for c in (False, True)]
+
+
+def roundtrip(text):
+    """The IR as MLIR's printer writes it (so two sources compare alike)."""
+    if compiler.available():
+        return compiler.run_pipeline(text, "")
+    proc = subprocess.run([compiler.find_tile_opt(), "-"], input=text, capture_output=True,
+                          text=True, check=True)
+    return proc.stdout
+
+
+def op_kinds(printed):
+    """Multiset of op names in printed (custom-form) IR."""
+    kinds = collections.Counter()
+    for line in printed.splitlines():
+        m = re.match(r"\s*(?:%[\w#:, %]+=\s*)?([a-z_]+\.[a-z_]+|return)\b", line)
+        if m and not line.lstrip().startswith(("func.func", "//")):
+            kinds[m.group(1)] += 1
+    return kinds
+
+
+def line_of(fn, marker="# <-"):
+    """Line number of the source line of `fn` that carries `marker`."""
+    lines, first = inspect.getsourcelines(fn)
+    for i, line in enumerate(lines):
+        if marker in line:
+            return first + i
+    raise AssertionError("marker not found")
+
+
+# --- the flagship kernel ----------------------------------------------------
+
+
+@needs_verifier
+@pytest.mark.parametrize("cx", VARIANTS, ids=lambda cx: f"{cx['DTYPE'].name}-d{cx['HEAD_DIM']}-"
+                                                      f"{'causal' if cx['CAUSAL'] else 'full'}")
+def test_flash_variants_verify(cx):
+    kernel = flash_fwd_kernel().specialize(**cx)
+    compiler.parse_and_verify(kernel.ir, kernel.source_name)
+    suffix = "_causal" if cx["CAUSAL"] else ""
+    assert kernel.name == f"flash_fwd_{cx['DTYPE'].name}_d{cx['HEAD_DIM']}{suffix}"
+    assert (f'tile.variant = {{dtype = "{cx["DTYPE"].name}", head_dim = {cx["HEAD_DIM"]} : i64, '
+            f'causal = {str(cx["CAUSAL"]).lower()}, block_m = 64 : i64}}') in kernel.ir
+
+
+@needs_verifier
+def test_flash_same_shape_as_handwritten_mlir():
+    """The DSL kernel produces the same ops (kinds and counts), signature,
+    parameter names and grid as kernels/flash_fwd.mlir."""
+    dsl = roundtrip(flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=128).ir)
+    ref = roundtrip((ROOT / "kernels" / "flash_fwd.mlir").read_text())
+    assert op_kinds(dsl) == op_kinds(ref)
+
+    def signature(text):
+        head = text[text.index("func.func"):text.index("attributes")]
+        return re.findall(r"%(\w+): ([^,)]+)", head)
+
+    assert signature(dsl) == signature(ref)
+    for attr in (r"tile.arg_names = \[[^\]]*\]", r"tile.grid = \[[^\]]*\]", r"tile.variant = \{[^}]*\}"):
+        assert re.search(attr, dsl).group(0) == re.search(attr, ref).group(0)
+
+
+def test_causal_adds_only_the_causal_mask():
+    base = op_kinds(flash_fwd_kernel().specialize(CAUSAL=False).ir)
+    causal = op_kinds(flash_fwd_kernel().specialize(CAUSAL=True).ir)
+    extra = causal - base
+    assert extra["arith.andi"] == 1 and extra["arith.cmpi"] == 1
+    assert not base - causal
+
+
+def test_every_op_is_located_in_the_python_source():
+    kernel = flash_fwd_kernel().specialize()
+    src = inspect.getsourcefile(flash_fwd_kernel().fn)
+    # A region op's location follows its closing brace.
+    body = [l for l in kernel.ir.splitlines()[2:] if not l.endswith("{")]
+    assert len(body) > 50
+    for line in body:
+        assert re.search(r'loc\("' + re.escape(src) + r'":\d+:\d+\)$', line), line
+
+
+def test_kernel_body_is_at_most_40_lines():
+    lines, _ = inspect.getsourcelines(flash_fwd_kernel().fn)
+    start = next(i for i, l in enumerate(lines) if l.rstrip().endswith("):") and "def" not in l
+                 or l.lstrip().startswith("pid_m"))
+    body = [l for l in lines[start:] if l.strip() and not l.strip().startswith("#")]
+    assert len(body) <= 40, len(body)
+
+
+# --- semantics: promotion, broadcasting, loops, constexprs -------------------
+
+
+@tilec.jit(grid=("cdiv(n, BLOCK)", "max(n / 2, 1)", 1))
+def _axpy(x: tl.ptr(tl.float16), y: tl.ptr(tl.float32), n: tl.int32, stride: tl.int64,
+          alpha: tl.float32, BLOCK: tl.constexpr, SCALE: tl.constexpr = 2):
+    xv = tl.view(x, (n, BLOCK), (stride, 1))
+    yv = tl.view(y, (n, BLOCK), (stride, 1))
+    row = tl.program_id(0) * BLOCK
+    xt = tl.load(xv, (row, 0), (BLOCK, BLOCK))
+    acc = tl.zeros((BLOCK, BLOCK), tl.float32)
+    total = 0
+    for i in range(3):
+        acc = acc + xt * alpha * SCALE
+        total += i
+    y_row = tl.sum(acc, 1) + tl.arange(0, BLOCK)
+    tl.store(yv, (row, total), tl.where(y_row[:, None] > 0.5, acc, -acc))
+
+
+@needs_verifier
+def test_promotion_broadcasting_and_loops():
+    k = _axpy.specialize(BLOCK=16)
+    compiler.parse_and_verify(k.ir, k.source_name)
+    ir = k.ir
+    assert 'tile.grid = ["cdiv(n, 16)", "max(n / 2, 1)", "1"]' in ir
+    assert 'tile.arg_names = ["x", "y", "n", "stride", "alpha"]' in ir
+    # f16 tile times f32 scalar: the tile widens, the scalar splats.
+    assert "arith.extf" in ir and "tile.splat %alpha : f32 -> tensor<16x16xf32>" in ir
+    # The constexpr SCALE and the int literal are typed by the other operand.
+    assert re.search(r"arith.constant dense<2.0> : tensor<16x16xf32>", ir)
+    # A python int accumulated in the loop becomes an i32 iter_arg.
+    assert re.search(r"iter_args\(.*= .*\) -> \(tensor<16x16xf32>, i32\)", ir)
+    # i32 iota + f32 tile: the iota converts.
+    assert "arith.sitofp" in ir
+    # Loop-invariant splat/extf are hoisted out of the loop body.
+    body = ir[ir.index("scf.for"):ir.index("scf.yield")]
+    assert "tile.splat" not in body and "arith.extf" not in body
+
+
+# --- errors point at the offending line --------------------------------------
+
+
+def _raises_at(kernel_fn, match, **constexprs):
+    with pytest.raises(tilec.CompilationError, match=match) as info:
+        kernel_fn.specialize(**constexprs)
+    e = info.value
+    assert e.filename == inspect.getsourcefile(kernel_fn.fn)
+    assert e.lineno == line_of(kernel_fn.fn), str(e)
+    # The message quotes the line and puts a caret under it.
+    quoted = linecache.getline(e.filename, e.lineno)
+    assert "# <-" in quoted and quoted.strip() in str(e) and "^" in str(e)
+    return e
+
+
+@tilec.jit(grid=(1,))
+def _wrong_rank(x: tl.ptr(tl.float32), n: tl.int32):
+    xv = tl.view(x, (n, 16), (16, 1))
+    t = tl.load(xv, (0, 0), (16, 16))
+    tl.store(xv, (0, 0), tl.sum(t, 1))  # <-
+
+
+def test_error_wrong_rank():
+    _raises_at(_wrong_rank, r"rank 1, the view has rank 2")
+
+
+@tilec.jit(grid=(1,))
+def _wrong_dtype(x: tl.ptr(tl.float32), n: tl.int32):
+    xv = tl.view(x, (n, 16), (16, 1))
+    t = tl.load(xv, (0, 0), (16, 16))
+    s = tl.dot(t, t)  # <-
+    tl.store(xv, (0, 0), s)
+
+
+def test_error_wrong_dtype():
+    _raises_at(_wrong_dtype, r"tl.dot operand a must be f16 or bf16, got tensor<16x16xf32>")
+
+
+@tilec.jit(grid=(1,))
+def _unsupported(x: tl.ptr(tl.float32), n: tl.int32):
+    i = 0
+    while i < n:  # <-
+        i += 1
+
+
+def test_error_unsupported_construct():
+    _raises_at(_unsupported, r"unsupported construct in a tilec kernel: While")
+
+
+@tilec.jit(grid=(1,))
+def _type_change(x: tl.ptr(tl.float16), n: tl.int32):
+    xv = tl.view(x, (n, 16), (16, 1))
+    acc = tl.zeros((16, 16), tl.float32)
+    for i in range(4):
+        t = tl.load(xv, (i * 16, 0), (16, 16))
+        acc = acc.to(tl.float16) + t  # <-
+    tl.store(xv, (0, 0), acc.to(tl.float16))
+
+
+def test_error_loop_carried_type_change():
+    _raises_at(_type_change, r"loop-carried variable 'acc' changes type inside the loop: "
+                             r"tensor<16x16xf32> before the loop, tensor<16x16xf16> here")
+
+
+@tilec.jit(grid=(1,))
+def _bad_broadcast(x: tl.ptr(tl.float32), n: tl.int32):
+    a = tl.zeros((16, 8), tl.float32)
+    b = a + tl.zeros((16,), tl.float32)  # <-
+
+
+def test_error_broadcast_names_shapes():
+    _raises_at(_bad_broadcast, r"shapes \[16, 8\], \[16\] cannot be broadcast together")
+
+
+@tilec.jit(grid=(1,))
+def _runtime_if(x: tl.ptr(tl.float32), n: tl.int32):
+    if n > 0:  # <-
+        pass
+
+
+def test_error_runtime_if():
+    _raises_at(_runtime_if, r"'if' on a run-time value is not supported")
+
+
+@tilec.jit(grid=(1,))
+def _undefined_after_loop(x: tl.ptr(tl.float32), n: tl.int32):
+    for i in range(4):
+        t = i
+    y = t + 1  # <-
+
+
+def test_error_loop_local_used_after_loop():
+    _raises_at(_undefined_after_loop, r"'t' is defined inside a loop body")
+
+
+@tilec.jit(grid=("cdiv(m, 4)",))
+def _bad_grid(x: tl.ptr(tl.float32), n: tl.int32):
+    pass
+
+
+def test_error_grid_names_unknown_parameter():
+    with pytest.raises(tilec.CompilationError, match=r"'m' is not an integer parameter"):
+        _bad_grid.specialize()
+
+
+@needs_verifier
+def test_verifier_errors_map_to_python_lines(tmp_path):
+    """A diagnostic from MLIR's verifier comes back as a CompilationError at
+    the Python line the op was generated from."""
+    k = _axpy.specialize(BLOCK=16)
+    bad = k.ir.replace("along 1 : tensor<16xf32> -> tensor<16x1xf32>",
+                       "along 0 : tensor<16xf32> -> tensor<16x1xf32>", 1)
+    assert bad != k.ir
+    with pytest.raises(tilec.CompilationError) as info:
+        compiler.parse_and_verify(bad, k.source_name)
+    e = info.value
+    assert e.filename == inspect.getsourcefile(_axpy.fn)
+    assert "y_row[:, None]" in linecache.getline(e.filename, e.lineno)
+    assert "y_row[:, None]" in str(e) and "expand_dims" in str(e)
+
+
+# --- packaging ---------------------------------------------------------------
+
+
+def test_import_without_gpu_and_launch_says_so():
+    code = ("import tilec, sys\n"
+            "ok, why = tilec.gpu_status()\n"
+            "print('gpu', ok)\n"
+            "if not ok:\n"
+            "    k = tilec.jit(grid=(1,))(lambda: None) if False else None\n"
+            "    from tilec.runtime_support import require_gpu\n"
+            "    try:\n"
+            "        require_gpu()\n"
+            "    except RuntimeError as e:\n"
+            "        print('refused:', e)\n")
+    env = dict(__import__("os").environ, CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    if "gpu False" in proc.stdout:
+        assert "no usable GPU" in proc.stdout

@@ -1,0 +1,175 @@
+"""tilec.flash_attn_func and the DSL flagship kernel: numerics on the CPU path
+against a float64 reference, argument checks, compilation and its cache."""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec import compiler
+from tilec import language as tl
+from tilec.flash_attn import flash_fwd_kernel
+
+HAVE_NATIVE = compiler.available()
+HAVE_CPU = HAVE_NATIVE and getattr(compiler.native(), "has_cpu_runner", False)
+needs_native = pytest.mark.skipif(not HAVE_NATIVE, reason="the _tilec extension is not built")
+needs_cpu = pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner "
+                                                    "(tilec::runOnCPU in lib/CPU not built yet)")
+
+# f16 inputs, f32 accumulation, P rounded to f16 before P·V, output rounded to
+# f16: the relative error against float64 stays near 1e-3.
+REL_TOL = 4e-3
+LSE_TOL = 2e-3
+
+
+def reference(q, k, v, scale, causal):
+    """float64 softmax(scale·QKᵀ)·V and lse, flash_attn layout (b, s, h, d)."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None], s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    l = p.sum(-1, keepdims=True)
+    o = np.einsum("bhqk,bkhd->bqhd", p / l, v)
+    return o, (m + np.log(l))[..., 0]
+
+
+def rel_err(out, ref):
+    return np.linalg.norm(out.astype(np.float64) - ref) / np.linalg.norm(ref)
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float16)
+
+
+@needs_cpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlens", [(77, 131), (130, 37), (1, 65)])
+def test_flash_attn_func_cpu_matches_float64(head_dim, causal, seqlens):
+    rng = np.random.default_rng()
+    sq, sk = seqlens
+    b, h = 2, 3
+    q, k, v = randn(rng, b, sq, h, head_dim), randn(rng, b, sk, h, head_dim), randn(rng, b, sk, h, head_dim)
+    out, lse = tilec.flash_attn_func(q, k, v, causal=causal, return_lse=True)
+    ref, ref_lse = reference(q, k, v, 1 / math.sqrt(head_dim), causal)
+    assert out.shape == q.shape and out.dtype == np.float16 and lse.shape == (b, h, sq)
+    assert np.isfinite(out).all()
+    assert rel_err(out, ref) < REL_TOL
+    assert np.abs(lse - ref_lse).max() < LSE_TOL
+
+
+@needs_cpu
+def test_flash_kernel_cpu_strided_inputs_and_poisoned_output():
+    """Arbitrary strides (heads-major storage, padding between rows) reach the
+    kernel; every output element is written (NaN poison overwritten)."""
+    rng = np.random.default_rng()
+    b, sq, sk, h, d = 2, 93, 70, 2, 64
+    # (b, h, s, d+8) storage viewed as (b, s, h, d): strides are not the packed ones.
+    store = lambda s: rng.standard_normal((b, h, s, d + 8)).astype(np.float16)
+    q, k, v = (store(s)[..., :d].transpose(0, 2, 1, 3) for s in (sq, sk, sk))
+    o = np.full((b, sq, h, d), np.nan, np.float16)
+    lse = np.full((b, h, sq), np.nan, np.float32)
+    scale = 0.3
+    kernel = flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=d, CAUSAL=False)
+    el = lambda a: [s // a.itemsize for s in a.strides]
+    sq_, sk_, sv_, so_, sl_ = el(q), el(k), el(v), el(o), el(lse)
+    kernel.run_cpu(q, k, v, o, lse, sq, sk, h, b,
+                   sq_[0], sq_[1], sq_[2], sk_[0], sk_[1], sk_[2], sv_[0], sv_[1], sv_[2],
+                   so_[0], so_[1], so_[2], sl_[0], sl_[1], scale,
+                   grid=(math.ceil(sq / 64), b * h, 1))
+    ref, ref_lse = reference(q, k, v, scale, False)
+    assert np.isfinite(o).all() and np.isfinite(lse).all()
+    assert rel_err(o, ref) < REL_TOL
+    assert np.abs(lse - ref_lse).max() < LSE_TOL
+
+
+# --- argument checks (no compiler needed) -----------------------------------
+
+
+def _qkv(shape_q=(1, 8, 2, 64), shape_k=(1, 8, 2, 64), dtype=np.float16):
+    return (np.zeros(shape_q, dtype), np.zeros(shape_k, dtype), np.zeros(shape_k, dtype))
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (lambda: (np.zeros((8, 2, 64), np.float16),) + _qkv()[1:], ValueError, r"'q' must have rank 4"),
+    (lambda: _qkv()[:2] + (np.zeros((1, 8, 2, 64), np.float32),), TypeError, r"'v' must be float16, got float32"),
+    (lambda: _qkv(shape_k=(1, 8, 4, 64)), ValueError, r"'k' has 4 heads, 'q' has 2"),
+    (lambda: _qkv(shape_q=(1, 8, 2, 48), shape_k=(1, 8, 2, 48)), ValueError, r"head_dim 48 is not supported"),
+    (lambda: (_qkv()[0], [[1]], _qkv()[2]), TypeError, r"'k' must be a numpy array"),
+])
+def test_flash_attn_func_argument_errors(args, error, match):
+    with pytest.raises(error, match=match):
+        tilec.flash_attn_func(*args())
+
+
+def test_flash_attn_func_rejects_non_contiguous_last_dim():
+    q, k, v = _qkv(shape_q=(1, 8, 2, 128))
+    q = q[..., ::2]
+    k, v = k, v
+    with pytest.raises(ValueError, match=r"'q' must be contiguous in its last dimension"):
+        tilec.flash_attn_func(q, k, v)
+
+
+def test_run_cpu_checks_arguments():
+    kernel = flash_fwd_kernel().specialize(HEAD_DIM=64)
+    with pytest.raises(TypeError, match=r"takes 24 arguments"):
+        kernel.run_cpu(1, 2, grid=(1,))
+    args = [np.zeros(4, np.float16)] * 4 + [np.zeros(4, np.float64)] + [1] * 18 + [1.0]
+    with pytest.raises(TypeError, match=r"argument 'lse': expected a numpy array of float32, got float64"):
+        kernel.run_cpu(*args, grid=(1,))
+
+
+# --- compilation -------------------------------------------------------------
+
+
+@needs_native
+def test_compile_produces_artifacts_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler, "_memory_cache", {})
+    calls = []
+    real = compiler.compile
+    monkeypatch.setattr(compiler, "compile", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    kernel = flash_fwd_kernel().specialize(DTYPE=tl.bfloat16, HEAD_DIM=64, CAUSAL=True)
+    art = kernel.compile("sm_80")
+    manifest = art.manifest
+    assert manifest["kernel"] == "flash_fwd_bf16_d64_causal"
+    assert [p["name"] for p in manifest["params"]][:5] == ["q", "k", "v", "o", "lse"]
+    assert manifest["grid"] == ["cdiv(seqlen_q, 64)", "batch * num_heads", "1"]
+    assert ".entry flash_fwd_bf16_d64_causal" in art.ptx
+    assert len(calls) == 1
+    # Same IR, arch and options: memory, then disk, never the compiler again.
+    kernel._compiled.clear()
+    kernel.compile("sm_80")
+    compiler._memory_cache.clear()
+    kernel._compiled.clear()
+    assert kernel.compile("sm_80").manifest_path == art.manifest_path
+    assert len(calls) == 1
+    # Another arch is another key.
+    kernel.compile("sm_90a")
+    assert len(calls) == 2
+
+
+@needs_native
+def test_dump_ir_env_prints_ir_after_passes(tmp_path):
+    code = ("import tilec\nfrom tilec.flash_attn import flash_fwd_kernel\n"
+            "flash_fwd_kernel().specialize(HEAD_DIM=64).compile('sm_80')\n")
+    env = dict(os.environ, TILEC_DUMP_IR="1", TILEC_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "IR Dump After" in proc.stderr
+
+
+@needs_native
+def test_compiler_diagnostics_become_compilation_errors():
+    bad = "func.func @f(%a: i32) attributes {tile.kernel} {\n  %0 = tile.iota : tensor<8xi64>\n  return\n}\n"
+    with pytest.raises(tilec.CompilationError, match=r"tile.iota") as info:
+        compiler.compile(bad, "bad.mlir")
+    assert "PassManager::run failed" not in str(info.value)
+    assert info.value.filename == "bad.mlir" and info.value.lineno == 2

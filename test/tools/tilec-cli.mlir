@@ -1,0 +1,44 @@
+// The tilec command line: version, option checks, and the paths that do not
+// need a CUDA toolkit. The kernel is test/Target/Inputs/mma_tile.mlir.
+// RUN: tilec --version | FileCheck %s --check-prefix=VERSION
+// VERSION: tilec {{[0-9]+\.[0-9]+\.[0-9]+}} (LLVM 22.{{.*}})
+
+// An architecture LLVM does not know is refused before any work.
+// RUN: not tilec --from-llvm-dialect --arch=sm_99 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=BAD-ARCH
+// BAD-ARCH: tilec: error: unknown GPU architecture 'sm_99' (expected e.g. sm_80, sm_90a)
+
+// Several files cannot go to stdout.
+// RUN: not tilec --from-llvm-dialect --emit=all %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=NEED-OUT
+// NEED-OUT: tilec: error: --emit=cubin and --emit=all write several files: give -o OUTDIR
+
+// RUN: not tilec --from-llvm-dialect --emit=ptx -o - %t.missing.mlir 2>&1 | FileCheck %s --check-prefix=NO-INPUT
+// NO-INPUT: tilec: error: cannot read {{.*}}missing.mlir: No such file or directory
+
+// Without ptxas (TILEC_PTXAS set to nothing turns it off) --emit=all still
+// writes PTX and a manifest that names only the PTX, and says why.
+// RUN: rm -rf %t && env TILEC_PTXAS= tilec --from-llvm-dialect --emit=all -o %t %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=NO-PTXAS
+// NO-PTXAS: tilec: note: no ptxas found ({{.*}}): @mma_tile has PTX only; the runtime will JIT it
+// RUN: ls %t | FileCheck %s --check-prefix=NO-PTXAS-FILES
+// NO-PTXAS-FILES-NOT: cubin
+// NO-PTXAS-FILES: mma_tile.json
+// NO-PTXAS-FILES: mma_tile.ptx
+// RUN: FileCheck %s --check-prefix=NO-PTXAS-MANIFEST --input-file=%t/mma_tile.json
+// NO-PTXAS-MANIFEST-NOT: "cubin"
+// NO-PTXAS-MANIFEST-NOT: "ptxas_info"
+// NO-PTXAS-MANIFEST: "ptx": "mma_tile.ptx"
+
+// --emit=cubin without ptxas is an error, not an empty file.
+// RUN: not env TILEC_PTXAS= tilec --from-llvm-dialect --emit=cubin -o %t/c %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=CUBIN-NO-PTXAS
+// CUBIN-NO-PTXAS: tilec: error: --emit=cubin needs ptxas; none was found for @mma_tile
+
+// -o FILE with the emit's extension writes that one file.
+// RUN: tilec --from-llvm-dialect --emit=ptx -o %t/single.ptx %S/../Target/Inputs/mma_tile.mlir
+// RUN: FileCheck %s --check-prefix=SINGLE --input-file=%t/single.ptx
+// SINGLE: .visible .entry mma_tile(
+
+// TILEC_DUMP_IR=1 prints the IR at every stage, here the LLVM IR before and
+// after the O3 pipeline.
+// RUN: env TILEC_DUMP_IR=1 tilec --from-llvm-dialect --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=DUMP
+// DUMP: // -----// LLVM IR of @mma_tile after translation //----- //
+// DUMP: define ptx_kernel void @mma_tile(
+// DUMP: // -----// LLVM IR of @mma_tile after O3 //----- //

@@ -1,0 +1,295 @@
+//===- tilec.cpp - the whole pipeline from the command line ---------------===//
+//
+//   tilec kernel.mlir --arch=sm_80 --num-warps=4 --emit=all -o out/
+//
+// writes out/<kernel>.{ptx,cubin,json} (and .ll, .tile.mlir) per kernel; text
+// emits can go to stdout with -o -. Every failure is a diagnostic on stderr
+// and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+#include "tilec/Driver/Driver.h"
+
+#include "mlir/Support/LogicalResult.h"
+#include "mlir/Support/ToolUtilities.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/Statistic.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using mlir::failed;
+using mlir::failure;
+using mlir::LogicalResult;
+using mlir::success;
+
+namespace {
+enum class Emit { PTX, Cubin, LLVM, Tile, All };
+
+cl::OptionCategory tilecCategory("tilec options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"), cl::init("-"),
+                               cl::cat(tilecCategory));
+cl::opt<std::string> arch("arch", cl::desc("GPU architecture: sm_80 or sm_90a"),
+                          cl::init("sm_80"), cl::cat(tilecCategory));
+cl::opt<int> numWarps("num-warps", cl::desc("warps per thread block"), cl::init(4),
+                      cl::cat(tilecCategory));
+cl::opt<Emit> emit("emit", cl::desc("what to write"), cl::init(Emit::All),
+                   cl::values(clEnumValN(Emit::PTX, "ptx", "<kernel>.ptx and <kernel>.json"),
+                              clEnumValN(Emit::Cubin, "cubin",
+                                         "<kernel>.cubin and <kernel>.json (needs ptxas)"),
+                              clEnumValN(Emit::LLVM, "llvm", "<kernel>.ll, optimised LLVM IR"),
+                              clEnumValN(Emit::Tile, "tile",
+                                         "<kernel>.tile.mlir, tile IR before lowering"),
+                              clEnumValN(Emit::All, "all", "all of the above")),
+                   cl::cat(tilecCategory));
+cl::opt<std::string> output("o",
+                            cl::desc("output folder (created), a file for a single text "
+                                     "emit, or - for stdout"),
+                            cl::value_desc("OUTDIR|FILE|-"), cl::cat(tilecCategory));
+cl::opt<bool> noTilePasses("no-tile-passes",
+                           cl::desc("skip the target-independent tile passes"),
+                           cl::cat(tilecCategory));
+cl::opt<bool> printIRAfterAll("mlir-print-ir-after-all",
+                              cl::desc("print the IR after every pass to stderr (also: "
+                                       "TILEC_DUMP_IR=1)"),
+                              cl::cat(tilecCategory));
+cl::opt<std::string> crashReproducer("crash-reproducer",
+                                     cl::desc("write an MLIR reproducer here when a pass "
+                                              "fails or crashes"),
+                                     cl::value_desc("PATH"), cl::cat(tilecCategory));
+cl::opt<bool> fromLLVMDialect(
+    "from-llvm-dialect",
+    cl::desc("the input is already LLVM dialect + NVVM with tile.launch on each kernel; "
+             "skip the tile pipelines (testing)"),
+    cl::Hidden, cl::cat(tilecCategory));
+cl::opt<bool> splitInputFile("split-input-file",
+                             cl::desc("compile each '// -----' chunk of the input on its "
+                                      "own (for tests of diagnostics)"),
+                             cl::cat(tilecCategory));
+cl::opt<unsigned> ptxVersion("ptx-version",
+                             cl::desc("PTX ISA version times ten (0: tilec's default)"),
+                             cl::init(0), cl::Hidden, cl::cat(tilecCategory));
+
+bool isTextEmit(Emit e) { return e == Emit::PTX || e == Emit::LLVM || e == Emit::Tile; }
+
+StringRef extensionOf(Emit e) {
+  switch (e) {
+  case Emit::PTX:
+    return ".ptx";
+  case Emit::Cubin:
+    return ".cubin";
+  case Emit::LLVM:
+    return ".ll";
+  case Emit::Tile:
+    return ".tile.mlir";
+  case Emit::All:
+    break;
+  }
+  return "";
+}
+
+int fail(const Twine &message) {
+  WithColor::error(errs(), "tilec") << message << "\n";
+  return 1;
+}
+
+LogicalResult reportFailure(const Twine &message) {
+  fail(message);
+  return failure();
+}
+
+bool writeFile(StringRef path, StringRef contents, bool binary) {
+  std::error_code ec;
+  raw_fd_ostream os(path, ec, binary ? sys::fs::OF_None : sys::fs::OF_Text);
+  if (!ec) {
+    os << contents;
+    os.close();
+    ec = os.error();
+    // A stream destroyed with an unchecked error aborts the process.
+    os.clear_error();
+  }
+  if (ec) {
+    fail("cannot write " + path + ": " + ec.message());
+    return false;
+  }
+  return true;
+}
+
+/// The manifest naming only the artifacts this run writes: the runtime
+/// loads whatever it names.
+std::string manifestFor(const tilec::CompiledKernel &kernel, bool withPtx, bool withCubin) {
+  Expected<json::Value> doc = json::parse(kernel.manifestJson);
+  if (!doc) {
+    consumeError(doc.takeError());
+    return kernel.manifestJson;
+  }
+  json::Object *object = doc->getAsObject();
+  if (!withPtx)
+    object->erase("ptx");
+  if (!withCubin)
+    object->erase("cubin");
+  std::string text;
+  raw_string_ostream os(text);
+  os << formatv("{0:2}", *doc) << "\n";
+  return text;
+}
+
+void printStats(const tilec::CompiledKernel &kernel) {
+  Expected<json::Value> doc = json::parse(kernel.manifestJson);
+  if (!doc) {
+    consumeError(doc.takeError());
+    return;
+  }
+  const json::Object *object = doc->getAsObject();
+  errs() << "tilec: @" << kernel.name << " " << arch << ": ";
+  if (const json::Object *info = object->getObject("ptxas_info")) {
+    auto get = [&](StringRef key) { return info->getInteger(key).value_or(-1); };
+    errs() << get("registers") << " registers, " << get("spill_stores")
+           << " B spill stores, " << get("spill_loads") << " B spill loads, "
+           << get("shared_bytes_static") << " B static smem, ";
+  } else {
+    errs() << "no ptxas report, ";
+  }
+  errs() << object->getInteger("shared_bytes").value_or(0) << " B launch smem, "
+         << kernel.ptx.size() << " B PTX\n";
+}
+
+/// Compiles one input buffer and writes what --emit asks for; text for
+/// stdout goes to `os`.
+LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats,
+                              raw_ostream &os) {
+  const bool wantCubin = emit == Emit::Cubin || emit == Emit::All;
+  const bool toStdout = output == "-" || (output.empty() && isTextEmit(emit));
+  tilec::CompileOptions options;
+  options.arch = arch;
+  options.numWarps = numWarps;
+  options.runTilePasses = !noTilePasses;
+  options.emitCubin = wantCubin || stats;
+  options.printIRAfterAll = printIRAfterAll;
+  options.crashReproducerPath = crashReproducer;
+  options.inputIsLLVMDialect = fromLLVMDialect;
+  options.printStats = stats;
+  options.ptxVersion = ptxVersion;
+
+  Expected<std::vector<tilec::CompiledKernel>> kernels =
+      tilec::compileForGPU(source, bufferName, options);
+  if (!kernels) {
+    std::string message = toString(kernels.takeError());
+    // MLIR diagnostics already say "file:line:col: error:"; others need a prefix.
+    if (StringRef(message).contains(": error: "))
+      errs() << message << "\n";
+    else
+      fail(message);
+    return failure();
+  }
+  for (const tilec::CompiledKernel &kernel : *kernels) {
+    for (const std::string &note : kernel.notes)
+      WithColor::note(errs(), "tilec") << note << "\n";
+    if (stats)
+      printStats(kernel);
+  }
+  if (emit == Emit::Cubin)
+    for (const tilec::CompiledKernel &kernel : *kernels)
+      if (kernel.cubin.empty())
+        return reportFailure("--emit=cubin needs ptxas; none was found for @" + kernel.name);
+
+  auto textOf = [](const tilec::CompiledKernel &kernel, Emit e) -> const std::string & {
+    return e == Emit::PTX ? kernel.ptx : e == Emit::LLVM ? kernel.llvmIR : kernel.tileIR;
+  };
+  if (toStdout) {
+    for (const tilec::CompiledKernel &kernel : *kernels)
+      os << textOf(kernel, emit);
+    return success();
+  }
+
+  // A single emit to a path with its extension names the file itself.
+  if (emit != Emit::All && StringRef(output).ends_with(extensionOf(emit))) {
+    if (kernels->size() != 1)
+      return reportFailure(Twine(kernels->size()) + " kernels: give -o a folder");
+    const tilec::CompiledKernel &kernel = kernels->front();
+    return success(writeFile(output, emit == Emit::Cubin ? kernel.cubin : textOf(kernel, emit),
+                             emit == Emit::Cubin));
+  }
+
+  if (std::error_code ec = sys::fs::create_directories(output))
+    return reportFailure("cannot create " + output + ": " + ec.message());
+  if (!sys::fs::is_directory(output))
+    return reportFailure("-o " + output + " is not a folder (a single file needs --emit=" +
+                         "ptx|cubin|llvm|tile and that emit's extension)");
+  auto pathFor = [&](const tilec::CompiledKernel &kernel, StringRef extension) {
+    SmallString<256> path(output);
+    sys::path::append(path, kernel.name + extension);
+    return std::string(path);
+  };
+  for (const tilec::CompiledKernel &kernel : *kernels) {
+    const bool all = emit == Emit::All;
+    const bool ptx = all || emit == Emit::PTX;
+    const bool cubin = (all || emit == Emit::Cubin) && !kernel.cubin.empty();
+    bool ok = true;
+    if (ptx)
+      ok &= writeFile(pathFor(kernel, ".ptx"), kernel.ptx, false);
+    if (cubin)
+      ok &= writeFile(pathFor(kernel, ".cubin"), kernel.cubin, true);
+    if (all || emit == Emit::LLVM)
+      ok &= writeFile(pathFor(kernel, ".ll"), kernel.llvmIR, false);
+    if ((all || emit == Emit::Tile) && !kernel.tileIR.empty())
+      ok &= writeFile(pathFor(kernel, ".tile.mlir"), kernel.tileIR, false);
+    if (ptx || cubin)
+      ok &= writeFile(pathFor(kernel, ".json"), manifestFor(kernel, ptx, cubin), false);
+    if (!ok)
+      return failure();
+  }
+  return success();
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(tilecCategory);
+  // libLLVM already owns --stats (LLVM's statistics, compiled out of release
+  // builds); a second option of that name aborts, so give LLVM's ours.
+  if (cl::Option *llvmStats = cl::getRegisteredOptions().lookup("stats")) {
+    llvmStats->setDescription("print pass timing and statistics, and each kernel's "
+                              "registers, spills and shared memory");
+    llvmStats->addCategory(tilecCategory);
+    llvmStats->setHiddenFlag(cl::NotHidden);
+  }
+  cl::SetVersionPrinter([](raw_ostream &os) { os << tilec::getCompilerVersion() << "\n"; });
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tilec: tile IR -> PTX, cubin and launch manifests\n");
+  const bool stats = AreStatisticsEnabled();
+
+  if (!isTextEmit(emit) && (output.empty() || output == "-"))
+    return fail("--emit=cubin and --emit=all write several files: give -o OUTDIR");
+  if (emit == Emit::Tile && fromLLVMDialect)
+    return fail("--emit=tile has nothing to write with --from-llvm-dialect");
+  if (numWarps < 1 || numWarps > 32)
+    return fail("--num-warps=" + Twine(numWarps.getValue()) + " is outside [1, 32]");
+
+  ErrorOr<std::unique_ptr<MemoryBuffer>> input = MemoryBuffer::getFileOrSTDIN(inputFile);
+  if (!input)
+    return fail("cannot read " + inputFile + ": " + input.getError().message());
+  StringRef bufferName = inputFile == "-" ? StringRef("<stdin>") : StringRef(inputFile);
+  if (!splitInputFile)
+    return failed(compileAndWrite((*input)->getBuffer(), bufferName, stats, outs())) ? 1 : 0;
+  // Every chunk runs even after one fails, so one test file can hold many
+  // error cases.
+  return failed(mlir::splitAndProcessBuffer(
+             std::move(*input),
+             [&](std::unique_ptr<MemoryBuffer> chunk, raw_ostream &os) {
+               // The chunk's name says where it starts ("within split at
+               // FILE:LINE offset "), as in mlir-opt.
+               return compileAndWrite(chunk->getBuffer(), chunk->getBufferIdentifier(), stats,
+                                      os);
+             },
+             outs(), mlir::kDefaultSplitMarker, mlir::kDefaultSplitMarker))
+             ? 1
+             : 0;
+}
