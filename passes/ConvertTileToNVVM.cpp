@@ -133,6 +133,7 @@ private:
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
   void waitFor(SharedTile &tile);
+  void drainRegion(const SharedTile &tile);
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
   SharedTile allocateShared(RankedTensorType type);
@@ -180,6 +181,10 @@ private:
   int64_t sharedBytes = 0;
   int64_t sharedPeak = 0;
   int64_t committedGroups = 0;
+  /// Highest cp.async group known complete at this point of the walk.
+  int64_t completeThrough = -1;
+  /// Per region offset: (last group that filled it, region bytes).
+  std::map<int64_t, std::pair<int64_t, int64_t>> lastWriter;
 };
 
 //===----------------------------------------------------------------------===//
@@ -276,7 +281,7 @@ Value KernelLowering::sharedChunkAddress(const SharedTile &tile, Value rowRuntim
   assert((rowConst & mask) == 0 && "row offset must keep the swizzle phase");
   int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
   int64_t rowBytes = tile.cols * tile.elemBytes;
-  auto key = std::make_tuple(tile.offset, rowRuntime.getAsOpaquePointer(),
+  auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
                              chunkRuntime.getAsOpaquePointer(), chunkLow);
   Value &base = chunkBaseCache[key];
   if (!base) {
@@ -359,7 +364,24 @@ void KernelLowering::waitFor(SharedTile &tile) {
   int64_t newer = committedGroups - tile.pendingGroup - 1;
   NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(newer));
   NVVM::Barrier0Op::create(b);
+  completeThrough = std::max(completeThrough, tile.pendingGroup);
   tile.pendingGroup = -1;
+}
+
+/// A region about to be refilled may still have a copy in flight from an
+/// earlier fill nobody waited for (the prefetch of a loop's last iteration,
+/// before the next loop reuses the space): that copy must land first, or it
+/// could overwrite the new data.
+void KernelLowering::drainRegion(const SharedTile &tile) {
+  int64_t size = tile.rows * tile.cols * tile.elemBytes;
+  int64_t latest = -1;
+  for (const auto &[offset, writer] : lastWriter)
+    if (offset < tile.offset + size && tile.offset < offset + writer.second)
+      latest = std::max(latest, writer.first);
+  if (latest > completeThrough) {
+    NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(committedGroups - latest - 1));
+    completeThrough = latest;
+  }
 }
 
 SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayout &layout,
@@ -538,7 +560,9 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   int64_t totalChunks = tile.rows * chunksPerRow;
   int64_t threads = numWarps * kWarpSize;
 
-  // Everyone must be done reading the region's previous contents.
+  // Earlier copies into the region must have landed and everyone must be
+  // done reading its previous contents.
+  drainRegion(tile);
   NVVM::Barrier0Op::create(b);
   Value rowOffset = scalar(op.getOffsets()[0]), colOffset = scalar(op.getOffsets()[1]);
   // Pass p copies chunks [p * threads, (p + 1) * threads): when a pass covers
@@ -593,6 +617,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   }
   NVVM::CpAsyncCommitGroupOp::create(b);
   tile.pendingGroup = committedGroups++;
+  lastWriter[tile.offset] = {tile.pendingGroup, tile.rows * tile.cols * tile.elemBytes};
   sharedTiles[op.getResult()] = tile;
   return success();
 }
@@ -861,6 +886,9 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   mapping.map(op.getInductionVar(), newFor.getInductionVar());
   unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
   int64_t sharedMark = sharedBytes;
+  // Waits inside the body may never run (zero trips): they prove nothing
+  // after the loop.
+  int64_t completeBefore = completeThrough;
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = newFor.getBody();
@@ -875,6 +903,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     scf::YieldOp::create(b, flatten(op.getBody()->getTerminator()->getOperands()));
   }
   sharedBytes = sharedMark;
+  completeThrough = completeBefore;
   unflatten(op.getResults(), newFor.getResults());
   for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
     if (!isShared(init))
@@ -909,8 +938,11 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
       continue;
-    int64_t sharedMark = sharedBytes;
-    auto release = llvm::make_scope_exit([&] { sharedBytes = sharedMark; });
+    int64_t sharedMark = sharedBytes, completeBefore = completeThrough;
+    auto release = llvm::make_scope_exit([&] {
+      sharedBytes = sharedMark;
+      completeThrough = completeBefore;
+    });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
     if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())

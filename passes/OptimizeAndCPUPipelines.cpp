@@ -39,6 +39,9 @@ void tilec::buildTileOptimizePipeline(OpPassManager &pm) {
 
 void tilec::buildTileToCPUPipeline(OpPassManager &pm) {
   // tile -> linalg/tensor/memref, grid -> loops over program ids.
+  // The GPU's loop schedule (K prefetched one iteration ahead) runs here
+  // too, so the CPU numerics tests check the rotation itself.
+  pm.addPass(createTilePipeline());
   pm.addPass(createConvertTileToCPU());
   pm.addPass(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());

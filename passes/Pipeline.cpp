@@ -56,10 +56,11 @@ FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots) 
 
 /// Clones `load` (and the address computation it needs) at the builder's
 /// insertion point for induction variable value `iv`.
-Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice, Value inductionVar,
-                   Value iv) {
+Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
+                   ArrayRef<Value> inductionVars, Value iv) {
   IRMapping mapping;
-  mapping.map(inductionVar, iv);
+  for (Value inductionVar : inductionVars)
+    mapping.map(inductionVar, iv);
   for (Operation *op : slice)
     builder.clone(*op, mapping);
   return builder.clone(*load, mapping)->getResult(0);
@@ -82,19 +83,21 @@ LogicalResult pipelineLoop(scf::ForOp loop, RewriterBase &rewriter) {
 
     // First iteration's tile, before the loop.
     rewriter.setInsertionPoint(loop);
-    Value first = cloneLoadFor(rewriter, load, *slice, loop.getInductionVar(), loop.getLowerBound());
+    Value oldIv = loop.getInductionVar();
+    Value first = cloneLoadFor(rewriter, load, *slice, {oldIv}, loop.getLowerBound());
 
     Value step = loop.getStep();
     auto newLoop = cast<scf::ForOp>(*loop.replaceWithAdditionalYields(
         rewriter, first, /*replaceInitOperandUsesInLoop=*/false,
         [&](OpBuilder &builder, Location loc, ArrayRef<BlockArgument> newArgs) -> SmallVector<Value> {
           // The next iteration's tile, issued before the following dot. The
-          // body (with `load` and its slice) now lives in the new loop.
+          // body may still refer to the old induction variable here (it is
+          // replaced when the body moves into the new loop): map both.
           OpBuilder::InsertionGuard guard(builder);
           builder.setInsertionPoint(nextDot);
           Value iv = newArgs[0].getOwner()->getArgument(0);
           Value next = arith::AddIOp::create(builder, loc, iv, step);
-          Value prefetched = cloneLoadFor(builder, load, *slice, iv, next);
+          Value prefetched = cloneLoadFor(builder, load, *slice, {oldIv, iv}, next);
           load.getResult().replaceAllUsesWith(newArgs[0]);
           return {prefetched};
         }));

@@ -255,6 +255,13 @@ LogicalResult collectConjuncts(Value cond, SmallVectorImpl<arith::CmpIOp> &out,
     out.push_back(cmp);
     return success();
   }
+  // A comparison made on a row or column vector and broadcast (what the DSL
+  // writes for `cols < seqlen_k`) holds or fails along the broadcast
+  // dimension uniformly: analyse the comparison itself.
+  if (auto broadcast = cond.getDefiningOp<tile::BroadcastOp>())
+    return collectConjuncts(broadcast.getInput(), out, reason);
+  if (auto expand = cond.getDefiningOp<tile::ExpandDimsOp>())
+    return collectConjuncts(expand.getInput(), out, reason);
   reason = "the predicate is not a conjunction of arith.cmpi";
   return failure();
 }

@@ -2,7 +2,8 @@
 """Compiles the flagship DSL kernel (kernels/flash_fwd.py) for every variant
 -- f16/bf16 x head_dim 64/128 x causal/non-causal -- into <out>/ as the
 runtime's artifact set: <kernel>.json (launch manifest), <kernel>.ptx and
-<kernel>.cubin (when ptxas exists). This folder is what travels to the GPU
+<kernel>.cubin (when ptxas exists), plus <kernel>.irhash, which lets
+tilec.flash_attn_func on a GPU host without LLVM find these prebuilt kernels. This folder is what travels to the GPU
 machine, where bench/gpu.sh runs bench/check_flash.py over every flash_fwd*
 manifest.
 
@@ -62,6 +63,7 @@ def main():
                     continue
                 for result in results:
                     compiler.write_artifacts(result, out, extras=False)
+                    compiler.write_digest(out, result["name"], kernel.ir)
                     files = ".json .ptx" + (" .cubin" if result["cubin"] else " (no cubin: ptxas not found)")
                     print(f"{result['name']}: {files} ({time.time() - start:.1f}s)")
                     for note in result.get("notes", []):

@@ -131,7 +131,8 @@ std::string LinearLayout::checkCovers(const std::vector<int64_t> &shape) const {
       unit[d] = int64_t(1) << b;
       if (reduce(unit, /*insert=*/false))
         continue;
-      std::string index = shift < 63 ? std::to_string(int64_t(1) << shift) : "2^" + std::to_string(shift);
+      std::string index =
+          shift < 63 ? std::to_string(int64_t(1) << shift) : "2^" + std::to_string(shift);
       return "element " + coordStr(unit) + " (row-major index " + index +
              ") is owned by no thread";
     }

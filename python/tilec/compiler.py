@@ -12,6 +12,7 @@ there is something to print).
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -29,11 +30,13 @@ def native():
     if _native_module is None and _native_error is None:
         try:
             from . import _tilec as mod  # installed by pip
-        except ImportError:
+        except ImportError as installed:
             try:
                 import _tilec as mod  # build tree: <build>/python on sys.path
             except ImportError as e:
-                _native_error = e
+                # Report the installed module's failure (e.g. a missing
+                # libMLIR) rather than the fallback's "no module named".
+                _native_error = e if isinstance(installed, ModuleNotFoundError) else installed
                 mod = None
         _native_module = mod
     if _native_module is None:
@@ -216,6 +219,33 @@ def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_t
     arts = [Artifact(entry, k["name"]) for k in kernels]
     _memory_cache[key] = arts
     return arts
+
+
+def ir_digest(text):
+    """Hash of IR text without its locations (which hold absolute paths), so
+    prebuilt artifacts match the same kernel checked out elsewhere."""
+    return hashlib.sha256(re.sub(r'loc\("[^"]*":\d+:\d+\)', "", text).encode()).hexdigest()
+
+
+def write_digest(folder, name, text):
+    (Path(folder) / f"{name}.irhash").write_text(ir_digest(text) + "\n")
+
+
+def find_prebuilt(name, text, arch=None):
+    """An artifact set for this exact IR written by scripts/build_artifacts.py,
+    in $TILEC_ARTIFACTS (folders separated by ':') or <repo>/build/artifacts;
+    None if there is none. Lets a GPU host without LLVM launch DSL kernels."""
+    folders = os.environ.get("TILEC_ARTIFACTS")
+    folders = folders.split(os.pathsep) if folders else [Path(__file__).resolve().parents[2] / "build" / "artifacts"]
+    digest = ir_digest(text)
+    for folder in folders:
+        folder = Path(folder)
+        stamp = folder / f"{name}.irhash"
+        if stamp.exists() and stamp.read_text().strip() == digest:
+            art = Artifact(folder, name)
+            if arch is None or art.manifest.get("arch") == arch:
+                return art
+    return None
 
 
 def run_cpu(text, source_name, kernel, args, param_types, grid, run_tile_passes=True):

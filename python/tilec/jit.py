@@ -97,7 +97,16 @@ class Kernel:
 
     def compile(self, arch=None, num_warps=None, run_tile_passes=True):
         """The compiled artifact (a compiler.Artifact) for `arch` (default:
-        $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on disk."""
+        $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
+        disk. Without the compiler extension, a prebuilt artifact of the same
+        IR (compiler.find_prebuilt) is used instead."""
+        if not compiler.available():
+            # No compiler here (a GPU host without LLVM): use artifacts that
+            # scripts/build_artifacts.py built from this same IR.
+            art = compiler.find_prebuilt(self.name, self.ir, arch)
+            if art is None:
+                compiler.native()  # raises ImportError saying how to build it
+            return art
         arch = arch or compiler.default_arch()
         num_warps = num_warps or self.jit_fn.num_warps
         key = (arch, num_warps, run_tile_passes)

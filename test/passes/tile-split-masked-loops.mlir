@@ -188,3 +188,39 @@ func.func @equality_mask(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
   }
   return %r : tensor<16xf32>
 }
+
+// -----
+
+// The DSL writes `cols < seqlen_k` on the 1xN column vector and broadcasts
+// the i1 result: the comparison is analysed through the broadcast, and the
+// loop splits exactly as when the compare is made on the full tile.
+// CHECK-LABEL: func.func @broadcast_predicate(
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @broadcast_predicate(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %iota = tile.iota : tensor<16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<1x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %keep1 = arith.cmpi slt, %cols, %bound : tensor<1x16xi32>
+    %keep = tile.broadcast %keep1 : tensor<1x16xi1> -> tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}

@@ -21,9 +21,9 @@ needs_cpu = pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no
                                                     "(tilec::runOnCPU in lib/CPU not built yet)")
 
 # f16 inputs, f32 accumulation, P rounded to f16 before P·V, output rounded to
-# f16: the relative error against float64 stays near 1e-3.
-REL_TOL = 4e-3
-LSE_TOL = 2e-3
+# f16: measured ||out-ref||/||ref|| 2.3e-4 .. 2.7e-4, lse within 1.2e-6.
+REL_TOL = 1e-3
+LSE_TOL = 1e-5
 
 
 def reference(q, k, v, scale, causal):
@@ -173,3 +173,21 @@ def test_compiler_diagnostics_become_compilation_errors():
         compiler.compile(bad, "bad.mlir")
     assert "PassManager::run failed" not in str(info.value)
     assert info.value.filename == "bad.mlir" and info.value.lineno == 2
+
+
+@needs_native
+def test_prebuilt_artifacts_serve_hosts_without_compiler(tmp_path, monkeypatch):
+    """scripts/build_artifacts.py output is found by IR digest when the
+    compiler extension is missing (a GPU host without LLVM)."""
+    kernel = flash_fwd_kernel().specialize(HEAD_DIM=64, CAUSAL=True)
+    (result,) = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80")
+    compiler.write_artifacts(result, tmp_path, extras=False)
+    compiler.write_digest(tmp_path, result["name"], kernel.ir)
+    monkeypatch.setenv("TILEC_ARTIFACTS", str(tmp_path))
+    monkeypatch.setattr(compiler, "available", lambda: False)
+    kernel._compiled.clear()
+    art = kernel.compile()
+    assert art.manifest_path == str(tmp_path / "flash_fwd_f16_d64_causal.json")
+    # A different kernel (other IR) is not served from these files.
+    other = flash_fwd_kernel().specialize(HEAD_DIM=64, CAUSAL=False)
+    assert compiler.find_prebuilt(kernel.name, other.ir) is None

@@ -225,8 +225,8 @@ TEST(FA2RegisterReuse, PtxTablesAgree) {
 // MxN tile read as MxK) are the same map, so converting S's registers to
 // f16 pairs is all that feeds the second mma.
 TEST(FA2RegisterReuse, AccumulatorOfSIsOperandAOfP) {
-  for (AccCase c : {AccCase{16, 16, 1}, AccCase{64, 64, 4}, AccCase{128, 128, 4},
-                    AccCase{128, 64, 8}}) {
+  for (AccCase c :
+       {AccCase{16, 16, 1}, AccCase{64, 64, 4}, AccCase{128, 128, 4}, AccCase{128, 64, 8}}) {
     LinearLayout s = LinearLayout::mmaAccumulator(c.m, c.n, c.warps);
     LinearLayout p = LinearLayout::mmaOperandA(c.m, c.n, c.warps);
     EXPECT_EQ(s, p) << c.m << "x" << c.n << " over " << c.warps << " warps";
@@ -454,10 +454,10 @@ TEST(ShapePlumbing, TransposedSwapsCoordinates) {
 TEST(Registers, RegHoldingFindsTheRegister) {
   LinearLayout acc = LinearLayout::mmaAccumulator(16, 16, 1);
   EXPECT_EQ(acc.regHolding({0, 0}), 0);
-  EXPECT_EQ(acc.regHolding({0, 1}), 1);  // c1
-  EXPECT_EQ(acc.regHolding({8, 0}), 2);  // c2
-  EXPECT_EQ(acc.regHolding({8, 1}), 3);  // c3
-  EXPECT_EQ(acc.regHolding({0, 8}), 4);  // c0 of the second n8 tile
+  EXPECT_EQ(acc.regHolding({0, 1}), 1); // c1
+  EXPECT_EQ(acc.regHolding({8, 0}), 2); // c2
+  EXPECT_EQ(acc.regHolding({8, 1}), 3); // c3
+  EXPECT_EQ(acc.regHolding({0, 8}), 4); // c0 of the second n8 tile
   EXPECT_EQ(acc.regHolding({8, 9}), 7);
   // Column 2 belongs to the next lane, not to a register.
   EXPECT_EQ(acc.regHolding({0, 2}), std::nullopt);
@@ -490,8 +490,8 @@ TEST(Registers, SameThreadMappingIgnoresRegisterOrderOnly) {
   // Different register count.
   EXPECT_FALSE(acc.sameThreadMapping(LinearLayout::mmaAccumulator(16, 8, 1)));
   // Different warps.
-  EXPECT_FALSE(LinearLayout::mmaAccumulator(64, 16, 4)
-                   .sameThreadMapping(LinearLayout::mmaAccumulator(64, 16, 2)));
+  EXPECT_FALSE(LinearLayout::mmaAccumulator(64, 16, 4).sameThreadMapping(
+      LinearLayout::mmaAccumulator(64, 16, 2)));
   // The B operand is not the accumulator of the same shape.
   EXPECT_FALSE(LinearLayout::mmaOperandB(16, 16, 1).sameThreadMapping(acc));
 }
@@ -516,8 +516,8 @@ TEST(Coalesced, F16Vec8RowMajor) {
   for (int64_t w = 0; w < warps; ++w)
     for (int64_t lane = 0; lane < 32; ++lane) {
       Coord start = l.threadCoord(lane, w);
-      EXPECT_EQ(start, (Coord{w * (32 / lanesPerRow) + lane / lanesPerRow,
-                              (lane % lanesPerRow) * vec}))
+      EXPECT_EQ(start,
+                (Coord{w * (32 / lanesPerRow) + lane / lanesPerRow, (lane % lanesPerRow) * vec}))
           << "warp " << w << " lane " << lane;
       for (int64_t r = 0; r < vec; ++r)
         EXPECT_EQ(l.apply(r, lane, w), (Coord{start[0], start[1] + r}));
@@ -593,10 +593,10 @@ TEST(Printing, ElementMapOfTheAccumulator) {
       out.push_back(cell);
     return out;
   };
-  EXPECT_EQ(cells(row0), (std::vector<std::string>{"T0:0", "T0:1", "T1:0", "T1:1", "T2:0",
-                                                   "T2:1", "T3:0", "T3:1"}));
-  EXPECT_EQ(cells(row8), (std::vector<std::string>{"T0:2", "T0:3", "T1:2", "T1:3", "T2:2",
-                                                   "T2:3", "T3:2", "T3:3"}));
+  EXPECT_EQ(cells(row0), (std::vector<std::string>{"T0:0", "T0:1", "T1:0", "T1:1", "T2:0", "T2:1",
+                                                   "T3:0", "T3:1"}));
+  EXPECT_EQ(cells(row8), (std::vector<std::string>{"T0:2", "T0:3", "T1:2", "T1:3", "T2:2", "T2:3",
+                                                   "T3:2", "T3:3"}));
   EXPECT_EQ(LinearLayout::coalesced({4}, 1, 1).drawElementMap({4}),
             "(element maps are drawn for rank-2 tiles only)\n");
 }

@@ -37,8 +37,7 @@ int fail(const std::string &message) {
 }
 
 bool parsePositive(const std::string &text, int64_t &out) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
-      text.size() > 12)
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12)
     return false;
   out = std::stoll(text);
   return out > 0;
@@ -117,15 +116,14 @@ int main(int argc, char **argv) {
       return fail(kind + " needs power-of-two extents, got " + shapeStr(shape));
     if (kind == "mma-b") {
       if (rows % 16 || cols % 8)
-        return fail("mma-b needs K a multiple of 16 and N a multiple of 8, got " +
-                    shapeStr(shape));
+        return fail("mma-b needs K a multiple of 16 and N a multiple of 8, got " + shapeStr(shape));
       layout = LinearLayout::mmaOperandB(rows, cols, warps);
     } else {
       int64_t colMultiple = kind == "mma-a" ? 16 : 8;
       if (rows % (16 * warps) || cols % colMultiple)
         return fail(kind + " needs rows a multiple of 16 x " + std::to_string(warps) +
-                    " warps and columns a multiple of " + std::to_string(colMultiple) +
-                    ", got " + shapeStr(shape));
+                    " warps and columns a multiple of " + std::to_string(colMultiple) + ", got " +
+                    shapeStr(shape));
       layout = kind == "mma-a" ? LinearLayout::mmaOperandA(rows, cols, warps)
                                : LinearLayout::mmaAccumulator(rows, cols, warps);
     }

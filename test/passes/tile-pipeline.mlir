@@ -1,0 +1,64 @@
+// RUN: tile-opt %s -split-input-file -tile-pipeline | FileCheck %s
+
+// K's only use is the first dot, so its load rotates: iteration j reads the
+// tile loaded for it one iteration earlier (a loop-carried value), and
+// K(j+1) is loaded just before the second dot, at offset (j + 1) * 64; the
+// first iteration's K is loaded before the loop at offset lb * 64. V stays.
+// CHECK-LABEL: func.func @attention_loop
+// CHECK:         %[[FIRST_OFF:.+]] = arith.muli %[[LB:.+]], %c64
+// CHECK:         %[[FIRST:.+]] = tile.load %[[KV:.+]][%[[FIRST_OFF]], %{{.*}}]
+// CHECK:         scf.for %[[IV:.+]] = %[[LB]] to %{{.*}} step %[[STEP:.+]] iter_args(%[[ACC:.+]] = %{{.*}}, %[[K:.+]] = %[[FIRST]])
+// CHECK:           %[[V:.+]] = tile.load %[[VV:.+]][
+// CHECK:           tile.dot %{{.*}}, %[[K]], %{{.*}} transpose_b
+// CHECK:           %[[NEXT:.+]] = arith.addi %[[IV]], %[[STEP]]
+// CHECK:           %[[NEXT_OFF:.+]] = arith.muli %[[NEXT]], %c64
+// CHECK:           %[[KNEXT:.+]] = tile.load %[[KV]][%[[NEXT_OFF]], %{{.*}}]
+// CHECK:           %[[O:.+]] = tile.dot %{{.*}}, %[[V]], %{{.*}}
+// CHECK:           scf.yield %[[O]], %[[KNEXT]]
+func.func @attention_loop(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %lb: i32, %ub: i32, %n: i32)
+    attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc = scf.for %j = %lb to %ub step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2 : tensor<64x64xf32>
+  }
+  return
+}
+
+// -----
+
+// One dot: nothing comes after it to overlap with, the loop is unchanged.
+// CHECK-LABEL: func.func @single_dot
+// CHECK:         scf.for {{.*}} iter_args(%{{[^,]*}} = %{{[^)]*}}) -> (tensor<64x64xf32>)
+// CHECK:           tile.load
+// CHECK:           tile.dot
+func.func @single_dot(%kp: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc = scf.for %j = %c0 to %n step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return
+}
