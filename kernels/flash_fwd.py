@@ -47,6 +47,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    if CAUSAL:
+        rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for the causal mask
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
         kt = tl.load(kv, (col0, 0), (BLOCK_N, HEAD_DIM))
@@ -55,7 +57,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
         cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
         mask = cols < seqlen_k                              # keys past seqlen_k do not exist
         if CAUSAL:
-            mask = mask & (cols <= (row0 + tl.arange(0, BLOCK_M))[:, None])
+            mask = mask & (cols <= rows)
         s = tl.where(mask, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
         p = tl.exp(s - m_new[:, None])

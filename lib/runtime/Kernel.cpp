@@ -56,13 +56,44 @@ std::string withLog(const std::string &log) {
   return log.empty() ? "" : "\nJIT error log:\n" + log;
 }
 
+/// False when a cubin built for `arch` certainly cannot run on the device
+/// `deviceArch` ("sm_90"): SASS runs only within one major version, on the
+/// same or a newer minor, and arch-specific ("sm_90a") code only on that
+/// exact chip. Skipping such a cubin up front avoids a failing driver call
+/// (which compute-sanitizer reports as an error).
+bool cubinMayRun(const std::string &arch, const std::string &deviceArch) {
+  auto parse = [](const std::string &a, int &major, int &minor, bool &specific) {
+    if (a.size() < 5 || a.compare(0, 3, "sm_") != 0)
+      return false;
+    std::string digits = a.substr(3);
+    specific = !digits.empty() && digits.back() == 'a';
+    if (specific)
+      digits.pop_back();
+    if (digits.size() < 2 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    major = std::stoi(digits.substr(0, digits.size() - 1));
+    minor = digits.back() - '0';
+    return true;
+  };
+  int major, minor, devMajor, devMinor;
+  bool specific, devSpecific;
+  if (!parse(arch, major, minor, specific) ||
+      !parse(deviceArch, devMajor, devMinor, devSpecific))
+    return true; // unknown: let the driver decide
+  if (specific)
+    return major == devMajor && minor == devMinor;
+  return major == devMajor && minor <= devMinor;
+}
+
 /// Loads the module in the current context: the cubin when there is one and
 /// the device accepts it, the PTX (JIT-compiled by the driver) otherwise.
 CUmodule loadModule(const Driver &d, const Manifest &m,
                     const std::string &cubin, const std::string &ptx) {
   CUmodule module = nullptr;
   std::string log, cubinRejected;
-  if (!cubin.empty()) {
+  if (!cubin.empty() && !m.ptxPath.empty() && !cubinMayRun(m.arch, currentDeviceArch(d))) {
+    cubinRejected = "; the cubin " + m.cubinPath + " is for " + m.arch + " and was not tried";
+  } else if (!cubin.empty()) {
     CUresult r = loadImage(d, cubin.data(), module, log);
     if (r == CUDA_SUCCESS)
       return module;

@@ -6,7 +6,8 @@ cache lives in $TILEC_CACHE_DIR (default ~/.cache/tilec); each entry is a
 folder holding the runtime's artifact set: <kernel>.json (manifest),
 <kernel>.ptx, <kernel>.cubin, plus <kernel>.tile.mlir and <kernel>.ll.
 TILEC_DUMP_IR=1 prints the IR after every pass (and bypasses the cache so
-there is something to print).
+there is something to print); TILEC_CRASH_REPRODUCER=<file> writes an MLIR
+crash reproducer there when a pass fails.
 """
 
 import hashlib
@@ -54,8 +55,21 @@ def available():
         return False
 
 
+_build_id = None
+
+
 def version():
-    return native().version()
+    """The compiler's version plus an id of this build of the extension, so
+    a rebuilt compiler never serves kernels cached by an older one."""
+    global _build_id
+    if _build_id is None:
+        mod = native()
+        h = hashlib.sha256()
+        with open(mod.__file__, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        _build_id = f"{mod.version()} build {h.hexdigest()[:16]}"
+    return _build_id
 
 
 def _call(fn, *args, **kwargs):

@@ -99,9 +99,11 @@ BASE_MANIFEST = {
 }
 
 
-def write_manifest(folder, manifest=None, name="k", ptx=PTX, cubin=None):
+def write_manifest(folder, manifest=None, name="k", ptx=PTX, cubin=None, arch=None):
     """Writes <name>.json (+ the PTX/cubin it names) into `folder`."""
     manifest = dict(BASE_MANIFEST if manifest is None else manifest)
+    if arch is not None:
+        manifest["arch"] = arch
     if ptx is not None:
         (folder / f"{name}.ptx").write_text(ptx)
         manifest["ptx"] = f"{name}.ptx"
@@ -567,7 +569,7 @@ def test_fake_driver_modules_are_cached_per_manifest(rt, fake_cuda_dir, tmp_path
 
 
 def test_fake_driver_cubin_preferred(rt, fake_cuda_dir, tmp_path):
-    path = write_manifest(tmp_path, cubin=b"\x7fELF arch=sm_90 " + PTX.encode())
+    path = write_manifest(tmp_path, arch="sm_90", cubin=b"\x7fELF arch=sm_90 " + PTX.encode())
     _, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
         rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
     """)
@@ -576,11 +578,23 @@ def test_fake_driver_cubin_preferred(rt, fake_cuda_dir, tmp_path):
 
 
 def test_fake_driver_falls_back_to_ptx(rt, fake_cuda_dir, tmp_path):
-    path = write_manifest(tmp_path, cubin=b"\x7fELF arch=sm_80 " + PTX.encode())
+    # The manifest claims the device's arch but the driver rejects the image.
+    path = write_manifest(tmp_path, arch="sm_90", cubin=b"\x7fELF arch=sm_80 " + PTX.encode())
     _, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
         rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
     """)
     assert calls.index("load cubin") < calls.index("load ptx")
+    assert len(launches(calls)) == 1
+
+
+def test_fake_driver_skips_cubin_for_another_major(rt, fake_cuda_dir, tmp_path):
+    # An sm_80 cubin cannot run on the sm_90 device: the PTX is JIT-compiled
+    # without a failing load first (compute-sanitizer reports those).
+    path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode())
+    _, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+    """)
+    assert "load cubin" not in calls and "load ptx" in calls
     assert len(launches(calls)) == 1
 
 
@@ -600,7 +614,8 @@ def test_fake_driver_wrong_cubin_without_ptx(rt, fake_cuda_dir, tmp_path):
 
 
 def test_fake_driver_ptx_jit_error_carries_log(rt, fake_cuda_dir, tmp_path):
-    path = write_manifest(tmp_path, ptx=PTX + "SYNTAX_ERROR\n", cubin=b"\x7fELF arch=sm_80 k")
+    path = write_manifest(tmp_path, arch="sm_90", ptx=PTX + "SYNTAX_ERROR\n",
+                          cubin=b"\x7fELF arch=sm_80 k")
     out, _ = run_fake(rt, fake_cuda_dir, tmp_path, f"""
         try:
             rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
