@@ -113,12 +113,13 @@ def bench_config(fk, seqlen, flex, args, failures):
         fk(q, k, v, o, lse, scale)
 
     # Each entry: name, a factory of the callable to time, its context.
-    candidates = [
-        ("tilec", lambda: tilec, contextlib.nullcontext),
-        ("FA2", lambda: sdpa, lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
-        ("cuDNN", lambda: sdpa, lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)),
-    ]
-    if flex is not None:
+    candidates = [("tilec", lambda: tilec, contextlib.nullcontext)]
+    if not args.tilec_only:
+        candidates += [
+            ("FA2", lambda: sdpa, lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
+            ("cuDNN", lambda: sdpa, lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)),
+        ]
+    if flex is not None and not args.tilec_only:
         candidates.append(("Flex", lambda: flex.prepare(qt, kt, vt, scale, fk.causal),
                            contextlib.nullcontext))
     flops = 4 * batch * heads * seqlen * seqlen * d / (2 if fk.causal else 1)
@@ -143,7 +144,7 @@ def bench_config(fk, seqlen, flex, args, failures):
             print(f"  warning: {fk.name} at seqlen {seqlen}: tilec differs from SDPA "
                   f"(rel {rel:.2e})")
     for other in ("FA2", "cuDNN"):
-        if row["tilec"] and row[other]:
+        if row["tilec"] and row.get(other):
             row[f"tilec/{other}"] = row["tilec"] / row[other]
     return row
 
@@ -200,6 +201,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs first (default 10)")
     parser.add_argument("--no-flex", action="store_true",
                         help="skip FlexAttention (its compiles take most of the time)")
+    parser.add_argument("--tilec-only", action="store_true",
+                        help="time tilec alone (tuning runs compare configurations, not peers)")
     parser.add_argument("--record", action="store_true", help=f"append the table to {RESULTS}")
     parser.add_argument("--summary", help="also write the table to this file")
     args = parser.parse_args()

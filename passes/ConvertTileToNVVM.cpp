@@ -125,6 +125,10 @@ private:
   Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
   Value sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
                            Value chunkRuntime, int64_t chunkConst);
+  std::pair<Value, int64_t> sharedChunkBase(const SharedTile &tile, Value rowRuntime,
+                                            int64_t rowConst, Value chunkRuntime,
+                                            int64_t chunkConst);
+  Value ldmatrix(Value base, int64_t offset, int num, bool transpose);
   Value exp2(Value x);
   Value log2(Value x);
   Value combine(ReduceKind kind, Value a, Value b);
@@ -277,6 +281,16 @@ Value KernelLowering::sharedBase() { return smemBase; }
 /// loop keeps a handful of address registers instead of one per access.
 Value KernelLowering::sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
                                          Value chunkRuntime, int64_t chunkConst) {
+  auto [base, offset] = sharedChunkBase(tile, rowRuntime, rowConst, chunkRuntime, chunkConst);
+  if (offset == 0)
+    return base;
+  return LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
+                             ArrayRef<LLVM::GEPArg>{offset});
+}
+
+std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile, Value rowRuntime,
+                                                          int64_t rowConst, Value chunkRuntime,
+                                                          int64_t chunkConst) {
   int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
   assert((rowConst & mask) == 0 && "row offset must keep the swizzle phase");
   int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
@@ -296,11 +310,35 @@ Value KernelLowering::sharedChunkAddress(const SharedTile &tile, Value rowRuntim
     base = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), smemBase,
                                ValueRange{bytes});
   }
-  int64_t offset = rowConst * rowBytes + chunkHigh * kChunkBytes;
-  if (offset == 0)
-    return base;
-  return LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
-                             ArrayRef<LLVM::GEPArg>{offset});
+  return {base, rowConst * rowBytes + chunkHigh * kChunkBytes};
+}
+
+/// ldmatrix.x{num}[.trans] at [base + offset], as inline PTX with the offset
+/// in the instruction text. Why not nvvm.ldmatrix: every one of a dot's
+/// ldmatrix addresses is loop-invariant, so LLVM's LICM hoists each
+/// base+offset out of the K/V loop, pinning one 64-bit register per ldmatrix
+/// (over 100 registers and spills at head_dim 128). With the offset in the
+/// immediate field only the few bases stay live. Side effects keep it from
+/// being hoisted itself (it reads shared memory that changes every
+/// iteration) and ordered with the barriers and cp.async waits around it.
+Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpose) {
+  std::string regs;
+  for (int i = 0; i < num; ++i)
+    regs += (i ? ", $" : "$") + std::to_string(i);
+  std::string text = "ldmatrix.sync.aligned.m8n8.x" + std::to_string(num) +
+                     (transpose ? ".trans" : "") + ".shared.b16 {" + regs + "}, [$" +
+                     std::to_string(num) + "+" + std::to_string(offset) + "];";
+  std::string constraints;
+  for (int i = 0; i < num; ++i)
+    constraints += "=r,";
+  constraints += "l";
+  auto type = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(num, b.getI32Type()));
+  return LLVM::InlineAsmOp::create(b, type, ValueRange{base}, text, constraints,
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
+                                   ArrayAttr())
+      .getResult(0);
 }
 
 /// Byte address of element (row, col) of a swizzled row-major shared tile:
@@ -685,7 +723,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   auto aType = op.getA().getType();
   auto accType = op.getAcc().getType();
   int64_t m = accType.getDimSize(0), n = accType.getDimSize(1), k = aType.getDimSize(1);
-  if (layoutOf(op.getA()) != LinearLayout::mmaOperandA(m, k, numWarps) ||
+  bool aShared = isShared(op.getA());
+  if ((!aShared && layoutOf(op.getA()) != LinearLayout::mmaOperandA(m, k, numWarps)) ||
       layoutOf(op.getAcc()) != LinearLayout::mmaAccumulator(m, n, numWarps) ||
       !isShared(op.getB()))
     return op.emitError() << "tile.dot operands are not in the mma.sync layouts (A and the "
@@ -694,12 +733,14 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Type elemType = aType.getElementType();
   bool bf16 = elemType.isBF16();
   SharedTile &bTile = sharedTiles[op.getB()];
+  if (aShared)
+    waitFor(sharedTiles[op.getA()]);
   waitFor(bTile);
 
   int64_t rowsPerWarp = m / numWarps;
   int64_t mTiles = rowsPerWarp / 16, nTiles = n / 8, kTiles = k / 16;
   int kBits = tilec::log2Exact(kTiles), nBits = tilec::log2Exact(nTiles);
-  SmallVector<Value> &aRegs = regs[op.getA()];
+  SmallVector<Value> aRegs = aShared ? SmallVector<Value>() : regs[op.getA()];
   SmallVector<Value> acc = regs[op.getAcc()];
 
   Type pairType = bf16 ? Type(b.getI32Type()) : Type(VectorType::get({2}, elemType));
@@ -731,26 +772,41 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     kRow = arith::AddIOp::create(b, arith::MulIOp::create(b, matrixHigh, i32(8)), rowInMatrix);
     vRow = arith::AddIOp::create(b, arith::MulIOp::create(b, matrixLow, i32(8)), rowInMatrix);
   }
+  // A from shared memory (Q kept there when registers are short): the four
+  // 8x8 matrices of a 16x16 fragment are (rows 0-7 | 8-15) x (k 0-7 | 8-15)
+  // in a0a1, a2a3, a4a5, a6a7 order, each warp reading its own rows.
+  Value aRow;
+  if (aShared) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(prologueEnd);
+    aRow = arith::AddIOp::create(b, arith::MulIOp::create(b, warpId, i32(rowsPerWarp)), vRow);
+  }
   int numMatrices = nTiles >= 2 ? 4 : 2;
-  auto i32x = [&](int count) {
-    return LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(count, b.getI32Type()));
-  };
 
   for (int64_t ki = 0; ki < kTiles; ++ki) {
+    SmallVector<SmallVector<Value>> aFrags(mTiles);
+    for (int64_t mi = 0; mi < mTiles; ++mi) {
+      if (aShared) {
+        auto [base, offset] = sharedChunkBase(sharedTiles[op.getA()], aRow, 16 * mi, matrixHigh, 2 * ki);
+        Value ld = ldmatrix(base, offset, 4, /*transpose=*/false);
+        for (int i = 0; i < 4; ++i)
+          aFrags[mi].push_back(fromLdmatrix(LLVM::ExtractValueOp::create(b, ld, i)));
+        continue;
+      }
+      int64_t aBase = (ki << 3) | (mi << (3 + kBits));
+      aFrags[mi] = {pack(aRegs[aBase + 0], aRegs[aBase + 1]), pack(aRegs[aBase + 2], aRegs[aBase + 3]),
+                    pack(aRegs[aBase + 4], aRegs[aBase + 5]), pack(aRegs[aBase + 6], aRegs[aBase + 7])};
+    }
     for (int64_t ni = 0; ni < nTiles; ni += numMatrices / 2) {
       // Fragments b0b1, b2b3 for n-tile ni (and ni + 1 with x4).
       // A chunk is 8 b16 elements: one ldmatrix row.
-      Value address =
+      auto [base, offset] =
           transposeB
               // B = tileᵀ, the tile is N x K row-major (K): matrices (n-block, k-half).
-              ? sharedChunkAddress(bTile, kRow, 8 * ni, matrixLow, 2 * ki)
+              ? sharedChunkBase(bTile, kRow, 8 * ni, matrixLow, 2 * ki)
               // The tile is K x N row-major (V): ldmatrix.trans of (k-half, n-block).
-              : sharedChunkAddress(bTile, vRow, 16 * ki, matrixHigh, ni);
-      auto ld = NVVM::LdMatrixOp::create(
-          b, i32x(numMatrices), address, b.getI32IntegerAttr(numMatrices),
-          NVVM::MMALayoutAttr::get(ctx, transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col),
-          NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
-          NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+              : sharedChunkBase(bTile, vRow, 16 * ki, matrixHigh, ni);
+      Value ld = ldmatrix(base, offset, numMatrices, /*transpose=*/!transposeB);
       SmallVector<Value> words;
       for (int i = 0; i < numMatrices; ++i)
         words.push_back(fromLdmatrix(LLVM::ExtractValueOp::create(b, ld, i)));
@@ -759,11 +815,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
         int64_t nTile = ni + sub;
         Value bFrag[2] = {words[2 * sub], words[2 * sub + 1]};
         for (int64_t mi = 0; mi < mTiles; ++mi) {
-          int64_t aBase = (ki << 3) | (mi << (3 + kBits));
-          SmallVector<Value> aFrag = {pack(aRegs[aBase + 0], aRegs[aBase + 1]),
-                                      pack(aRegs[aBase + 2], aRegs[aBase + 3]),
-                                      pack(aRegs[aBase + 4], aRegs[aBase + 5]),
-                                      pack(aRegs[aBase + 6], aRegs[aBase + 7])};
+          ArrayRef<Value> aFrag = aFrags[mi];
           int64_t cBase = (nTile << 2) | (mi << (2 + nBits));
           SmallVector<Value> cFrag = {acc[cBase], acc[cBase + 1], acc[cBase + 2], acc[cBase + 3]};
           auto resultType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, b.getF32Type()));

@@ -78,6 +78,11 @@ bool isLoadedTile(Value v) {
   return loop && isLoadedTile(loop.getInitArgs()[arg.getArgNumber() - 1]);
 }
 
+/// Registers per thread the tiles of a split-Q loop may pin: the loop's
+/// accumulators plus loop-invariant A operands (Q). The rest of the 255 a
+/// thread can have goes to P, addresses and softmax temporaries.
+constexpr int64_t kTileRegisterBudget = 168;
+
 class LayoutAssigner {
 public:
   LayoutAssigner(func::FuncOp func, int64_t numWarps)
@@ -103,6 +108,7 @@ private:
   }
 
   LogicalResult seedDots();
+  bool keepAInSharedMemory(DotOp dot);
   LogicalResult propagate(Value v);
   void propagateToDefinition(Value v, Attribute layout);
   LogicalResult propagateToUse(OpOperand &use, Attribute layout);
@@ -121,6 +127,32 @@ private:
   /// one (only tile.reduce can cause this): convert after the op.
   SmallVector<std::pair<Value, Attribute>> resultConversions;
 };
+
+/// FlashAttention-2 keeps Q in registers when it fits and otherwise reads
+/// its fragments from shared memory with ldmatrix in every iteration (at
+/// head_dim 128 with 32 rows per warp, O alone takes 128 registers). Decide
+/// that for a dot whose A operand is a loaded tile invariant in its loop:
+/// count the 32-bit registers per thread that the loop's accumulators and
+/// invariant A operands would pin.
+bool LayoutAssigner::keepAInSharedMemory(DotOp dot) {
+  Value a = dot.getA();
+  auto loop = dot->getParentOfType<scf::ForOp>();
+  if (!loop || !a.getDefiningOp<LoadOp>() || loop->isAncestor(a.getDefiningOp()))
+    return false;
+  int64_t threads = 32 * numWarps;
+  auto registers = [&](Value tile) {
+    auto type = cast<RankedTensorType>(tile.getType());
+    return type.getNumElements() * type.getElementTypeBitWidth() / 32 / threads;
+  };
+  int64_t pinned = 0;
+  for (Operation &op : *loop.getBody())
+    if (auto other = dyn_cast<DotOp>(op)) {
+      pinned += registers(other.getResult());
+      if (!loop->isAncestor(other.getA().getParentBlock()->getParentOp()))
+        pinned += registers(other.getA());
+    }
+  return pinned > kTileRegisterBudget;
+}
 
 LogicalResult LayoutAssigner::seedDots() {
   WalkResult result = func.walk([&](DotOp dot) {
@@ -144,7 +176,10 @@ LogicalResult LayoutAssigner::seedDots() {
     Attribute acc = linear(tilec::LinearLayout::mmaAccumulator(m, n, numWarps));
     demand(dot.getResult(), acc);
     demandAt(dot.getAccMutable(), acc);
-    demandAt(dot.getAMutable(), linear(tilec::LinearLayout::mmaOperandA(m, k, numWarps)));
+    if (keepAInSharedMemory(dot))
+      demandAt(dot.getAMutable(), shared());
+    else
+      demandAt(dot.getAMutable(), linear(tilec::LinearLayout::mmaOperandA(m, k, numWarps)));
     // K and V tiles are copied into shared memory as they are loaded; a B
     // operand computed in registers is moved there at its use.
     if (isLoadedTile(dot.getB()))

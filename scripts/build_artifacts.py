@@ -36,26 +36,49 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="sm_80", help="sm_80 (default) or sm_90a")
     parser.add_argument("--out", default=str(ROOT / "build" / "artifacts"), help="output folder")
-    parser.add_argument("--num-warps", type=int, default=4)
+    parser.add_argument("--num-warps", type=int, default=None,
+                        help="override the strategy table's warps per program")
     parser.add_argument("--no-tile-passes", action="store_true",
                         help="skip the target-independent tile passes")
+    parser.add_argument("--tune", action="store_true",
+                        help="also compile every candidate configuration of tilec.strategy "
+                             "into <out>/tune/<config>/ for bench/gpu.sh's tuning run")
     args = parser.parse_args()
 
     tilec, compiler = import_tilec()
     from tilec import language as tl
     from tilec.flash_attn import flash_fwd_kernel
 
+    from tilec import strategy
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    # (folder, config or None for the strategy table's choice)
+    plans = [(out, None)]
+    if args.tune:
+        plans += [(out / "tune" / c.tag, c) for c in strategy.CANDIDATES if c.valid()]
+    failed = 0
+    for folder, fixed in plans:
+        folder.mkdir(parents=True, exist_ok=True)
+        failed += build_variants(folder, fixed, args, tilec, compiler, tl, strategy, flash_fwd_kernel)
+    print(f"artifacts for {args.arch} in {out}" + (f"; {failed} FAILED" if failed else ""))
+    return 1 if failed else 0
+
+
+def build_variants(out, fixed, args, tilec, compiler, tl, strategy, flash_fwd_kernel):
+    """Every (dtype, head_dim, causal) variant into `out`, with configuration
+    `fixed` or the strategy table's."""
     failed = 0
     for dtype in (tl.float16, tl.bfloat16):
         for head_dim in (64, 128):
             for causal in (False, True):
-                kernel = flash_fwd_kernel().specialize(DTYPE=dtype, HEAD_DIM=head_dim, CAUSAL=causal)
+                config = fixed or strategy.flash_fwd_config(args.arch, dtype.name, head_dim, causal)
+                kernel = flash_fwd_kernel().specialize(DTYPE=dtype, HEAD_DIM=head_dim, CAUSAL=causal,
+                                                       **config.constexprs())
                 start = time.time()
                 try:
                     results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
-                                               num_warps=args.num_warps,
+                                               num_warps=args.num_warps or config.num_warps,
                                                run_tile_passes=not args.no_tile_passes)
                 except tilec.CompilationError as e:
                     print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
@@ -65,11 +88,11 @@ def main():
                     compiler.write_artifacts(result, out, extras=False)
                     compiler.write_digest(out, result["name"], kernel.ir)
                     files = ".json .ptx" + (" .cubin" if result["cubin"] else " (no cubin: ptxas not found)")
-                    print(f"{result['name']}: {files} ({time.time() - start:.1f}s)")
+                    print(f"{out.name}/{result['name']} [{config.tag}]: {files} "
+                          f"({time.time() - start:.1f}s)")
                     for note in result.get("notes", []):
                         print(f"  note: {note}")
-    print(f"artifacts for {args.arch} in {out}" + (f"; {failed} FAILED" if failed else ""))
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":

@@ -11,8 +11,7 @@ import math
 from pathlib import Path
 
 from . import language as tl
-
-BLOCK_M = 64
+from . import strategy
 _HEAD_DIMS = (32, 64, 96, 128, 256)
 _flash_module = None
 
@@ -106,9 +105,10 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False)
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k = k.shape[1]
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    config = strategy.flash_fwd_config(head_dim=head_dim, dtype=dtype, causal=bool(causal))
     kernel = flash_fwd_kernel().specialize(
         DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
-        CAUSAL=bool(causal), BLOCK_M=BLOCK_M)
+        CAUSAL=bool(causal), **config.constexprs())
     if on_gpu:
         import torch
 
@@ -126,5 +126,5 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False)
     if on_gpu:
         kernel(*args)
     else:
-        kernel.run_cpu(*args, grid=(-(-seqlen_q // BLOCK_M), batch * heads, 1))
+        kernel.run_cpu(*args, grid=(-(-seqlen_q // config.block_m), batch * heads, 1))
     return (o, lse) if return_lse else o

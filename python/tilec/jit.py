@@ -55,8 +55,19 @@ class JITFunction:
             text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid,
                                                     self._variant(full))
             kernel = Kernel(self, name, text, params, bound)
+            kernel.num_warps = self._num_warps(full)
             self._kernels[key] = kernel
         return kernel
+
+    def _num_warps(self, constexprs):
+        """`num_warps` is an int, or the name of a constexpr that holds it (a
+        launch knob the strategy table and the tuner set per variant)."""
+        if isinstance(self.num_warps, str):
+            if self.num_warps not in constexprs:
+                raise TypeError(f"{self.fn.__name__}: num_warps names the constexpr "
+                                f"'{self.num_warps}', which the kernel does not declare")
+            return int(constexprs[self.num_warps])
+        return int(self.num_warps)
 
     def mlir(self, **constexprs):
         return self.specialize(**constexprs).ir
@@ -78,6 +89,7 @@ class Kernel:
         self.ir = ir
         self.params = params  # [(name, type)] in launch order
         self.constexprs = constexprs
+        self.num_warps = jit_fn.num_warps if isinstance(jit_fn.num_warps, int) else 4
         self._compiled = {}
         self._launchers = {}
 
@@ -108,7 +120,7 @@ class Kernel:
                 compiler.native()  # raises ImportError saying how to build it
             return art
         arch = arch or compiler.default_arch()
-        num_warps = num_warps or self.jit_fn.num_warps
+        num_warps = num_warps or self.num_warps
         key = (arch, num_warps, run_tile_passes)
         art = self._compiled.get(key)
         if art is None:

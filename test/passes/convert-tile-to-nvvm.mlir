@@ -5,7 +5,8 @@
 // cp.async (their waits deferred to the first read), S = Q·Kᵀ is two
 // mma.sync m16n8k16 fed by one ldmatrix.x4 of K, the row max is two
 // butterfly shuffles (lanes 1 and 2 of a quad), P·V is two more mma.sync fed
-// by ldmatrix.x4.trans of V, and P never touches shared memory.
+// by ldmatrix.x4.trans of V, and P never touches shared memory. ldmatrix is
+// inline PTX so its constant offset sits in the instruction ([base+imm]).
 // CHECK-LABEL: llvm.func @attention_step
 // CHECK-SAME:    nvvm.kernel
 // CHECK-SAME:    nvvm.maxntid = array<i32: 128, 1, 1>
@@ -18,7 +19,7 @@
 // CHECK:         nvvm.cp.async.commit.group
 // CHECK:         nvvm.cp.async.wait.group 1
 // CHECK-NEXT:    nvvm.barrier0
-// CHECK:         nvvm.ldmatrix {{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
+// CHECK:         llvm.inline_asm has_side_effects {{.*}}"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,l" %{{.*}} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
 // CHECK-COUNT-2: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c1_i32{{.*}}, %c31_i32 : f32 -> f32
 // CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c2_i32{{.*}}, %c31_i32 : f32 -> f32
@@ -26,7 +27,7 @@
 // CHECK:         llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:         nvvm.cp.async.wait.group 0
 // CHECK-NEXT:    nvvm.barrier0
-// CHECK:         nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4
+// CHECK:         llvm.inline_asm has_side_effects {{.*}}"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // CHECK-COUNT-2: nvvm.mma.sync
 // CHECK-NOT:     nvvm.mma.sync
 // CHECK:         llvm.return
@@ -102,5 +103,42 @@ func.func @shared_with_nan_padding(%kp: !tile.ptr<f16>, %n: i32)
   %k = tile.load %kv[%c0, %c0] padding = nan : !tile.view<f16, 2> -> tensor<16x16xf16>
   %zero = arith.constant dense<0.0> : tensor<64x16xf32>
   %s = tile.dot %a, %k, %zero transpose_b : tensor<64x16xf16>, tensor<16x16xf16> -> tensor<64x16xf32>
+  return
+}
+
+// -----
+
+// Q, O and S of a 128-row block over 4 warps at head_dim 128 would pin
+// 64 + 128 + 64 registers per thread: Q stays in shared memory and its
+// fragments are read with ldmatrix (non-transposed) at every k step, each
+// warp at its own rows — FlashAttention-2's choice for this shape.
+// CHECK-LABEL: llvm.func @q_in_shared_memory
+// CHECK-SAME:    shared_bytes = 65536
+// CHECK:         scf.for
+// CHECK:           llvm.inline_asm has_side_effects {{.*}}"ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK:           nvvm.mma.sync
+func.func @q_in_shared_memory(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>,
+                              %n: i32) attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %c128 = arith.constant 128 : i32
+  %one = arith.constant 1 : i64
+  %s128 = arith.constant 128 : i64
+  %qv = tile.view %qp sizes(%n, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+  %zs = arith.constant dense<0.0> : tensor<128x64xf32>
+  %zo = arith.constant dense<0.0> : tensor<128x128xf32>
+  %o = scf.for %j = %c0 to %n step %c1 iter_args(%acc = %zo) -> (tensor<128x128xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x128xf16>
+    %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x128xf16>
+    %s = tile.dot %q, %k, %zs transpose_b : tensor<128x128xf16>, tensor<64x128xf16> -> tensor<128x64xf32>
+    %p = arith.truncf %s : tensor<128x64xf32> to tensor<128x64xf16>
+    %acc2 = tile.dot %p, %v, %acc : tensor<128x64xf16>, tensor<64x128xf16> -> tensor<128x128xf32>
+    scf.yield %acc2 : tensor<128x128xf32>
+  }
   return
 }

@@ -1,0 +1,65 @@
+"""Strategy selection for the flash-attention kernels, kept apart from the
+lowering: block sizes and warps per (arch, head_dim, dtype, causal).
+
+The compiler lowers whatever configuration it is given (BLOCK_M rows split
+over NUM_WARPS warps, 16 * k rows each; BLOCK_N keys per iteration); this
+table says which one to use. Winners come from a tuning run:
+
+    scripts/build_artifacts.py --tune        # every CANDIDATES config, here
+    bench/gpu.sh with TILEC_TUNE=1           # times them on the GPU
+
+and the measured numbers are recorded in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+
+    @property
+    def tag(self):
+        return f"m{self.block_m}n{self.block_n}w{self.num_warps}"
+
+    def valid(self):
+        """Split-Q gives every warp whole m16 row tiles."""
+        return self.block_m % (16 * self.num_warps) == 0 and self.block_n % 16 == 0
+
+    def constexprs(self):
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "NUM_WARPS": self.num_warps}
+
+
+# What the tuner may try. Registers bound the choice: each warp holds its
+# rows of O (head_dim wide), S (BLOCK_N wide) and Q in registers.
+CANDIDATES = (
+    FlashConfig(64, 64, 4),
+    FlashConfig(128, 64, 4),
+    FlashConfig(128, 64, 8),
+    FlashConfig(128, 32, 8),
+    FlashConfig(128, 32, 4),
+    FlashConfig(64, 32, 4),
+)
+
+DEFAULT = FlashConfig(64, 64, 4)
+
+# (arch, head_dim) -> config. Measured on an H200 with the sm_80 code path;
+# see bench/RESULTS.md for the tuning run behind each entry.
+# 2026-11-29 tuning run (bench/RESULTS.md): 128x64 blocks over 4 warps (32
+# rows each) win at both head dims; at 128 the layout pass then keeps Q in
+# shared memory (registers would not hold Q, O and S), as FlashAttention-2 does.
+TABLE = {
+    ("sm_80", 64): FlashConfig(128, 64, 4),
+    ("sm_80", 128): FlashConfig(128, 64, 4),
+}
+
+
+def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False):
+    """The configuration to compile flash_fwd with (dtype and causal do not
+    change the choice today; they are part of the key so they can)."""
+    # Every arch runs the mma.sync (sm_80) code path today.
+    return TABLE.get(("sm_80", int(head_dim)), DEFAULT)
