@@ -136,7 +136,7 @@ private:
                   int64_t elemBytes);
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
-  void waitFor(SharedTile &tile);
+  void waitFor(Value tile);
   void drainRegion(const SharedTile &tile);
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
@@ -395,7 +395,8 @@ SharedTile KernelLowering::allocateShared(RankedTensorType type) {
   return tile;
 }
 
-void KernelLowering::waitFor(SharedTile &tile) {
+void KernelLowering::waitFor(Value tileValue) {
+  SharedTile &tile = sharedTiles[tileValue];
   if (tile.pendingGroup < 0)
     return;
   // Groups committed after this one may stay in flight.
@@ -424,7 +425,6 @@ void KernelLowering::drainRegion(const SharedTile &tile) {
 
 SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayout &layout,
                                               Type elemType) {
-  waitFor(tile);
   SmallVector<Value> thread = threadCoords(layout);
   SmallVector<Value> out;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
@@ -734,8 +734,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   bool bf16 = elemType.isBF16();
   SharedTile &bTile = sharedTiles[op.getB()];
   if (aShared)
-    waitFor(sharedTiles[op.getA()]);
-  waitFor(bTile);
+    waitFor(op.getA());
+  waitFor(op.getB());
 
   int64_t rowsPerWarp = m / numWarps;
   int64_t mTiles = rowsPerWarp / 16, nTiles = n / 8, kTiles = k / 16;
@@ -1025,6 +1025,7 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
     return success();
   }
   if (isShared(in)) {
+    waitFor(in);
     regs[out] = readShared(sharedTiles[in], layoutOf(out), elemType);
     return success();
   }
@@ -1100,7 +1101,17 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
     Value v;
     switch (pid.getAxis()) {
-    case 0: v = NVVM::BlockIdXOp::create(b, b.getI32Type()); break;
+    case 0: {
+      // The GPU starts blocks roughly in blockIdx order. Handing out axis 0
+      // from the top makes the last row blocks — the longest under a causal
+      // mask — start first, so the tail of the grid is short blocks
+      // (FlashAttention-2's ordering). Programs are independent, so any
+      // bijection is correct.
+      Value block = NVVM::BlockIdXOp::create(b, b.getI32Type());
+      Value count = NVVM::GridDimXOp::create(b, b.getI32Type());
+      v = arith::SubIOp::create(b, arith::SubIOp::create(b, count, i32(1)), block);
+      break;
+    }
     case 1: v = NVVM::BlockIdYOp::create(b, b.getI32Type()); break;
     default: v = NVVM::BlockIdZOp::create(b, b.getI32Type()); break;
     }
