@@ -991,7 +991,7 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
     if (oldRegion->empty())
       continue;
     int64_t sharedMark = sharedBytes, completeBefore = completeThrough;
-    auto release = llvm::make_scope_exit([&] {
+    llvm::scope_exit release([&] {
       sharedBytes = sharedMark;
       completeThrough = completeBefore;
     });
