@@ -14,7 +14,7 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  if ! apt-cache policy llvm-22-dev 2>/dev/null | grep -q Candidate:.*[0-9]; then
+  if ! apt-cache policy llvm-22-dev 2>/dev/null | grep -q 'Candidate:.*[0-9]'; then
     # LLVM 22 comes from apt.llvm.org on stock Debian 12.
     $SUDO apt-get update -qq
     if ! apt-cache policy llvm-22-dev 2>/dev/null | grep -q 'Candidate:.*[0-9]'; then
@@ -29,7 +29,7 @@ fi
 
 pip_missing=()
 for pkg in "${PIP_PACKAGES[@]}"; do
-  python3 -c "import $pkg" 2>/dev/null || pip_missing+=("$pkg")
+  python3 -m pip show -q "$pkg" >/dev/null 2>&1 || pip_missing+=("$pkg")
 done
 if ((${#pip_missing[@]})); then
   echo "setup: pip installing ${pip_missing[*]}"
