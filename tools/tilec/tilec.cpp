@@ -7,6 +7,7 @@
 // and exit code 1.
 //
 //===----------------------------------------------------------------------===//
+#include "tilec/CPU/CpuRunner.h"
 #include "tilec/Driver/Driver.h"
 
 #include "mlir/Support/LogicalResult.h"
@@ -251,6 +252,10 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
 } // namespace
 
 int main(int argc, char **argv) {
+  // `tilec run-cpu FILE --kernel K --grid X,Y,Z --arg ...` executes tile IR on
+  // the CPU (lib/CPU); it has its own options.
+  if (argc > 1 && StringRef(argv[1]) == "run-cpu")
+    return tilec::runCpuMain(argc - 1, argv + 1);
   InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(tilecCategory);
   // libLLVM already owns --stats (LLVM's statistics, compiled out of release
