@@ -43,17 +43,18 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     vv = tl.view(v + (b * stride_vb + h * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
     ov = tl.view(o + (b * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
     lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))               # tile width; the views bound it
     row0 = pid_m * BLOCK_M
-    qt = tl.load(qv, (row0, 0), (BLOCK_M, HEAD_DIM))
+    qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
-    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    acc = tl.zeros((BLOCK_M, D), tl.float32)
     if CAUSAL:
         rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for the causal mask
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
-        kt = tl.load(kv, (col0, 0), (BLOCK_N, HEAD_DIM))
-        vt = tl.load(vv, (col0, 0), (BLOCK_N, HEAD_DIM))
+        kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
+        vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
         s = tl.dot(qt, kt, trans_b=True) * scale            # S = scale · Q·Kᵀ
         cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
         mask = cols < seqlen_k                              # keys past seqlen_k do not exist

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from . import language as tl
 from . import strategy
-_HEAD_DIMS = (32, 64, 96, 128, 256)
 _flash_module = None
 
 
@@ -69,8 +68,9 @@ def _check(q, k, v):
             raise ValueError(f"flash_attn_func: '{name}' has head_dim {d}, 'q' has {dq}")
     if k.shape[1] != v.shape[1]:
         raise ValueError(f"flash_attn_func: 'k' has seqlen {k.shape[1]}, 'v' has {v.shape[1]}")
-    if dq not in _HEAD_DIMS:
-        raise ValueError(f"flash_attn_func: head_dim {dq} is not supported (one of {_HEAD_DIMS})")
+    if dq % 8 or not 8 <= dq <= 256:
+        raise ValueError(f"flash_attn_func: head_dim {dq} is not supported (a multiple of 8 "
+                         "from 8 to 256: rows move in 16-byte vectors)")
     if sq == 0 or k.shape[1] == 0 or bq == 0 or hq == 0:
         raise ValueError(f"flash_attn_func: empty input (q {tuple(q.shape)}, k {tuple(k.shape)})")
     for name, t in zip(names, tensors):

@@ -896,6 +896,13 @@ class CodeGen(ast.NodeVisitor):
                                     self.elementwise(node, ast.Sub, self.elementwise(node, ast.Add, a, b), 1), b)
         return self.elementwise(node, ast.FloorDiv, self.elementwise(node, ast.Add, a, b - 1), b)
 
+    def tl_next_power_of_2(self, node, args, kwargs):
+        (n,) = self._args(node, "next_power_of_2", args, kwargs, ["n"])
+        n = self._const_int(node, n, "tl.next_power_of_2 argument")
+        if n < 1:
+            self.error(node, f"tl.next_power_of_2({n}): the argument must be positive")
+        return 1 << (n - 1).bit_length()
+
     def tl_view(self, node, args, kwargs):
         base, sizes, strides = self._args(node, "view", args, kwargs, ["ptr", "sizes", "strides"])
         if not isinstance(base, Value) or not isinstance(base.type, PtrTy):

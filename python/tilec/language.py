@@ -127,6 +127,12 @@ def cdiv(a, b):
 
 
 @_builtin
+def next_power_of_2(n):
+    """The smallest power of two >= n, for a compile-time n (tile extents are
+    powers of two; a view's runtime size bounds what is read and written)."""
+
+
+@_builtin
 def view(ptr, sizes, strides):
     """A strided window of global memory; sizes i32, strides i64 (elements)."""
 
