@@ -49,7 +49,7 @@ def randn(rng, *shape):
 
 
 @needs_cpu
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [40, 64, 96, 128])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seqlens", [(77, 131), (130, 37), (1, 65)])
 def test_flash_attn_func_cpu_matches_float64(head_dim, causal, seqlens):
