@@ -15,14 +15,28 @@ Error bound, ||out - ref|| / ||ref|| over the whole output:
 """
 import os
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
 
 # A hard import: a numerics suite that skips when its module is missing is a
 # suite that silently does not run. scripts/build.sh all builds it into
-# build/python (lib/CPU/CMakeLists.txt).
-import _tilec_cpu
+# build/python (python/CMakeLists.txt).
+import _tilec
+
+assert _tilec.has_cpu_runner, "_tilec was built without the CPU runner (lib/CPU)"
+
+
+def run_cpu(source, kernel, args, grid, run_tile_passes=True, buffer_name="<python>"):
+    """_tilec.run_cpu with numpy arrays for pointer parameters (written in
+    place) and (kind, value) tuples for scalars."""
+    packed = [("ptr", a.ctypes.data) if isinstance(a, np.ndarray) else a for a in args]
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    _tilec.run_cpu(source, buffer_name, kernel, packed, grid, run_tile_passes)
+
+
+TILEC = pathlib.Path(_tilec.__file__).resolve().parents[1] / "bin" / "tilec"
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "kernels"
@@ -84,7 +98,7 @@ def run_flash(path, kernel, q, k, v, scale, run_tile_passes):
             ("i64", lse.strides[0] // 4), ("i64", lse.strides[1] // 4),
             ("f32", scale)]
     grid = (-(-sq // 64), b * h, 1)
-    _tilec_cpu.run_cpu(path.read_text(), kernel, args, grid,
+    run_cpu(path.read_text(), kernel, args, grid,
                        run_tile_passes=run_tile_passes, buffer_name=str(path))
     assert np.isnan(o_full[o.size:]).all(), "a store wrote past the end of o"
     assert np.isnan(lse_full[lse.size:]).all(), "a store wrote past the end of lse"
@@ -166,7 +180,7 @@ def test_load_store_bounds(pad, pad_value, r0, c0):
     rows, cols = 6, 9
     src = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) + 1
     dst = np.full((rows, cols), np.nan, dtype=np.float32)
-    _tilec_cpu.run_cpu(LOAD_STORE.replace("PAD", pad), "copy",
+    run_cpu(LOAD_STORE.replace("PAD", pad), "copy",
                        [src, dst, ("i32", rows), ("i32", cols), ("i32", r0), ("i32", c0)], (1,))
     expect = np.full((rows, cols), np.nan, dtype=np.float32)
     for i in range(4):
@@ -180,10 +194,10 @@ def test_load_store_bounds(pad, pad_value, r0, c0):
 
 def test_errors_carry_locations():
     with pytest.raises(RuntimeError, match=r"bad\.mlir:2:8: error: custom op 'tile.nope'"):
-        _tilec_cpu.run_cpu("func.func @k() attributes {tile.kernel} {\n  %x = tile.nope\n}",
+        run_cpu("func.func @k() attributes {tile.kernel} {\n  %x = tile.nope\n}",
                            "k", [], (1,), buffer_name="bad.mlir")
     with pytest.raises(RuntimeError, match=r"argument 0 \(#0\) of @copy must be ptr, got i32"):
-        _tilec_cpu.run_cpu(LOAD_STORE.replace("PAD", "zero"), "copy",
+        run_cpu(LOAD_STORE.replace("PAD", "zero"), "copy",
                            [("i32", 1)] * 6, (1,))
 
 
@@ -195,11 +209,12 @@ def test_run_cpu_main(tmp_path):
     (tmp_path / "k.mlir").write_text(LOAD_STORE.replace("PAD", "zero"))
     src.tofile(tmp_path / "src.bin")
     dst.tofile(tmp_path / "dst.bin")
-    rc = _tilec_cpu.run_cpu_main([
-        "tilec", "run-cpu", str(tmp_path / "k.mlir"), "--kernel", "copy", "--grid", "1,1,1",
+    run = subprocess.run([
+        str(TILEC), "run-cpu", str(tmp_path / "k.mlir"), "--kernel", "copy", "--grid", "1,1,1",
         "--arg", f"ptr:{tmp_path / 'src.bin'}", "--arg", f"ptr:{tmp_path / 'dst.bin'}",
-        "--arg", f"i32:{rows}", "--arg", f"i32:{cols}", "--arg", "i32:0", "--arg", "i32:0"])
-    assert rc == 0
+        "--arg", f"i32:{rows}", "--arg", f"i32:{cols}", "--arg", "i32:0", "--arg", "i32:0"],
+        capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
     out = np.fromfile(tmp_path / "dst.bin", dtype=np.float32).reshape(rows, cols)
     np.testing.assert_array_equal(out, src.reshape(rows, cols) + 1)
 
@@ -265,7 +280,7 @@ def test_sliding_window_split(sq, sk, window, run_tile_passes):
     rng = np.random.default_rng()
     x = rng.standard_normal((sq, sk)).astype(np.float32)
     l_full, l = poisoned((sq,), np.float32)
-    _tilec_cpu.run_cpu(WINDOW_SUMS, "window_sums",
+    run_cpu(WINDOW_SUMS, "window_sums",
                        [x, l_full, ("i32", sq), ("i32", sk), ("i32", window)], (-(-sq // 16),),
                        run_tile_passes=run_tile_passes)
     r = np.arange(sq)[:, None]
