@@ -205,6 +205,8 @@ def main():
                         help="time tilec alone (tuning runs compare configurations, not peers)")
     parser.add_argument("--record", action="store_true", help=f"append the table to {RESULTS}")
     parser.add_argument("--summary", help="also write the table to this file")
+    parser.add_argument("--plot", help="also draw the table as grouped bars into this PNG "
+                                       "(bench/plot_results.py)")
     args = parser.parse_args()
     if args.iters < 50:
         parser.error("--iters must be at least 50")
@@ -236,6 +238,12 @@ def main():
         Path(args.summary).write_text(table)
     if args.record:
         record(table, args)
+    if args.plot:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import plot_results
+
+        plot_results.plot(plot_results.last_table(table), args.plot,
+                          f"Attention forward, {torch.cuda.get_device_name()}")
     return 0
 
 

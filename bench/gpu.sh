@@ -76,6 +76,7 @@ done
 step "benchmark"
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
 run python3 bench/bench_flash.py --artifacts "$ARTIFACTS" --summary "$LOGS/bench_summary.md" \
+  --plot "$LOGS/bench.png" \
   $BENCH_ARGS 2>&1 | tee "$LOGS/bench.log" || failed+=("benchmark")
 
 if [ -n "${OUT:-}" ]; then
