@@ -137,6 +137,12 @@ private:
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
   void waitFor(Value tile);
+  /// Shared tiles with a copy not yet waited for, and their group indices.
+  SmallVector<std::pair<Value, int64_t>> pendingSnapshot();
+  /// After a loop or branch (which may run any number of times, or not at
+  /// all), the tiles that were pending before it are waited for as if
+  /// committed last: a later wait covers every group committed so far.
+  void assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending);
   void drainRegion(const SharedTile &tile);
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
@@ -407,6 +413,19 @@ void KernelLowering::waitFor(Value tileValue) {
   tile.pendingGroup = -1;
 }
 
+SmallVector<std::pair<Value, int64_t>> KernelLowering::pendingSnapshot() {
+  SmallVector<std::pair<Value, int64_t>> pending;
+  for (auto &[value, tile] : sharedTiles)
+    if (tile.pendingGroup >= 0)
+      pending.push_back({value, tile.pendingGroup});
+  return pending;
+}
+
+void KernelLowering::assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending) {
+  for (auto [value, group] : pending)
+    sharedTiles[value].pendingGroup = committedGroups - 1;
+}
+
 /// A region about to be refilled may still have a copy in flight from an
 /// earlier fill nobody waited for (the prefetch of a loop's last iteration,
 /// before the next loop reuses the space): that copy must land first, or it
@@ -627,11 +646,13 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     Value globalCol = arith::AddIOp::create(b, col, colOffset);
     // Bytes of this chunk inside the view: 0 when the row is outside,
     // clamp((size - col) * elemBytes, 0, 16) otherwise.
+    // Unsigned compares also reject negative rows and columns.
     Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalRow, view.sizes[0]);
+    Value colOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalCol, view.sizes[1]);
     Value colsLeft = arith::SubIOp::create(b, view.sizes[1], globalCol);
     Value bytesLeft = arith::MulIOp::create(b, colsLeft, i32(tile.elemBytes));
     bytesLeft = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, bytesLeft, i32(kChunkBytes)), i32(0));
-    Value srcBytes = arith::SelectOp::create(b, rowOk, bytesLeft, i32(0));
+    Value srcBytes = arith::SelectOp::create(b, arith::AndIOp::create(b, rowOk, colOk), bytesLeft, i32(0));
     Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, srcBytes, i32(0));
     // Never form an address outside the view, even for a zero-byte copy.
     Value safeRow = arith::SelectOp::create(b, valid, globalRow, i32(0));
@@ -939,8 +960,9 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
   int64_t sharedMark = sharedBytes;
   // Waits inside the body may never run (zero trips): they prove nothing
-  // after the loop.
+  // after the loop, and neither does the body's count of commits.
   int64_t completeBefore = completeThrough;
+  auto pendingBefore = pendingSnapshot();
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = newFor.getBody();
@@ -956,6 +978,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   }
   sharedBytes = sharedMark;
   completeThrough = completeBefore;
+  assumeCommittedLast(pendingBefore);
   unflatten(op.getResults(), newFor.getResults());
   for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
     if (!isShared(init))
@@ -986,14 +1009,23 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   }
   bool hasElse = !op.getElseRegion().empty();
   auto newIf = scf::IfOp::create(b, types, scalar(op.getCondition()), hasElse);
+  // Each branch starts from the state before the if; afterwards, commits
+  // are counted as on the longer branch and earlier pending tiles are waited
+  // for conservatively.
+  auto pendingBefore = pendingSnapshot();
+  int64_t committedBefore = committedGroups, committedAfter = committedGroups;
   for (auto [oldRegion, newRegion] :
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
       continue;
     int64_t sharedMark = sharedBytes, completeBefore = completeThrough;
+    for (auto [value, group] : pendingBefore)
+      sharedTiles[value].pendingGroup = group;
+    committedGroups = committedBefore;
     llvm::scope_exit release([&] {
       sharedBytes = sharedMark;
       completeThrough = completeBefore;
+      committedAfter = std::max(committedAfter, committedGroups);
     });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
@@ -1005,6 +1037,13 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
         return failure();
     scf::YieldOp::create(b, flatten(oldRegion->front().getTerminator()->getOperands()));
   }
+  committedGroups = committedAfter;
+  assumeCommittedLast(pendingBefore);
+  // Fills made in either branch count as the latest commit: the two
+  // branches numbered their groups from the same start.
+  for (auto &[offset, writer] : lastWriter)
+    if (writer.first >= committedBefore)
+      writer.first = committedGroups - 1;
   unflatten(op.getResults(), newIf.getResults());
   return success();
 }
@@ -1018,6 +1057,7 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
       return success();
     }
     SharedTile tile = allocateShared(cast<RankedTensorType>(out.getType()));
+    drainRegion(tile);
     NVVM::Barrier0Op::create(b);
     writeShared(tile, layoutOf(in), regs[in]);
     NVVM::Barrier0Op::create(b);
@@ -1048,6 +1088,7 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   scratch.offset = llvm::alignTo(sharedBytes, 128);
   sharedBytes = scratch.offset + scratch.rows * scratch.cols * scratch.elemBytes;
   sharedPeak = std::max(sharedPeak, sharedBytes);
+  drainRegion(scratch);
   NVVM::Barrier0Op::create(b);
   writeShared(scratch, from, regs[in]);
   NVVM::Barrier0Op::create(b);
@@ -1210,6 +1251,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     }
   }
   if (isa<func::ReturnOp>(op)) {
+    // The last prefetch of a pipelined loop may still be in flight; PTX does
+    // not define exiting with outstanding cp.async copies.
+    if (committedGroups > 0)
+      NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(0));
     LLVM::ReturnOp::create(b, ValueRange{});
     return success();
   }

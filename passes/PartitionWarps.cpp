@@ -66,16 +66,38 @@ bool isCheapToRecompute(Operation *op, int depth = 0) {
   return false;
 }
 
-/// A tile straight from tile.load, or carried around a loop whose initial
-/// value is one (a prefetched K/V tile, see tile-pipeline).
+/// A loop-carried tile can live in one shared-memory region (the GPU
+/// lowering refills it in place) when it is the tile-pipeline shape: the
+/// initial value is a load used only by the loop, and the body reloads it
+/// with a load placed after every read of the carried value. Anything else —
+/// a reload before the last read, say — would overwrite data still to be
+/// read; such a tile stays in registers and is moved to shared memory at its
+/// use instead.
+bool isSingleBufferedCarriedTile(BlockArgument arg) {
+  auto loop = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp());
+  if (!loop || arg.getArgNumber() == 0)
+    return false;
+  unsigned i = arg.getArgNumber() - 1;
+  Value init = loop.getInitArgs()[i];
+  if (!init.getDefiningOp<LoadOp>() || !init.hasOneUse())
+    return false;
+  Block *body = loop.getBody();
+  auto reload = body->getTerminator()->getOperand(i).getDefiningOp<LoadOp>();
+  if (!reload || reload->getBlock() != body || !reload.getResult().hasOneUse())
+    return false;
+  return llvm::all_of(arg.getUsers(), [&](Operation *user) {
+    Operation *inBody = body->findAncestorOpInBlock(*user);
+    return inBody && inBody->isBeforeInBlock(reload);
+  });
+}
+
+/// A tile straight from tile.load, or carried around a loop in one
+/// shared-memory region (a prefetched K/V tile, see tile-pipeline).
 bool isLoadedTile(Value v) {
   if (v.getDefiningOp<LoadOp>())
     return true;
   auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg || arg.getArgNumber() == 0)
-    return false;
-  auto loop = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp());
-  return loop && isLoadedTile(loop.getInitArgs()[arg.getArgNumber() - 1]);
+  return arg && isSingleBufferedCarriedTile(arg);
 }
 
 /// Registers per thread the tiles of a split-Q loop may pin: the loop's
@@ -108,6 +130,12 @@ private:
   }
 
   LogicalResult seedDots();
+  /// Shared placement flows around a loop only for single-buffered carried
+  /// tiles; other carried tiles get a register layout (and conversions).
+  bool mayCarry(scf::ForOp loop, unsigned i, Attribute layout) {
+    return !isa<SharedLayoutAttr>(layout) ||
+           isSingleBufferedCarriedTile(loop.getRegionIterArgs()[i]);
+  }
   bool keepAInSharedMemory(DotOp dot);
   LogicalResult propagate(Value v);
   void propagateToDefinition(Value v, Attribute layout);
@@ -198,6 +226,8 @@ void LayoutAssigner::propagateToDefinition(Value v, Attribute layout) {
     if (!forOp || arg.getArgNumber() == 0)
       return;
     unsigned i = arg.getArgNumber() - 1;
+    if (!mayCarry(forOp, i, layout))
+      return;
     // The loop's result is its iter_arg after the last iteration: same layout.
     if (!demand(forOp.getResult(i), layout))
       resultConversions.push_back({forOp.getResult(i), layout});
@@ -210,6 +240,8 @@ void LayoutAssigner::propagateToDefinition(Value v, Attribute layout) {
   if (auto forOp = dyn_cast<scf::ForOp>(def)) {
     unsigned i = result.getResultNumber();
     Value iterArg = forOp.getRegionIterArgs()[i];
+    if (!mayCarry(forOp, i, layout))
+      return;
     if (!demand(iterArg, layout)) {
       resultConversions.push_back({result, assigned.lookup(iterArg)});
       return;
@@ -219,6 +251,8 @@ void LayoutAssigner::propagateToDefinition(Value v, Attribute layout) {
     return;
   }
   if (auto ifOp = dyn_cast<scf::IfOp>(def)) {
+    if (isa<SharedLayoutAttr>(layout))
+      return; // branches yield registers; shared tiles are not passed around
     unsigned i = result.getResultNumber();
     for (Region *region : {&ifOp.getThenRegion(), &ifOp.getElseRegion()})
       if (!region->empty())
@@ -267,6 +301,8 @@ LogicalResult LayoutAssigner::propagateToUse(OpOperand &use, Attribute layout) {
       return success();
     unsigned i = use.getOperandNumber() - forOp.getNumControlOperands();
     Value iterArg = forOp.getRegionIterArgs()[i];
+    if (!mayCarry(forOp, i, layout))
+      return success();
     if (!demand(iterArg, layout))
       conversions.push_back({&use, assigned.lookup(iterArg)});
     return success();
@@ -274,6 +310,11 @@ LogicalResult LayoutAssigner::propagateToUse(OpOperand &use, Attribute layout) {
   if (auto yield = dyn_cast<scf::YieldOp>(user)) {
     Operation *parent = yield->getParentOp();
     if (isa<scf::ForOp, scf::IfOp>(parent)) {
+      if (auto forOp = dyn_cast<scf::ForOp>(parent);
+          forOp && !mayCarry(forOp, use.getOperandNumber(), layout))
+        return success();
+      if (isa<scf::IfOp>(parent) && isa<SharedLayoutAttr>(layout))
+        return success();
       Value result = parent->getResult(use.getOperandNumber());
       if (!demand(result, layout))
         conversions.push_back({&use, assigned.lookup(result)});

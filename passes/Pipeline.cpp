@@ -41,6 +41,10 @@ FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots) 
   SmallVector<Value> worklist(roots.begin(), roots.end());
   while (!worklist.empty()) {
     Value v = worklist.pop_back_val();
+    // The next iteration's value of a loop-carried variable other than the
+    // induction variable is not known here: do not rotate.
+    if (auto arg = dyn_cast<BlockArgument>(v); arg && arg.getOwner() == body && arg.getArgNumber() != 0)
+      return failure();
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != body || slice.contains(def))
       continue;

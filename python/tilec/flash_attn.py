@@ -86,6 +86,12 @@ def _check(q, k, v):
     return dtypes[0], on_gpu
 
 
+def _rows_aligned(t):
+    """Every (batch, seq, head) row of a CUDA tensor starts 16-byte aligned."""
+    return t.data_ptr() % 16 == 0 and all(
+        (stride * t.element_size()) % 16 == 0 for stride in t.stride()[:3])
+
+
 def _strides(t):
     """Strides in elements."""
     if _is_torch(t):
@@ -99,7 +105,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False)
 
     Returns out shaped like q and, with return_lse, the log-sum-exp
     (batch, heads, seqlen_q) in f32. Causal is top-left aligned: query i sees
-    keys 0..i. Strides may be arbitrary except the last dimension.
+    keys 0..i. Strides may be arbitrary except the last dimension; on the GPU,
+    inputs whose rows are not 16-byte aligned are copied first.
     """
     dtype, on_gpu = _check(q, k, v)
     batch, seqlen_q, heads, head_dim = q.shape
@@ -112,6 +119,10 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False)
     if on_gpu:
         import torch
 
+        # The kernel moves rows in 16-byte vectors (cp.async, vector loads):
+        # every row must start 16-byte aligned. Views that break that (a
+        # head_dim slice of a wider buffer, an odd storage offset) are copied.
+        q, k, v = (t if _rows_aligned(t) else t.contiguous() for t in (q, k, v))
         o = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
     else:

@@ -142,3 +142,83 @@ func.func @q_in_shared_memory(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !ti
   }
   return
 }
+
+// -----
+
+// T is copied before a loop that may run zero times and read after it: the
+// wait after the loop cannot count on the body's commits having happened, so
+// it waits for everything (group 0), then the barrier, then the reads.
+// CHECK-LABEL: llvm.func @zerotrip
+// CHECK:         scf.for
+// CHECK:         }
+// CHECK:         nvvm.cp.async.wait.group 0
+// CHECK-NEXT:    nvvm.barrier0
+// CHECK:         llvm.inline_asm {{.*}}ldmatrix
+// Nothing is left in flight at exit.
+// CHECK:         nvvm.cp.async.wait.group 0
+// CHECK-NEXT:    llvm.return
+func.func @zerotrip(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %t = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %acc = scf.for %j = %c1 to %n step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %u = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %u, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  %s2 = tile.dot %q, %t, %acc transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  tile.store %s2, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+// A shared tile read in two loops in a row (what tile-split-masked-loops
+// makes): the first loop may run zero times, so the wait inside it proves
+// nothing for the second, which waits and synchronizes again.
+// CHECK-LABEL: llvm.func @leak
+// CHECK:         scf.for
+// CHECK:           nvvm.cp.async.wait.group
+// CHECK-NEXT:      nvvm.barrier0
+// CHECK:           llvm.inline_asm {{.*}}ldmatrix
+// CHECK:         scf.for
+// CHECK:           nvvm.cp.async.wait.group
+// CHECK-NEXT:      nvvm.barrier0
+// CHECK:           llvm.inline_asm {{.*}}ldmatrix
+func.func @leak(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n1: i32, %n2: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%n2, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %t = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %a1 = scf.for %j = %c0 to %n1 step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %q = tile.load %qv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %t, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  %a2 = scf.for %j = %n1 to %n2 step %c1 iter_args(%o = %a1) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %q = tile.load %qv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %t, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  tile.store %a2, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}

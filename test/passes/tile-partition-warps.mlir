@@ -139,3 +139,38 @@ func.func @copy(%src: !tile.ptr<f16>, %dst: !tile.ptr<f16>, %n: i32) attributes 
   tile.store %t, %dv[%c0, %c0] : tensor<32x64xf16>, !tile.view<f16, 2>
   return
 }
+
+// -----
+
+// A hand-written prefetch that reloads K(j+1) before K(j) is read: one
+// shared region cannot hold both, so the carried tile stays in registers and
+// moves to shared memory at the dot (correct, if slower), instead of being
+// refilled under the reader.
+// CHECK-LABEL: func.func @manual
+// CHECK:         scf.for {{.*}} -> (tensor<128x64xf32, #tile.linear{{.*}}>, tensor<64x64xf16, #tile.linear{{.*}}>)
+// CHECK:           %[[B:.+]] = tile.convert_layout %{{.*}} -> tensor<64x64xf16, #tile.shared<swizzle = 3>>
+// CHECK:           tile.dot %{{.*}}, %[[B]]
+func.func @manual(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32>
+  %k0 = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %acc:2 = scf.for %j = %c0 to %n step %c1 iter_args(%o = %zero, %k = %k0) -> (tensor<128x64xf32>, tensor<64x64xf16>) : i32 {
+    %j1 = arith.addi %j, %c1 : i32
+    %row = arith.muli %j1, %c64 : i32
+    %knext = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<128x64xf16>, tensor<64x64xf16> -> tensor<128x64xf32>
+    scf.yield %s, %knext : tensor<128x64xf32>, tensor<64x64xf16>
+  }
+  %acc64 = arith.constant dense<0.0> : tensor<64x64xf32>
+  tile.store %acc64, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}

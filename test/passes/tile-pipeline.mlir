@@ -62,3 +62,35 @@ func.func @single_dot(%kp: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
   }
   return
 }
+
+// -----
+
+// A loop whose offsets come from a loop-carried value (not the induction
+// variable) is left alone: the next iteration's offset is not known here.
+// CHECK-LABEL: func.func @carried
+// CHECK:         scf.for {{.*}} iter_args({{[^)]*}}) -> (tensor<64x64xf32>, i32)
+// CHECK:           tile.load
+// CHECK:           tile.load
+// CHECK:           tile.dot
+func.func @carried(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc:2 = scf.for %j = %c0 to %n step %c1 iter_args(%o = %zero, %row = %c0) -> (tensor<64x64xf32>, i32) : i32 {
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %row2 = arith.addi %row, %c64 : i32
+    scf.yield %o2, %row2 : tensor<64x64xf32>, i32
+  }
+  return
+}

@@ -192,3 +192,27 @@ def test_prebuilt_artifacts_serve_hosts_without_compiler(tmp_path, monkeypatch):
     # A different kernel (other IR) is not served from these files.
     other = flash_fwd_kernel().specialize(HEAD_DIM=64, CAUSAL=False)
     assert compiler.find_prebuilt(kernel.name, other.ir) is None
+
+
+class _FakeCudaTensor:
+    def __init__(self, ptr, strides, itemsize=2):
+        self._ptr, self._strides, self._itemsize = ptr, strides, itemsize
+
+    def data_ptr(self):
+        return self._ptr
+
+    def element_size(self):
+        return self._itemsize
+
+    def stride(self):
+        return self._strides
+
+
+def test_rows_must_be_16_byte_aligned_on_the_gpu():
+    """Views whose rows break 16-byte alignment are copied before launch
+    (cp.async and vector loads move 16 bytes)."""
+    from tilec.flash_attn import _rows_aligned
+
+    assert _rows_aligned(_FakeCudaTensor(256, (8192, 512, 64, 1)))
+    assert not _rows_aligned(_FakeCudaTensor(256, (8320, 520, 65, 1)))   # head_dim slice of 65
+    assert not _rows_aligned(_FakeCudaTensor(258, (8192, 512, 64, 1)))   # odd storage offset
