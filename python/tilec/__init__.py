@@ -20,13 +20,7 @@ from . import language
 from .errors import CompilationError
 from .jit import JITFunction, Kernel, jit
 from .runtime_support import gpu_status
-
-
-def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False):
-    """FlashAttention-2 forward with flash_attn's API; see tilec.flash_attn."""
-    from .flash_attn import flash_attn_func as impl
-
-    return impl(q, k, v, softmax_scale=softmax_scale, causal=causal, return_lse=return_lse)
+from .flash_attn import flash_attn_func
 
 
 __version__ = "0.1.0"

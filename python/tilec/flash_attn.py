@@ -99,15 +99,23 @@ def _strides(t):
     return tuple(s // t.itemsize for s in t.strides)
 
 
-def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False):
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
+                    return_lse=False):
     """softmax(scale · Q·Kᵀ [+ causal mask])·V for q (batch, seqlen_q, heads,
     head_dim) and k, v (batch, seqlen_k, heads, head_dim); f16 or bf16.
+
+    The positional order is flash_attn's (q, k, v, dropout_p, softmax_scale,
+    causal), so calls written for flash_attn mean the same here; dropout is
+    not implemented and anything but 0 is an error.
 
     Returns out shaped like q and, with return_lse, the log-sum-exp
     (batch, heads, seqlen_q) in f32. Causal is top-left aligned: query i sees
     keys 0..i. Strides may be arbitrary except the last dimension; on the GPU,
     inputs whose rows are not 16-byte aligned are copied first.
     """
+    if dropout_p != 0:
+        raise NotImplementedError(f"flash_attn_func: dropout is not implemented (dropout_p="
+                                  f"{dropout_p!r}); pass dropout_p=0.0")
     dtype, on_gpu = _check(q, k, v)
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k = k.shape[1]

@@ -250,7 +250,15 @@ class CodeGen(ast.NodeVisitor):
     def __init__(self, fn, constexprs, name, grid, variant):
         self.fn = fn
         self.filename = inspect.getsourcefile(fn) or "<unknown>"
-        lines, first = inspect.getsourcelines(fn)
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            # The DSL compiles the function's source text, which Python keeps
+            # only for functions defined in files.
+            raise CompilationError(
+                f"cannot read the source of kernel '{fn.__name__}' ({e}): define @tilec.jit "
+                "kernels in a .py file, not in an interactive session, exec() or python -c",
+                self.filename, None, None) from None
         source = "".join(lines)
         dedented = textwrap.dedent(source)
         self.col_shift = len(lines[0]) - len(lines[0].lstrip()) if dedented != source else 0

@@ -316,3 +316,11 @@ def test_next_power_of_2_pads_tile_extents():
     ir = flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=96).ir
     assert "tensor<64x128xf16>" in ir and "tensor<64x96xf16>" not in ir
     assert "arith.constant 96 : i32" in ir
+
+
+def test_kernel_without_source_file_is_a_clear_error():
+    """The DSL reads a kernel's source; one defined by exec() has none."""
+    namespace = {"tilec": tilec, "tl": tl}
+    exec("@tilec.jit(grid=(1, 1, 1))\ndef kern(x: tl.ptr(tl.float32)):\n    pass\n", namespace)
+    with pytest.raises(tilec.CompilationError, match="define @tilec.jit kernels in a .py file"):
+        namespace["kern"].specialize()

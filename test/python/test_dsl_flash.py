@@ -216,3 +216,14 @@ def test_rows_must_be_16_byte_aligned_on_the_gpu():
     assert _rows_aligned(_FakeCudaTensor(256, (8192, 512, 64, 1)))
     assert not _rows_aligned(_FakeCudaTensor(256, (8320, 520, 65, 1)))   # head_dim slice of 65
     assert not _rows_aligned(_FakeCudaTensor(258, (8192, 512, 64, 1)))   # odd storage offset
+
+
+def test_positional_arguments_follow_flash_attn():
+    """flash_attn's order is (q, k, v, dropout_p, softmax_scale, causal): the
+    same positional call means the same thing here, and dropout is refused."""
+    q, k, v = _qkv()
+    by_name = tilec.flash_attn_func(q, k, v, softmax_scale=0.3, causal=True)
+    by_position = tilec.flash_attn_func(q, k, v, 0.0, 0.3, True)
+    np.testing.assert_array_equal(by_name, by_position)
+    with pytest.raises(NotImplementedError, match="dropout is not implemented"):
+        tilec.flash_attn_func(q, k, v, 0.1)

@@ -9,7 +9,7 @@
 
 // Several files cannot go to stdout.
 // RUN: not tilec --from-llvm-dialect --emit=all %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=NEED-OUT
-// NEED-OUT: tilec: error: --emit=cubin and --emit=all write several files: give -o OUTDIR
+// NEED-OUT: tilec: error: --emit=all (the default) writes files: give -o OUTDIR (or -o FILE with a single --emit)
 
 // RUN: not tilec --from-llvm-dialect --emit=ptx -o - %t.missing.mlir 2>&1 | FileCheck %s --check-prefix=NO-INPUT
 // NO-INPUT: tilec: error: cannot read {{.*}}missing.mlir: No such file or directory
@@ -31,10 +31,16 @@
 // RUN: not env TILEC_PTXAS= tilec --from-llvm-dialect --emit=cubin -o %t/c %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=CUBIN-NO-PTXAS
 // CUBIN-NO-PTXAS: tilec: error: --emit=cubin needs ptxas; none was found for @mma_tile
 
-// -o FILE with the emit's extension writes that one file.
+// -o FILE (any file name with an extension) writes that one file.
 // RUN: tilec --from-llvm-dialect --emit=ptx -o %t/single.ptx %S/../Target/Inputs/mma_tile.mlir
 // RUN: FileCheck %s --check-prefix=SINGLE --input-file=%t/single.ptx
+// RUN: tilec --from-llvm-dialect --emit=ptx -o %t/single.txt %S/../Target/Inputs/mma_tile.mlir
+// RUN: FileCheck %s --check-prefix=SINGLE --input-file=%t/single.txt
 // SINGLE: .visible .entry mma_tile(
+
+// Warps come in powers of two up to 16, as tile-partition-warps takes them.
+// RUN: not tilec --from-llvm-dialect --num-warps=3 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=WARPS
+// WARPS: tilec: error: --num-warps=3 must be a power of two in [1, 16]
 
 // TILEC_DUMP_IR=1 prints the IR at every stage, here the LLVM IR before and
 // after the O3 pipeline.

@@ -210,8 +210,9 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
     return success();
   }
 
-  // A single emit to a path with its extension names the file itself.
-  if (emit != Emit::All && StringRef(output).ends_with(extensionOf(emit))) {
+  // A single emit to a path that is not a folder and has an extension (any:
+  // k.ptx, out.txt, x.mlir) names the file itself; otherwise -o is a folder.
+  if (emit != Emit::All && !sys::fs::is_directory(output) && sys::path::has_extension(output)) {
     if (kernels->size() != 1)
       return reportFailure(Twine(kernels->size()) + " kernels: give -o a folder");
     const tilec::CompiledKernel &kernel = kernels->front();
@@ -223,7 +224,7 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
     return reportFailure("cannot create " + output + ": " + ec.message());
   if (!sys::fs::is_directory(output))
     return reportFailure("-o " + output + " is not a folder (a single file needs --emit=" +
-                         "ptx|cubin|llvm|tile and that emit's extension)");
+                         "ptx|cubin|llvm|tile and a file name with an extension)");
   auto pathFor = [&](const tilec::CompiledKernel &kernel, StringRef extension) {
     SmallString<256> path(output);
     sys::path::append(path, kernel.name + extension);
@@ -272,11 +273,13 @@ int main(int argc, char **argv) {
   const bool stats = AreStatisticsEnabled();
 
   if (!isTextEmit(emit) && (output.empty() || output == "-"))
-    return fail("--emit=cubin and --emit=all write several files: give -o OUTDIR");
+    return fail("--emit=" + std::string(emit == Emit::All ? "all (the default)" : "cubin") +
+                " writes files: give -o OUTDIR (or -o FILE with a single --emit)");
   if (emit == Emit::Tile && fromLLVMDialect)
     return fail("--emit=tile has nothing to write with --from-llvm-dialect");
-  if (numWarps < 1 || numWarps > 32)
-    return fail("--num-warps=" + Twine(numWarps.getValue()) + " is outside [1, 32]");
+  if (numWarps < 1 || numWarps > 16 || (numWarps & (numWarps - 1)) != 0)
+    return fail("--num-warps=" + Twine(numWarps.getValue()) +
+                " must be a power of two in [1, 16]");
 
   ErrorOr<std::unique_ptr<MemoryBuffer>> input = MemoryBuffer::getFileOrSTDIN(inputFile);
   if (!input)
