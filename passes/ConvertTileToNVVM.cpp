@@ -35,6 +35,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 #include <tuple>
@@ -1294,6 +1295,30 @@ LogicalResult KernelLowering::run() {
   if (namesAttr && namesAttr.size() != func.getNumArguments())
     return func.emitError() << "tile.arg_names has " << namesAttr.size() << " names for "
                             << func.getNumArguments() << " parameters";
+  // Every name in a grid expression must be an integer parameter: the
+  // runtime evaluates them from the launch arguments.
+  llvm::StringSet<> integerParams;
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+    if (type.isInteger(32) || type.isInteger(64))
+      integerParams.insert(namesAttr ? cast<StringAttr>(namesAttr[i]).str()
+                                     : "arg" + std::to_string(i));
+  for (Attribute expr : gridAttr) {
+    StringRef text = cast<StringAttr>(expr).getValue();
+    for (size_t pos = 0; pos < text.size();) {
+      if (!isalpha(text[pos]) && text[pos] != '_') {
+        ++pos;
+        continue;
+      }
+      size_t end = pos;
+      while (end < text.size() && (isalnum(text[end]) || text[end] == '_'))
+        ++end;
+      StringRef name = text.slice(pos, end);
+      if (name != "cdiv" && name != "min" && name != "max" && !integerParams.contains(name))
+        return func.emitError() << "tile.grid expression \"" << text << "\" names '" << name
+                                << "', which is not an integer parameter of the kernel";
+      pos = end;
+    }
+  }
 
   // Signature and the launch description the driver writes as a manifest.
   SmallVector<Type> argTypes;

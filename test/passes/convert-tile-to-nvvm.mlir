@@ -222,3 +222,12 @@ func.func @leak(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %
   tile.store %a2, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
+
+// -----
+
+// Grid expressions are evaluated by the runtime from integer parameters only.
+// expected-error@below {{tile.grid expression "cdiv(seqlen, 64)" names 'seqlen', which is not an integer parameter of the kernel}}
+func.func @grid_names_unknown(%n: i32, %x: f32)
+    attributes {tile.kernel, tile.arg_names = ["n", "x"], tile.grid = ["cdiv(seqlen, 64)", "1", "1"]} {
+  return
+}

@@ -11,6 +11,10 @@
 // RUN: not tilec --from-llvm-dialect --emit=all %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=NEED-OUT
 // NEED-OUT: tilec: error: --emit=all (the default) writes files: give -o OUTDIR (or -o FILE with a single --emit)
 
+// Python kernels go through the Python package.
+// RUN: not tilec %tilec_src_root/kernels/flash_fwd.py -o %t.py.out 2>&1 | FileCheck %s --check-prefix=PY
+// PY: tilec: error: {{.*}}flash_fwd.py is Python: tilec compiles tile-dialect MLIR
+
 // RUN: not tilec --from-llvm-dialect --emit=ptx -o - %t.missing.mlir 2>&1 | FileCheck %s --check-prefix=NO-INPUT
 // NO-INPUT: tilec: error: cannot read {{.*}}missing.mlir: No such file or directory
 

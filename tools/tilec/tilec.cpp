@@ -281,6 +281,10 @@ int main(int argc, char **argv) {
     return fail("--num-warps=" + Twine(numWarps.getValue()) +
                 " must be a power of two in [1, 16]");
 
+  if (StringRef(inputFile).ends_with(".py"))
+    return fail(inputFile + " is Python: tilec compiles tile-dialect MLIR; compile @tilec.jit "
+                            "kernels through the Python package (tilec.Kernel.compile, "
+                            "scripts/build_artifacts.py)");
   ErrorOr<std::unique_ptr<MemoryBuffer>> input = MemoryBuffer::getFileOrSTDIN(inputFile);
   if (!input)
     return fail("cannot read " + inputFile + ": " + input.getError().message());
