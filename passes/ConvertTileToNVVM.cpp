@@ -407,7 +407,7 @@ void KernelLowering::waitFor(Value tileValue) {
   if (tile.pendingGroup < 0)
     return;
   // Groups committed after this one may stay in flight.
-  int64_t newer = committedGroups - tile.pendingGroup - 1;
+  int64_t newer = std::max<int64_t>(0, committedGroups - tile.pendingGroup - 1);
   NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(newer));
   NVVM::Barrier0Op::create(b);
   completeThrough = std::max(completeThrough, tile.pendingGroup);
@@ -438,7 +438,9 @@ void KernelLowering::drainRegion(const SharedTile &tile) {
     if (offset < tile.offset + size && tile.offset < offset + writer.second)
       latest = std::max(latest, writer.first);
   if (latest > completeThrough) {
-    NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(committedGroups - latest - 1));
+    assert(latest < committedGroups && "a region's writer is a committed group");
+    NVVM::CpAsyncWaitGroupOp::create(
+        b, b.getI32IntegerAttr(std::max<int64_t>(0, committedGroups - latest - 1)));
     completeThrough = latest;
   }
 }
@@ -1015,6 +1017,8 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   // for conservatively.
   auto pendingBefore = pendingSnapshot();
   int64_t committedBefore = committedGroups, committedAfter = committedGroups;
+  auto writersBefore = lastWriter;
+  auto writersAfter = lastWriter;
   for (auto [oldRegion, newRegion] :
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
@@ -1023,10 +1027,14 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
     for (auto [value, group] : pendingBefore)
       sharedTiles[value].pendingGroup = group;
     committedGroups = committedBefore;
+    lastWriter = writersBefore; // the other branch's fills never happened here
     llvm::scope_exit release([&] {
       sharedBytes = sharedMark;
       completeThrough = completeBefore;
       committedAfter = std::max(committedAfter, committedGroups);
+      for (auto &[offset, writer] : lastWriter)
+        if (writer.first >= committedBefore)
+          writersAfter[offset] = writer;
     });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
@@ -1042,6 +1050,7 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   assumeCommittedLast(pendingBefore);
   // Fills made in either branch count as the latest commit: the two
   // branches numbered their groups from the same start.
+  lastWriter = writersAfter;
   for (auto &[offset, writer] : lastWriter)
     if (writer.first >= committedBefore)
       writer.first = committedGroups - 1;

@@ -16,6 +16,9 @@
 // PTX: .maxntid 128, 1, 1
 // PTX: ldmatrix.sync.aligned
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// The copies' group accounting holds across the scale > 0 branch
+// tile-minimize-nonmatmul makes (each branch numbers its own groups).
+// PTX-NOT: cp.async.wait_group {{[[:space:]]*}}-
 
 // MANIFEST80: "arch": "sm_80",
 // MANIFEST90: "arch": "sm_90a",
