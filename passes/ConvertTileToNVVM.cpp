@@ -956,6 +956,18 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     sharedTiles[op.getRegionIterArgs()[i]] = carried;
     reuseRegion[next] = carried;
   }
+  // Shared tiles filled before the loop and read inside it (Q, say) are
+  // waited for once, here, instead of on every iteration.
+  SmallVector<Value> invariantShared;
+  op.getBody()->walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands())
+      if (isShared(operand) && !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+          sharedTiles.count(operand) && sharedTiles[operand].pendingGroup >= 0 &&
+          !llvm::is_contained(invariantShared, operand))
+        invariantShared.push_back(operand);
+  });
+  for (Value tile : invariantShared)
+    waitFor(tile);
   SmallVector<Value> inits = flatten(op.getInitArgs());
   auto newFor = scf::ForOp::create(b, scalar(op.getLowerBound()), scalar(op.getUpperBound()),
                                    scalar(op.getStep()), inits);
