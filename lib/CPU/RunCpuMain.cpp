@@ -20,10 +20,17 @@
 #include <vector>
 
 namespace {
+constexpr const char *kUsage =
+    "usage: tilec run-cpu FILE.mlir --kernel NAME --grid X,Y,Z [--no-tile-passes]\n"
+    "                     --arg ptr:FILE|i32:N|i64:N|f32:X ...\n"
+    "Runs a tile.kernel on the CPU (tile-to-cpu + MLIR's ExecutionEngine), one\n"
+    "--arg per kernel parameter in order. A ptr:FILE argument is the file's raw\n"
+    "bytes: read before the run and written back after it (inputs included). The\n"
+    "kernel's own bounds (view sizes) decide what it touches: a file smaller than\n"
+    "what the kernel's arguments describe is undefined behaviour, as on the GPU.\n";
+
 int usage(const char *why) {
-  llvm::errs() << "run-cpu: " << why << "\n"
-               << "usage: run-cpu FILE.mlir --kernel NAME --grid X,Y,Z [--no-tile-passes] "
-                  "--arg ptr:FILE|i32:N|i64:N|f32:X ...\n";
+  llvm::errs() << "run-cpu: " << why << "\n" << kUsage;
   return 2;
 }
 } // namespace
@@ -59,6 +66,9 @@ int tilec::runCpuMain(int argc, char **argv) {
       argTexts.push_back(v);
     } else if (a == "--no-tile-passes") {
       options.runTilePasses = false;
+    } else if (a == "--help" || a == "-h") {
+      llvm::outs() << kUsage;
+      return 0;
     } else if (a.starts_with("-")) {
       return usage(("unknown option " + a).str().c_str());
     } else if (file.empty()) {

@@ -236,11 +236,12 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
 
   SmallVector<LLVM::LLVMFuncOp> kernels = findKernels(*module);
   if (kernels.empty()) {
-    (*module)->emitError() << "no kernel to compile: expected an llvm.func with the '"
-                           << NVVM::NVVMDialect::getKernelFuncAttrName() << "' attribute"
-                           << (options.inputIsLLVMDialect
-                                   ? ""
-                                   : " after the tile-to-nvvm lowering");
+    if (options.inputIsLLVMDialect)
+      (*module)->emitError() << "no kernel to compile: expected an llvm.func with the '"
+                             << NVVM::NVVMDialect::getKernelFuncAttrName() << "' attribute";
+    else
+      (*module)->emitError() << "no kernel to compile: mark the kernel's func.func with the "
+                                "'tile.kernel' attribute";
     return diagnostics.takeError("no kernel");
   }
   SmallVector<LaunchInfo> launches;

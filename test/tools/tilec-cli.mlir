@@ -11,6 +11,10 @@
 // RUN: not tilec --from-llvm-dialect --emit=all %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=NEED-OUT
 // NEED-OUT: tilec: error: --emit=all (the default) writes files: give -o OUTDIR (or -o FILE with a single --emit)
 
+// Tile IR without a tile.kernel function says what to mark.
+// RUN: not tilec %S/Inputs/no_kernel.mlir -o %t.nk 2>&1 | FileCheck %s --check-prefix=NO-KERNEL
+// NO-KERNEL: error: no kernel to compile: mark the kernel's func.func with the 'tile.kernel' attribute
+
 // Python kernels go through the Python package.
 // RUN: not tilec %tilec_src_root/kernels/flash_fwd.py -o %t.py.out 2>&1 | FileCheck %s --check-prefix=PY
 // PY: tilec: error: {{.*}}flash_fwd.py is Python: tilec compiles tile-dialect MLIR
