@@ -80,22 +80,6 @@ cl::opt<unsigned> ptxVersion("ptx-version",
 
 bool isTextEmit(Emit e) { return e == Emit::PTX || e == Emit::LLVM || e == Emit::Tile; }
 
-StringRef extensionOf(Emit e) {
-  switch (e) {
-  case Emit::PTX:
-    return ".ptx";
-  case Emit::Cubin:
-    return ".cubin";
-  case Emit::LLVM:
-    return ".ll";
-  case Emit::Tile:
-    return ".tile.mlir";
-  case Emit::All:
-    break;
-  }
-  return "";
-}
-
 int fail(const Twine &message) {
   WithColor::error(errs(), "tilec") << message << "\n";
   return 1;
