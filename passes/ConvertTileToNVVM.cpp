@@ -90,7 +90,6 @@ std::string elementName(Type type) {
 }
 
 std::optional<int64_t> constantInt(Value v) {
-  APInt value;
   if (auto constant = v.getDefiningOp<arith::ConstantOp>())
     if (auto attr = dyn_cast<IntegerAttr>(constant.getValue()))
       return attr.getInt();
@@ -122,7 +121,6 @@ private:
   SmallVector<Value> elementCoords(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg);
   Value inBounds(const ViewInfo &view, ArrayRef<Value> index);
   Value elementAddress(const ViewInfo &view, ArrayRef<Value> index);
-  Value sharedBase();
   Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
   Value sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
                            Value chunkRuntime, int64_t chunkConst);
@@ -180,7 +178,6 @@ private:
   DenseMap<std::pair<Value, Value>, Value> packedPairs; // (lo, hi) -> their vector<2x..>
   DenseMap<Value, ViewInfo> views;
   DenseMap<Attribute, SmallVector<Value>> threadCoordCache;
-  Block *entryBlock = nullptr;
   Value laneId, warpId, threadId, smemBase;
   Operation *prologueEnd = nullptr;
   /// Swizzled row/chunk base addresses per (tile, row, chunk, low chunk bits).
@@ -276,8 +273,6 @@ Value KernelLowering::elementAddress(const ViewInfo &view, ArrayRef<Value> index
                              ValueRange{offset});
 }
 
-Value KernelLowering::sharedBase() { return smemBase; }
-
 /// Address of the 16-byte chunk (rowRuntime + rowConst, chunkRuntime +
 /// chunkConst) of a swizzled shared tile, where the runtime parts are
 /// thread-invariant values of the prologue and rowConst is a multiple of the
@@ -364,7 +359,7 @@ Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Va
                                arith::MulIOp::create(b, chunk, i32(kChunkBytes))),
       arith::MulIOp::create(b, within, i32(tile.elemBytes)));
   bytes = arith::AddIOp::create(b, bytes, i32(tile.offset));
-  return LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), sharedBase(),
+  return LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), smemBase,
                              ValueRange{bytes});
 }
 
@@ -1092,8 +1087,8 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
     return success();
   }
   LinearLayout from = layoutOf(in), to = layoutOf(out);
-  if (from.sameThreadMapping(to) ||
-      (from.laneBases() == to.laneBases() && from.warpBases() == to.warpBases()))
+  // Same threads hold the same elements: only the register order differs.
+  if (from.laneBases() == to.laneBases() && from.warpBases() == to.warpBases())
     return registerRemap(in, out, [](tilec::Coord c) { return c; }, op);
   // General case: through a scratch tile in shared memory.
   auto type = cast<RankedTensorType>(out.getType());
@@ -1367,8 +1362,7 @@ LogicalResult KernelLowering::run() {
   b.setInsertionPoint(func);
   auto kernel = LLVM::LLVMFuncOp::create(
       b, func.getName(), LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
-  entryBlock = kernel.addEntryBlock(b);
-  b.setInsertionPointToStart(entryBlock);
+  b.setInsertionPointToStart(kernel.addEntryBlock(b));
   for (auto [oldArg, newArg] : llvm::zip(func.getArguments(), kernel.getArguments()))
     mapping.map(oldArg, newArg);
   threadId = NVVM::ThreadIdXOp::create(b, b.getI32Type());

@@ -66,6 +66,24 @@ bool isCheapToRecompute(Operation *op, int depth = 0) {
   return false;
 }
 
+/// The layout the tile operand of shape plumbing (expand_dims, trans,
+/// broadcast) or an elementwise op needs so that the op produces `out`.
+tilec::LinearLayout operandLayout(Operation *op, const tilec::LinearLayout &out) {
+  if (auto expand = dyn_cast<ExpandDimsOp>(op))
+    return out.sliceDim(expand.getAxis());
+  if (isa<TransOp>(op))
+    return out.transposed();
+  if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
+    tilec::LinearLayout in = out;
+    ArrayRef<int64_t> inShape = broadcast.getInput().getType().getShape();
+    for (unsigned d = 0; d < inShape.size(); ++d)
+      if (inShape[d] == 1)
+        in = in.zeroDim(d);
+    return in;
+  }
+  return out;
+}
+
 /// A loop-carried tile can live in one shared-memory region (the GPU
 /// lowering refills it in place) when it is the tile-pipeline shape: the
 /// initial value is a load used only by the loop, and the body reloads it
@@ -141,7 +159,7 @@ private:
   void propagateToDefinition(Value v, Attribute layout);
   LogicalResult propagateToUse(OpOperand &use, Attribute layout);
   void seedDefaults();
-  Value materialize(Value v, Attribute layout, OpBuilder &builder, int depth = 0);
+  Value materialize(Value v, Attribute layout, OpBuilder &builder);
   void applyConversions();
   void rewriteTypes();
 
@@ -265,21 +283,8 @@ void LayoutAssigner::propagateToDefinition(Value v, Attribute layout) {
         demandAt(operand, layout);
     return;
   }
-  if (!linearAttr)
-    return;
-  tilec::LinearLayout out = toLinearLayout(linearAttr);
-  if (auto expand = dyn_cast<ExpandDimsOp>(def))
-    return demandAt(expand.getInputMutable(), linear(out.sliceDim(expand.getAxis())));
-  if (auto trans = dyn_cast<TransOp>(def))
-    return demandAt(trans.getInputMutable(), linear(out.transposed()));
-  if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
-    tilec::LinearLayout in = out;
-    ArrayRef<int64_t> inShape = broadcast.getInput().getType().getShape();
-    for (unsigned d = 0; d < inShape.size(); ++d)
-      if (inShape[d] == 1)
-        in = in.zeroDim(d);
-    return demandAt(broadcast.getInputMutable(), linear(in));
-  }
+  if (linearAttr && isa<ExpandDimsOp, TransOp, BroadcastOp>(def))
+    demandAt(def->getOpOperand(0), linear(operandLayout(def, toLinearLayout(linearAttr))));
 }
 
 LogicalResult LayoutAssigner::propagateToUse(OpOperand &use, Attribute layout) {
@@ -344,16 +349,13 @@ LogicalResult LayoutAssigner::propagateToUse(OpOperand &use, Attribute layout) {
   }
   // Invertible shape plumbing: when the result already has a layout, the
   // input is what must change (often a cheap iota, recomputed).
-  if (auto expand = dyn_cast<ExpandDimsOp>(user)) {
-    if (Attribute result = assigned.lookup(expand.getResult()))
-      demandAt(use, linear(toLinearLayout(cast<LinearLayoutAttr>(result)).sliceDim(expand.getAxis())));
-    else
+  if (isa<ExpandDimsOp, TransOp>(user)) {
+    if (Attribute result = assigned.lookup(user->getResult(0)))
+      demandAt(use, linear(operandLayout(user, toLinearLayout(cast<LinearLayoutAttr>(result)))));
+    else if (auto expand = dyn_cast<ExpandDimsOp>(user))
       deriveResult(expand.getResult(), in.insertDim(expand.getAxis()));
-  } else if (auto trans = dyn_cast<TransOp>(user)) {
-    if (Attribute result = assigned.lookup(trans.getResult()))
-      demandAt(use, linear(toLinearLayout(cast<LinearLayoutAttr>(result)).transposed()));
     else
-      deriveResult(trans.getResult(), in.transposed());
+      deriveResult(user->getResult(0), in.transposed());
   }
   return success();
 }
@@ -395,38 +397,23 @@ void LayoutAssigner::seedDefaults() {
   });
 }
 
-Value LayoutAssigner::materialize(Value v, Attribute layout, OpBuilder &builder, int depth) {
+Value LayoutAssigner::materialize(Value v, Attribute layout, OpBuilder &builder) {
   Operation *def = v.getDefiningOp();
-  if (!isTile(v))
+  if (!isTile(v) || assigned.lookup(v) == layout)
     return v;
-  if (assigned.lookup(v) == layout)
-    return v;
-  // Shared placement is never recomputed: it is filled from registers.
-  if (!isa<SharedLayoutAttr>(layout) && (depth > 0 || isCheapToRecompute(def))) {
-    if (isCheapToRecompute(def)) {
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPoint(def);
-      Operation *clone = builder.clone(*def);
-      auto linearAttr = dyn_cast<LinearLayoutAttr>(layout);
-      for (OpOperand &operand : clone->getOpOperands()) {
-        if (!isTile(operand.get()))
-          continue;
-        Attribute operandLayout = layout;
-        if (auto expand = dyn_cast<ExpandDimsOp>(def))
-          operandLayout = linear(toLinearLayout(linearAttr).sliceDim(expand.getAxis()));
-        else if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
-          tilec::LinearLayout in = toLinearLayout(linearAttr);
-          ArrayRef<int64_t> inShape = broadcast.getInput().getType().getShape();
-          for (unsigned d = 0; d < inShape.size(); ++d)
-            if (inShape[d] == 1)
-              in = in.zeroDim(d);
-          operandLayout = linear(in);
-        }
-        operand.set(materialize(operand.get(), operandLayout, builder, depth + 1));
-      }
-      assigned[clone->getResult(0)] = layout;
-      return clone->getResult(0);
-    }
+  // Cheap producers are recomputed in the demanded layout, their tile
+  // operands recursively. Shared placement is never recomputed: it is filled
+  // from registers.
+  if (!isa<SharedLayoutAttr>(layout) && isCheapToRecompute(def)) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(def);
+    Operation *clone = builder.clone(*def);
+    tilec::LinearLayout out = toLinearLayout(cast<LinearLayoutAttr>(layout));
+    for (OpOperand &operand : clone->getOpOperands())
+      if (isTile(operand.get()))
+        operand.set(materialize(operand.get(), linear(operandLayout(def, out)), builder));
+    assigned[clone->getResult(0)] = layout;
+    return clone->getResult(0);
   }
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointAfterValue(v);
