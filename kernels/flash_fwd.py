@@ -22,6 +22,7 @@ def _name(DTYPE, HEAD_DIM, CAUSAL, **_):
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", 1), name=_name, num_warps="NUM_WARPS",
+           num_stages="NUM_STAGES",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "block_m": "BLOCK_M"})
 def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
               lse: tl.ptr(tl.float32), seqlen_q: tl.int32, seqlen_k: tl.int32,
@@ -33,7 +34,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
               CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
-              NUM_WARPS: tl.constexpr = 4):
+              NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b, h = pid_bh // num_heads, pid_bh % num_heads

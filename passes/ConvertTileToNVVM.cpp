@@ -69,6 +69,12 @@ struct ViewInfo {
 /// A tile in shared memory: byte offset of its region and its geometry.
 struct SharedTile {
   int64_t offset = 0;
+  /// Runtime bytes added to `offset` (i32), or null. A tile of a two-buffer
+  /// ring (tile-pipeline stages=2) is in the region at `offset` or in its
+  /// twin `delta` bytes further, depending on the iteration's parity.
+  Value delta;
+  /// Bytes from the ring's first region to its twin (0: not a ring tile).
+  int64_t twinDistance = 0;
   int64_t rows = 0, cols = 0, elemBytes = 0;
   unsigned swizzleBits = 0;
   /// Index of the cp.async group that fills it; -1 once waited for.
@@ -143,6 +149,11 @@ private:
   /// committed last: a later wait covers every group committed so far.
   void assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending);
   void drainRegion(const SharedTile &tile);
+  /// bar.sync; copies waited for so far are now visible to every thread.
+  void barrier();
+  /// The barrier a refill of shared memory needs (everyone done with what
+  /// was there), unless no thread touched shared memory since the last one.
+  void barrierBeforeFill();
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
   SharedTile allocateShared(RankedTensorType type);
@@ -181,7 +192,7 @@ private:
   Value laneId, warpId, threadId, smemBase;
   Operation *prologueEnd = nullptr;
   /// Swizzled row/chunk base addresses per (tile, row, chunk, low chunk bits).
-  std::map<std::tuple<int64_t, void *, void *, int64_t>, Value> chunkBaseCache;
+  std::map<std::tuple<int64_t, void *, void *, int64_t, void *>, Value> chunkBaseCache;
   /// Shared memory is allocated like a stack: tiles made inside a loop body
   /// or branch die with it, so the next loop (the masked/unmasked copies
   /// tile-split-masked-loops makes) reuses the space. The barrier before
@@ -191,6 +202,12 @@ private:
   int64_t committedGroups = 0;
   /// Highest cp.async group known complete at this point of the walk.
   int64_t completeThrough = -1;
+  /// Highest group known complete *and* followed by a barrier: its data is
+  /// visible to every thread without another bar.sync.
+  int64_t visibleThrough = -1;
+  /// Whether some thread may have read or written shared memory since the
+  /// last barrier (a refill must then wait for everyone first).
+  bool sharedAccessSinceBarrier = true;
   /// Per region offset: (last group that filled it, region bytes).
   std::map<int64_t, std::pair<int64_t, int64_t>> lastWriter;
 };
@@ -298,7 +315,7 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
   int64_t rowBytes = tile.cols * tile.elemBytes;
   auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
-                             chunkRuntime.getAsOpaquePointer(), chunkLow);
+                             chunkRuntime.getAsOpaquePointer(), chunkLow, static_cast<void *>(nullptr));
   Value &base = chunkBaseCache[key];
   if (!base) {
     OpBuilder::InsertionGuard guard(b);
@@ -312,7 +329,20 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
     base = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), smemBase,
                                ValueRange{bytes});
   }
-  return {base, rowConst * rowBytes + chunkHigh * kChunkBytes};
+  int64_t constant = rowConst * rowBytes + chunkHigh * kChunkBytes;
+  if (!tile.delta)
+    return {base, constant};
+  // A ring tile: the loop-invariant base plus this iteration's delta, once
+  // per iteration (right after the delta is computed, at the top of the body).
+  std::get<4>(key) = tile.delta.getAsOpaquePointer();
+  Value &shifted = chunkBaseCache[key];
+  if (!shifted) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(tile.delta);
+    shifted = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
+                                  ValueRange{tile.delta});
+  }
+  return {shifted, constant};
 }
 
 /// ldmatrix.x{num}[.trans] at [base + offset], as inline PTX with the offset
@@ -324,6 +354,7 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
 /// being hoisted itself (it reads shared memory that changes every
 /// iteration) and ordered with the barriers and cp.async waits around it.
 Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpose) {
+  sharedAccessSinceBarrier = true;
   std::string regs;
   for (int i = 0; i < num; ++i)
     regs += (i ? ", $" : "$") + std::to_string(i);
@@ -359,6 +390,8 @@ Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Va
                                arith::MulIOp::create(b, chunk, i32(kChunkBytes))),
       arith::MulIOp::create(b, within, i32(tile.elemBytes)));
   bytes = arith::AddIOp::create(b, bytes, i32(tile.offset));
+  if (tile.delta)
+    bytes = arith::AddIOp::create(b, bytes, tile.delta);
   return LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), smemBase,
                              ValueRange{bytes});
 }
@@ -401,13 +434,29 @@ void KernelLowering::waitFor(Value tileValue) {
   SharedTile &tile = sharedTiles[tileValue];
   if (tile.pendingGroup < 0)
     return;
-  // Groups committed after this one may stay in flight.
-  int64_t newer = std::max<int64_t>(0, committedGroups - tile.pendingGroup - 1);
-  NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(newer));
-  NVVM::Barrier0Op::create(b);
-  completeThrough = std::max(completeThrough, tile.pendingGroup);
+  if (tile.pendingGroup > completeThrough) {
+    // Groups committed after this one may stay in flight.
+    int64_t newer = std::max<int64_t>(0, committedGroups - tile.pendingGroup - 1);
+    NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(newer));
+    completeThrough = tile.pendingGroup;
+  }
+  // Each thread waited for its own copies; the barrier shows them to all.
+  if (tile.pendingGroup > visibleThrough)
+    barrier();
   tile.pendingGroup = -1;
 }
+
+void KernelLowering::barrier() {
+  NVVM::Barrier0Op::create(b);
+  visibleThrough = completeThrough;
+  sharedAccessSinceBarrier = false;
+}
+
+void KernelLowering::barrierBeforeFill() {
+  if (sharedAccessSinceBarrier)
+    barrier();
+}
+
 
 SmallVector<std::pair<Value, int64_t>> KernelLowering::pendingSnapshot() {
   SmallVector<std::pair<Value, int64_t>> pending;
@@ -429,9 +478,13 @@ void KernelLowering::assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pen
 void KernelLowering::drainRegion(const SharedTile &tile) {
   int64_t size = tile.rows * tile.cols * tile.elemBytes;
   int64_t latest = -1;
-  for (const auto &[offset, writer] : lastWriter)
-    if (offset < tile.offset + size && tile.offset < offset + writer.second)
-      latest = std::max(latest, writer.first);
+  SmallVector<int64_t, 2> regions = {tile.offset};
+  if (tile.delta) // a ring tile: either of its two regions
+    regions.push_back(tile.offset + tile.twinDistance);
+  for (int64_t region : regions)
+    for (const auto &[offset, writer] : lastWriter)
+      if (offset < region + size && region < offset + writer.second)
+        latest = std::max(latest, writer.first);
   if (latest > completeThrough) {
     assert(latest < committedGroups && "a region's writer is a committed group");
     NVVM::CpAsyncWaitGroupOp::create(
@@ -442,6 +495,7 @@ void KernelLowering::drainRegion(const SharedTile &tile) {
 
 SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayout &layout,
                                               Type elemType) {
+  sharedAccessSinceBarrier = true;
   SmallVector<Value> thread = threadCoords(layout);
   SmallVector<Value> out;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
@@ -452,6 +506,7 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
 }
 
 void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> values) {
+  sharedAccessSinceBarrier = true;
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
@@ -618,7 +673,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   // Earlier copies into the region must have landed and everyone must be
   // done reading its previous contents.
   drainRegion(tile);
-  NVVM::Barrier0Op::create(b);
+  barrierBeforeFill();
   Value rowOffset = scalar(op.getOffsets()[0]), colOffset = scalar(op.getOffsets()[1]);
   // Pass p copies chunks [p * threads, (p + 1) * threads): when a pass covers
   // whole rows, a thread keeps its chunk column and moves down by a constant
@@ -674,7 +729,10 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   }
   NVVM::CpAsyncCommitGroupOp::create(b);
   tile.pendingGroup = committedGroups++;
-  lastWriter[tile.offset] = {tile.pendingGroup, tile.rows * tile.cols * tile.elemBytes};
+  int64_t bytes = tile.rows * tile.cols * tile.elemBytes;
+  lastWriter[tile.offset] = {tile.pendingGroup, bytes};
+  if (tile.delta) // a ring tile: it went to one of its two regions
+    lastWriter[tile.offset + tile.twinDistance] = {tile.pendingGroup, bytes};
   sharedTiles[op.getResult()] = tile;
   return success();
 }
@@ -929,28 +987,52 @@ void KernelLowering::unflatten(ValueRange oldValues, ValueRange newValues) {
   }
 }
 
+/// Whether the loop body reads the carried value `arg` after `reload` (the
+/// load yielding its next value) is issued: then the reload must go to
+/// another region (a ring of two) instead of refilling the one being read.
+static bool readAfterReload(BlockArgument arg, Operation *reload) {
+  Block *body = reload->getBlock();
+  return llvm::any_of(arg.getUsers(), [&](Operation *user) {
+    Operation *inBody = body->findAncestorOpInBlock(*user);
+    return !inBody || reload->isBeforeInBlock(inBody);
+  });
+}
+
 LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
-  // A loop-carried shared tile (a prefetched K/V block) keeps one region:
-  // the load that produces the next iteration's value writes into it, so
-  // nothing shared flows through the loop's SSA values.
+  // A loop-carried shared tile (a prefetched K/V block) never flows through
+  // the loop's SSA values: the load producing the next iteration's value
+  // writes into the region the loop assigned it. Refilled in place when the
+  // reload comes after the last read (tile-pipeline stages=1); otherwise the
+  // tile gets a twin region and iterations alternate between the two
+  // (stages=2), the parity carried in one i32.
   auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
+  struct Carried {
+    unsigned index;
+    LoadOp reload;
+    bool ring;
+  };
+  SmallVector<Carried> carried;
   for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
     if (isa<ViewType>(init.getType()))
       return op.emitError() << "loop-carried views are not supported";
     if (!isShared(init))
       continue;
-    Value next = yield.getOperand(i);
-    if (!next.getDefiningOp<LoadOp>() || next.getParentBlock() != op.getBody())
+    auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
+    if (!reload || reload->getBlock() != op.getBody())
       return op.emitError() << "a loop-carried shared tile must be reloaded by a tile.load in "
                                "the loop body";
-    SharedTile carried = sharedTiles[init];
-    // Its copy was committed before the body starts (before the loop, or
-    // late in the previous iteration): a wait that lets only groups
-    // committed inside the body stay in flight is always enough.
-    carried.pendingGroup = committedGroups - 1;
-    sharedTiles[op.getRegionIterArgs()[i]] = carried;
-    reuseRegion[next] = carried;
+    bool ring = readAfterReload(op.getRegionIterArgs()[i], reload);
+    if (ring) {
+      // The twin region lives as long as the loop.
+      SharedTile &first = sharedTiles[init];
+      if (first.delta)
+        return op.emitError() << "a ring tile cannot start a second ring";
+      SharedTile twin = allocateShared(cast<RankedTensorType>(init.getType()));
+      first.twinDistance = twin.offset - first.offset;
+    }
+    carried.push_back({unsigned(i), reload, ring});
   }
+  bool hasRing = llvm::any_of(carried, [](const Carried &c) { return c.ring; });
   // Shared tiles filled before the loop and read inside it (Q, say) are
   // waited for once, here, instead of on every iteration.
   SmallVector<Value> invariantShared;
@@ -964,6 +1046,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   for (Value tile : invariantShared)
     waitFor(tile);
   SmallVector<Value> inits = flatten(op.getInitArgs());
+  if (hasRing)
+    inits.push_back(i32(0)); // parity: which region of each ring holds the carried tile
   auto newFor = scf::ForOp::create(b, scalar(op.getLowerBound()), scalar(op.getUpperBound()),
                                    scalar(op.getStep()), inits);
   mapping.map(op.getInductionVar(), newFor.getInductionVar());
@@ -971,38 +1055,89 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   int64_t sharedMark = sharedBytes;
   // Waits inside the body may never run (zero trips): they prove nothing
   // after the loop, and neither does the body's count of commits.
-  int64_t completeBefore = completeThrough;
+  int64_t completeBefore = completeThrough, visibleBefore = visibleThrough;
   auto pendingBefore = pendingSnapshot();
+  bool bodyFills = false;
+  op.getBody()->walk([&](LoadOp load) { bodyFills |= isShared(load.getResult()); });
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = newFor.getBody();
     if (!body->empty())
       body->getTerminator()->erase();
     b.setInsertionPointToEnd(body);
+
+    // At the top of an iteration after the first, the previous iteration's
+    // copies are the newest groups, numbered here as the last one committed
+    // (committedGroups - 1): waiting for that group waits for them all. They
+    // may have written any region the body fills, and none of them is known
+    // complete or visible yet.
+    if (bodyFills) {
+      int64_t previousIteration = committedGroups - 1;
+      for (auto &[offset, writer] : lastWriter)
+        writer.first = std::max(writer.first, previousIteration);
+      lastWriter[sharedMark] = {previousIteration, std::numeric_limits<int32_t>::max()};
+      completeThrough = std::min(completeThrough, previousIteration - 1);
+      visibleThrough = std::min(visibleThrough, previousIteration - 1);
+    }
+    sharedAccessSinceBarrier = true; // the previous iteration's reads
+
+    Value parity = hasRing ? body->getArguments().back() : Value();
+    for (Carried &c : carried) {
+      Value init = op.getInitArgs()[c.index];
+      SharedTile tile = sharedTiles[init];
+      // Its copy was committed before the body starts (before the loop, or
+      // in the previous iteration): see above.
+      tile.pendingGroup = committedGroups - 1;
+      SharedTile fill = tile;
+      if (c.ring) {
+        Value twin = i32(tile.twinDistance);
+        tile.delta = arith::MulIOp::create(b, parity, twin);
+        fill.delta = arith::SubIOp::create(b, twin, tile.delta);
+      }
+      sharedTiles[op.getRegionIterArgs()[c.index]] = tile;
+      reuseRegion[c.reload.getResult()] = fill;
+    }
     for (Operation &inner : op.getBody()->without_terminator())
       if (failed(lowerOp(&inner)))
         return failure();
-    // Shared tiles filled in the loop must be complete before the next
-    // iteration's barrier; waitFor ran at their first use.
-    scf::YieldOp::create(b, flatten(op.getBody()->getTerminator()->getOperands()));
+    SmallVector<Value> yielded = flatten(op.getBody()->getTerminator()->getOperands());
+    if (hasRing)
+      yielded.push_back(arith::XOrIOp::create(b, parity, i32(1)));
+    scf::YieldOp::create(b, yielded);
   }
   sharedBytes = sharedMark;
   completeThrough = completeBefore;
+  visibleThrough = visibleBefore;
+  sharedAccessSinceBarrier = true;
   assumeCommittedLast(pendingBefore);
-  unflatten(op.getResults(), newFor.getResults());
-  for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
-    if (!isShared(init))
-      continue;
-    // The first iteration's tile (loaded just before the loop) dies with the
-    // loop when nothing reads the final value: pop it off the stack.
-    const SharedTile &first = sharedTiles[init];
-    if (init.hasOneUse() && op.getResult(i).use_empty() &&
-        first.offset + first.rows * first.cols * first.elemBytes == sharedBytes)
-      sharedBytes = first.offset;
-    SharedTile after = sharedTiles[yield.getOperand(i)];
+  unflatten(op.getResults(), newFor.getResults().take_front(newFor.getNumResults() - (hasRing ? 1 : 0)));
+
+  // The regions of carried tiles nothing reads after the loop (the first
+  // iteration's tile, the ring's twin) die with it: pop them off the stack.
+  SmallVector<std::pair<int64_t, int64_t>> dead; // (offset, bytes)
+  for (Carried &c : carried) {
+    Value init = op.getInitArgs()[c.index];
+    SharedTile after = sharedTiles[c.reload.getResult()];
+    if (c.ring) // the last region written: parity after the loop
+      after.delta = arith::MulIOp::create(b, newFor.getResults().back(), i32(after.twinDistance));
     // Uses after the loop wait for everything committed before they run.
     after.pendingGroup = committedGroups - 1;
-    sharedTiles[op.getResult(i)] = after;
+    sharedTiles[op.getResult(c.index)] = after;
+    const SharedTile &first = sharedTiles[init];
+    int64_t bytes = first.rows * first.cols * first.elemBytes;
+    if (init.hasOneUse() && op.getResult(c.index).use_empty()) {
+      dead.push_back({first.offset, bytes});
+      if (c.ring)
+        dead.push_back({first.offset + first.twinDistance, bytes});
+    }
+  }
+  for (bool popped = true; popped;) {
+    popped = false;
+    for (auto [offset, bytes] : dead)
+      if (offset + bytes == sharedBytes || (offset < sharedBytes && int64_t(llvm::alignTo(offset + bytes, 128)) == sharedBytes)) {
+        sharedBytes = offset;
+        popped = true;
+      }
   }
   return success();
 }
@@ -1026,6 +1161,9 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   int64_t committedBefore = committedGroups, committedAfter = committedGroups;
   auto writersBefore = lastWriter;
   auto writersAfter = lastWriter;
+  int64_t visibleBefore = visibleThrough;
+  bool accessBefore = sharedAccessSinceBarrier;
+  bool accessAfter = hasElse ? false : accessBefore; // a missing else keeps the state
   for (auto [oldRegion, newRegion] :
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
@@ -1035,9 +1173,13 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
       sharedTiles[value].pendingGroup = group;
     committedGroups = committedBefore;
     lastWriter = writersBefore; // the other branch's fills never happened here
+    visibleThrough = visibleBefore;
+    sharedAccessSinceBarrier = accessBefore;
     llvm::scope_exit release([&] {
+      accessAfter |= sharedAccessSinceBarrier;
       sharedBytes = sharedMark;
       completeThrough = completeBefore;
+      visibleThrough = visibleBefore;
       committedAfter = std::max(committedAfter, committedGroups);
       for (auto &[offset, writer] : lastWriter)
         if (writer.first >= committedBefore)
@@ -1054,6 +1196,7 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
     scf::YieldOp::create(b, flatten(oldRegion->front().getTerminator()->getOperands()));
   }
   committedGroups = committedAfter;
+  sharedAccessSinceBarrier = accessAfter;
   assumeCommittedLast(pendingBefore);
   // Fills made in either branch count as the latest commit: the two
   // branches numbered their groups from the same start.
@@ -1075,9 +1218,9 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
     }
     SharedTile tile = allocateShared(cast<RankedTensorType>(out.getType()));
     drainRegion(tile);
-    NVVM::Barrier0Op::create(b);
+    barrierBeforeFill();
     writeShared(tile, layoutOf(in), regs[in]);
-    NVVM::Barrier0Op::create(b);
+    barrier();
     sharedTiles[out] = tile;
     return success();
   }
@@ -1106,9 +1249,9 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   sharedBytes = scratch.offset + scratch.rows * scratch.cols * scratch.elemBytes;
   sharedPeak = std::max(sharedPeak, sharedBytes);
   drainRegion(scratch);
-  NVVM::Barrier0Op::create(b);
+  barrierBeforeFill();
   writeShared(scratch, from, regs[in]);
-  NVVM::Barrier0Op::create(b);
+  barrier();
   regs[out] = readShared(scratch, to, elemType);
   return success();
 }

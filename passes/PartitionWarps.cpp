@@ -84,14 +84,14 @@ tilec::LinearLayout operandLayout(Operation *op, const tilec::LinearLayout &out)
   return out;
 }
 
-/// A loop-carried tile can live in one shared-memory region (the GPU
-/// lowering refills it in place) when it is the tile-pipeline shape: the
-/// initial value is a load used only by the loop, and the body reloads it
-/// with a load placed after every read of the carried value. Anything else —
-/// a reload before the last read, say — would overwrite data still to be
-/// read; such a tile stays in registers and is moved to shared memory at its
-/// use instead.
-bool isSingleBufferedCarriedTile(BlockArgument arg) {
+/// A loop-carried tile can live in shared memory when it is tile-pipeline's
+/// shape: the initial value is a load used only by the loop, and the body
+/// reloads it (for the next iteration) with a load used only by the yield.
+/// The GPU lowering refills one region in place when the reload comes after
+/// every read of the carried value, and alternates between two regions when
+/// it comes before (a ring). Anything else stays in registers and is moved to
+/// shared memory at its use instead.
+bool isPrefetchedCarriedTile(BlockArgument arg) {
   auto loop = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp());
   if (!loop || arg.getArgNumber() == 0)
     return false;
@@ -101,12 +101,7 @@ bool isSingleBufferedCarriedTile(BlockArgument arg) {
     return false;
   Block *body = loop.getBody();
   auto reload = body->getTerminator()->getOperand(i).getDefiningOp<LoadOp>();
-  if (!reload || reload->getBlock() != body || !reload.getResult().hasOneUse())
-    return false;
-  return llvm::all_of(arg.getUsers(), [&](Operation *user) {
-    Operation *inBody = body->findAncestorOpInBlock(*user);
-    return inBody && inBody->isBeforeInBlock(reload);
-  });
+  return reload && reload->getBlock() == body && reload.getResult().hasOneUse();
 }
 
 /// A tile straight from tile.load, or carried around a loop in one
@@ -115,7 +110,7 @@ bool isLoadedTile(Value v) {
   if (v.getDefiningOp<LoadOp>())
     return true;
   auto arg = dyn_cast<BlockArgument>(v);
-  return arg && isSingleBufferedCarriedTile(arg);
+  return arg && isPrefetchedCarriedTile(arg);
 }
 
 /// Registers per thread the tiles of a split-Q loop may pin: the loop's
@@ -148,11 +143,11 @@ private:
   }
 
   LogicalResult seedDots();
-  /// Shared placement flows around a loop only for single-buffered carried
+  /// Shared placement flows around a loop only for tile-pipeline's prefetched
   /// tiles; other carried tiles get a register layout (and conversions).
   bool mayCarry(scf::ForOp loop, unsigned i, Attribute layout) {
     return !isa<SharedLayoutAttr>(layout) ||
-           isSingleBufferedCarriedTile(loop.getRegionIterArgs()[i]);
+           isPrefetchedCarriedTile(loop.getRegionIterArgs()[i]);
   }
   bool keepAInSharedMemory(DotOp dot);
   LogicalResult propagate(Value v);

@@ -32,14 +32,21 @@ def TilePartitionWarps : Pass<"tile-partition-warps", "mlir::ModuleOp"> {
 }
 
 def TilePipeline : Pass<"tile-pipeline", "mlir::ModuleOp"> {
-  let summary = "prefetch K/V tiles one iteration ahead (FlashAttention-2's load schedule)";
+  let summary = "prefetch K/V tiles one iteration ahead (single buffer or a ring of two)";
   let description = [{
-    In a loop with several tile.dots, the load of a dot's B operand whose only
-    use precedes another dot is rotated: it moves to just before the next dot
-    and loads the following iteration's tile, carried around the back edge;
-    the first iteration's tile is loaded before the loop. On the GPU this
-    overlaps the copy of K(j+1) with P·V(j), and V(j) with S = Q·K(j)ᵀ.
+    The loads of a loop's tile.dot B operands are rotated to load the
+    following iteration's tile, carried around the back edge; the first
+    iteration's tile is loaded before the loop. With stages=1
+    (FlashAttention-2's schedule, one shared buffer per tile) a load moves to
+    just before the next dot: the copy of K(j+1) overlaps P·V(j), and V(j)
+    overlaps S = Q·K(j)ᵀ. With stages=2 (two buffers per tile, used in turn)
+    every such load moves to the top of the body: K(j+1) and V(j+1) overlap
+    all of iteration j.
   }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "shared-memory buffers per prefetched tile: 1 or 2">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 

@@ -1,17 +1,26 @@
 //===- Pipeline.cpp - prefetch K/V tiles one iteration ahead --------------===//
 //
-// FlashAttention-2's schedule inside the K/V loop: while S = Q·Kⱼᵀ and the
-// softmax run, Vⱼ is in flight; while O += P·Vⱼ runs, Kⱼ₊₁ is in flight. In
-// the tile IR that is a loop rotation: the load of a dot's B operand whose
-// last use comes before another dot is moved to just before that dot and
-// made to load the *next* iteration's tile, which flows around the back edge
-// as a loop-carried value; a copy for the first iteration goes before the
-// loop. Nothing else changes, so the IR stays correct on any backend; the
-// GPU lowering gives a loop-carried shared tile one region of shared memory,
-// so Kⱼ₊₁ is copied into the region Kⱼ was read from (after a barrier).
+// The loads of a K/V loop's dot operands are made to load the *next*
+// iteration's tile, which flows around the back edge as a loop-carried value;
+// a copy for the first iteration goes before the loop. Two schedules,
+// chosen by `stages` (shared buffers per tile):
 //
-// The last iteration prefetches one block past the loop; tile.load's bounds
-// make that harmless.
+//  * stages=1, FlashAttention-2's: the load of a dot's B operand whose last
+//    use comes before another dot moves to just before that dot. While
+//    S = Q·Kⱼᵀ and the softmax run, Vⱼ is in flight; while O += P·Vⱼ runs,
+//    Kⱼ₊₁ is. The GPU lowering gives the carried tile one region of shared
+//    memory, refilled in place after a barrier. Its cost: that barrier sits
+//    right after Kⱼ's last read, and ptxas hoists it (with the copies behind
+//    it) above the dot, so all of Kⱼ's fragments are loaded at once — 64 to
+//    128 registers at 128-row blocks, which spill.
+//  * stages=2, a ring: every dot's B load moves to the top of the body. The
+//    lowering gives the carried tile two regions used alternately; the copies
+//    of Kⱼ₊₁ and Vⱼ₊₁ overlap all of iteration j, and one wait plus one
+//    barrier at the top of the iteration cover both.
+//
+// Nothing else changes, so the IR stays correct on any backend (the CPU
+// pipeline runs this pass too). The last iteration prefetches one block past
+// the loop; tile.load's bounds make that harmless.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Tile/TileDialect.h"
@@ -70,25 +79,46 @@ Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
   return builder.clone(*load, mapping)->getResult(0);
 }
 
-LogicalResult pipelineLoop(scf::ForOp loop, RewriterBase &rewriter) {
+/// A dot's B operand loaded in the loop body for this iteration, that can be
+/// loaded for another iteration instead: used only by the dot, with an
+/// address that depends on nothing but the induction variable and values
+/// from outside the loop.
+struct RotatableLoad {
+  LoadOp load;
+  SmallVector<Operation *> slice;
+};
+
+std::optional<RotatableLoad> rotatableLoad(Block *body, DotOp dot) {
+  auto load = dot.getB().getDefiningOp<LoadOp>();
+  if (!load || load->getBlock() != body || !load.getResult().hasOneUse())
+    return std::nullopt;
+  auto slice = addressSlice(body, load->getOperands());
+  if (failed(slice))
+    return std::nullopt;
+  return RotatableLoad{load, std::move(*slice)};
+}
+
+/// stages = 1 (FlashAttention-2's schedule, one shared buffer per tile): the
+/// load of a dot's B operand whose only use precedes another dot moves to
+/// just before that dot and loads the next iteration's tile, so it can refill
+/// the region the dot just finished reading.
+LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
   Block *body = loop.getBody();
   SmallVector<DotOp> dots;
   for (Operation &op : *body)
     if (auto dot = dyn_cast<DotOp>(op))
       dots.push_back(dot);
   for (size_t i = 0; i + 1 < dots.size(); ++i) {
-    auto load = dots[i].getB().getDefiningOp<LoadOp>();
-    if (!load || load->getBlock() != body || !load.getResult().hasOneUse())
+    std::optional<RotatableLoad> rotatable = rotatableLoad(body, dots[i]);
+    if (!rotatable)
       continue;
+    LoadOp load = rotatable->load;
     DotOp nextDot = dots[i + 1];
-    auto slice = addressSlice(body, load->getOperands());
-    if (failed(slice))
-      continue;
 
     // First iteration's tile, before the loop.
     rewriter.setInsertionPoint(loop);
     Value oldIv = loop.getInductionVar();
-    Value first = cloneLoadFor(rewriter, load, *slice, {oldIv}, loop.getLowerBound());
+    Value first = cloneLoadFor(rewriter, load, rotatable->slice, {oldIv}, loop.getLowerBound());
 
     Value step = loop.getStep();
     auto newLoop = cast<scf::ForOp>(*loop.replaceWithAdditionalYields(
@@ -101,18 +131,69 @@ LogicalResult pipelineLoop(scf::ForOp loop, RewriterBase &rewriter) {
           builder.setInsertionPoint(nextDot);
           Value iv = newArgs[0].getOwner()->getArgument(0);
           Value next = arith::AddIOp::create(builder, loc, iv, step);
-          Value prefetched = cloneLoadFor(builder, load, *slice, {oldIv, iv}, next);
+          Value prefetched = cloneLoadFor(builder, load, rotatable->slice, {oldIv, iv}, next);
           load.getResult().replaceAllUsesWith(newArgs[0]);
           return {prefetched};
         }));
     rewriter.eraseOp(load);
-    return pipelineLoop(newLoop, rewriter); // further rotations see the new loop
+    return rotateIntoNextDot(newLoop, rewriter); // further rotations see the new loop
   }
   return success();
 }
 
+/// stages = 2 (a ring of two shared buffers per tile): every dot's B operand
+/// is loaded one iteration ahead, at the top of the body, so the copies of
+/// K(j+1) and V(j+1) run during all of iteration j's math and one wait and
+/// one barrier per iteration cover both.
+LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
+  Block *body = loop.getBody();
+  SmallVector<RotatableLoad> rotatable;
+  for (Operation &op : *body)
+    if (auto dot = dyn_cast<DotOp>(op))
+      if (std::optional<RotatableLoad> r = rotatableLoad(body, dot))
+        rotatable.push_back(std::move(*r));
+  if (rotatable.empty())
+    return success();
+
+  rewriter.setInsertionPoint(loop);
+  Value oldIv = loop.getInductionVar();
+  SmallVector<Value> firsts;
+  for (const RotatableLoad &r : rotatable)
+    firsts.push_back(cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound()));
+
+  Value step = loop.getStep();
+  FailureOr<LoopLikeOpInterface> newLoop = loop.replaceWithAdditionalYields(
+      rewriter, firsts, /*replaceInitOperandUsesInLoop=*/false,
+      [&](OpBuilder &builder, Location loc, ArrayRef<BlockArgument> newArgs) -> SmallVector<Value> {
+        OpBuilder::InsertionGuard guard(builder);
+        Block *newBody = newArgs[0].getOwner();
+        builder.setInsertionPointToStart(newBody);
+        Value iv = newBody->getArgument(0);
+        Value next = arith::AddIOp::create(builder, loc, iv, step);
+        SmallVector<Value> prefetched;
+        for (auto [r, arg] : llvm::zip_equal(rotatable, newArgs)) {
+          prefetched.push_back(cloneLoadFor(builder, r.load, r.slice, {oldIv, iv}, next));
+          r.load.getResult().replaceAllUsesWith(arg);
+        }
+        return prefetched;
+      });
+  if (failed(newLoop))
+    return failure();
+  for (const RotatableLoad &r : rotatable)
+    rewriter.eraseOp(r.load);
+  return success();
+}
+
 struct TilePipelinePass final : tilec::impl::TilePipelineBase<TilePipelinePass> {
+  using TilePipelineBase::TilePipelineBase;
+
   void runOnOperation() override {
+    if (stages != 1 && stages != 2) {
+      getOperation().emitError() << "tile-pipeline: stages=" << stages.getValue()
+                                 << " is not supported (1: FlashAttention-2's single buffer "
+                                    "per tile, 2: a ring of two buffers)";
+      return signalPassFailure();
+    }
     IRRewriter rewriter(&getContext());
     SmallVector<scf::ForOp> loops;
     getOperation().walk([&](scf::ForOp loop) {
@@ -121,7 +202,7 @@ struct TilePipelinePass final : tilec::impl::TilePipelineBase<TilePipelinePass> 
         loops.push_back(loop);
     });
     for (scf::ForOp loop : loops)
-      if (failed(pipelineLoop(loop, rewriter)))
+      if (failed(stages == 1 ? rotateIntoNextDot(loop, rewriter) : prefetchAtTop(loop, rewriter)))
         return signalPassFailure();
   }
 };

@@ -17,7 +17,9 @@ using namespace mlir;
 
 void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &options) {
   // tile: rotate K/V loads so copies overlap the dots (FA2's schedule).
-  pm.addPass(createTilePipeline());
+  TilePipelineOptions pipeline;
+  pipeline.stages = options.stages;
+  pm.addPass(createTilePipeline(pipeline));
   // tile -> layouts: split-Q warp partitioning assigns every tile a layout.
   TilePartitionWarpsOptions partition;
   partition.numWarps = options.numWarps;

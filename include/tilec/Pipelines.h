@@ -16,6 +16,10 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                            llvm::cl::init("sm_80")};
   Option<int64_t> numWarps{*this, "num-warps", llvm::cl::desc("warps per program"),
                            llvm::cl::init(4)};
+  Option<int64_t> stages{*this, "stages",
+                         llvm::cl::desc("shared buffers per prefetched K/V tile (tile-pipeline): "
+                                        "1 or 2"),
+                         llvm::cl::init(2)};
 };
 
 /// tile IR (optionally after tile-optimize) -> LLVM + NVVM dialects.

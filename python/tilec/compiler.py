@@ -178,10 +178,12 @@ def write_artifacts(kernel, folder, extras=True):
     return Artifact(folder, name)
 
 
-def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True):
-    """Compiles MLIR text; returns the list of result dicts (see _tilec.compile)."""
+def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
+            num_stages=2):
+    """Compiles MLIR text; returns the list of result dicts (see _tilec.compile).
+    num_stages: shared buffers per prefetched K/V tile (1 or 2, tile-pipeline)."""
     return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
-                 run_tile_passes=run_tile_passes,
+                 stages=num_stages, run_tile_passes=run_tile_passes,
                  print_ir_after_all=_dump_ir(),
                  crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""))
 
@@ -193,18 +195,19 @@ def _dump_ir():
 _memory_cache = {}
 
 
-def cache_key(text, arch, num_warps, run_tile_passes):
+def cache_key(text, arch, num_warps, run_tile_passes, num_stages=2):
     h = hashlib.sha256()
-    for part in (version(), arch, str(num_warps), str(run_tile_passes), text):
+    for part in (version(), arch, str(num_warps), str(num_stages), str(run_tile_passes), text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
 
 
-def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True):
+def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
+                   num_stages=2):
     """Like compile(), but returns Artifacts and reuses earlier results from
     memory or from the disk cache."""
-    key = cache_key(text, arch, num_warps, run_tile_passes)
+    key = cache_key(text, arch, num_warps, run_tile_passes, num_stages)
     if key in _memory_cache and not _dump_ir():
         return _memory_cache[key]
     entry = cache_dir() / key[:2] / key
@@ -214,7 +217,7 @@ def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_t
         if all(Path(a.manifest_path).exists() for a in arts):
             _memory_cache[key] = arts
             return arts
-    kernels = compile(text, source_name, arch, num_warps, run_tile_passes)
+    kernels = compile(text, source_name, arch, num_warps, run_tile_passes, num_stages)
     # Write to a private folder, then rename: concurrent compilers of the same
     # kernel never see a half-written entry.
     entry.parent.mkdir(parents=True, exist_ok=True)

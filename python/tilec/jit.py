@@ -16,12 +16,13 @@ class JITFunction:
     directly with ``grid=``-free arguments is not supported because each set
     of constexprs is a different kernel."""
 
-    def __init__(self, fn, grid, name=None, variant=None, num_warps=4):
+    def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2):
         self.fn = fn
         self.grid = grid
         self.name = name
         self.variant = variant
         self.num_warps = num_warps
+        self.num_stages = num_stages
         self._kernels = {}
         functools.update_wrapper(self, fn)
 
@@ -55,19 +56,20 @@ class JITFunction:
             text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid,
                                                     self._variant(full))
             kernel = Kernel(self, name, text, params, bound)
-            kernel.num_warps = self._num_warps(full)
+            kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full)
+            kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full)
             self._kernels[key] = kernel
         return kernel
 
-    def _num_warps(self, constexprs):
-        """`num_warps` is an int, or the name of a constexpr that holds it (a
-        launch knob the strategy table and the tuner set per variant)."""
-        if isinstance(self.num_warps, str):
-            if self.num_warps not in constexprs:
-                raise TypeError(f"{self.fn.__name__}: num_warps names the constexpr "
-                                f"'{self.num_warps}', which the kernel does not declare")
-            return int(constexprs[self.num_warps])
-        return int(self.num_warps)
+    def _launch_knob(self, what, value, constexprs):
+        """`num_warps`/`num_stages` is an int, or the name of a constexpr that
+        holds it (a knob the strategy table and the tuner set per variant)."""
+        if isinstance(value, str):
+            if value not in constexprs:
+                raise TypeError(f"{self.fn.__name__}: {what} names the constexpr "
+                                f"'{value}', which the kernel does not declare")
+            return int(constexprs[value])
+        return int(value)
 
     def mlir(self, **constexprs):
         return self.specialize(**constexprs).ir
@@ -90,6 +92,7 @@ class Kernel:
         self.params = params  # [(name, type)] in launch order
         self.constexprs = constexprs
         self.num_warps = jit_fn.num_warps if isinstance(jit_fn.num_warps, int) else 4
+        self.num_stages = jit_fn.num_stages if isinstance(jit_fn.num_stages, int) else 2
         self._compiled = {}
         self._launchers = {}
 
@@ -107,7 +110,7 @@ class Kernel:
         """Parses and verifies the generated IR; raises CompilationError."""
         compiler.parse_and_verify(self.ir, self.source_name)
 
-    def compile(self, arch=None, num_warps=None, run_tile_passes=True):
+    def compile(self, arch=None, num_warps=None, run_tile_passes=True, num_stages=None):
         """The compiled artifact (a compiler.Artifact) for `arch` (default:
         $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
         disk. Without the compiler extension, a prebuilt artifact of the same
@@ -121,11 +124,13 @@ class Kernel:
             return art
         arch = arch or compiler.default_arch()
         num_warps = num_warps or self.num_warps
-        key = (arch, num_warps, run_tile_passes)
+        num_stages = num_stages or self.num_stages
+        key = (arch, num_warps, num_stages, run_tile_passes)
         art = self._compiled.get(key)
         if art is None:
             art = compiler.compile_cached(self.ir, self.source_name, arch=arch,
-                                          num_warps=num_warps, run_tile_passes=run_tile_passes)
+                                          num_warps=num_warps, run_tile_passes=run_tile_passes,
+                                          num_stages=num_stages)
             if len(art) != 1:
                 raise CompilationError(f"expected one kernel from {self.name}, got {len(art)}")
             art = art[0]
@@ -209,7 +214,7 @@ def _check_buffer(what, dtype, value, cpu):
         raise ValueError(f"{what}: the last dimension must be contiguous (stride {value.stride(-1)})")
 
 
-def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4):
+def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=2):
     """Marks a tile-language kernel.
 
     grid: up to three grid expressions over the kernel's integer parameters
@@ -219,9 +224,15 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4):
       callable taking them as keywords (default: the function's name).
     variant: the ``tile.variant`` dictionary: a dict whose values name
       constexprs (or are literals), or a callable taking the constexprs.
+    num_warps: warps per program: an int or the name of a constexpr.
+    num_stages: shared-memory buffers per prefetched K/V tile, 1 or 2 (an int
+      or the name of a constexpr): 1 is FlashAttention-2's schedule (one
+      buffer, refilled behind a barrier mid-iteration), 2 a ring (the next
+      tiles load during the whole iteration; one barrier per iteration).
     """
     def wrap(f):
-        return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps)
+        return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps,
+                           num_stages=num_stages)
 
     return wrap(fn) if fn is not None else wrap
 

@@ -21,28 +21,31 @@ class FlashConfig:
     block_m: int
     block_n: int
     num_warps: int
+    num_stages: int = 2   # shared buffers per K/V tile (tile-pipeline stages)
 
     @property
     def tag(self):
-        return f"m{self.block_m}n{self.block_n}w{self.num_warps}"
+        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
 
     def valid(self):
         """Split-Q gives every warp whole m16 row tiles."""
         return self.block_m % (16 * self.num_warps) == 0 and self.block_n % 16 == 0
 
     def constexprs(self):
-        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "NUM_WARPS": self.num_warps}
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "NUM_WARPS": self.num_warps,
+                "NUM_STAGES": self.num_stages}
 
 
 # What the tuner may try. Registers bound the choice: each warp holds its
 # rows of O (head_dim wide), S (BLOCK_N wide) and Q in registers.
 CANDIDATES = (
-    FlashConfig(64, 64, 4),
-    FlashConfig(128, 64, 4),
-    FlashConfig(128, 64, 8),
-    FlashConfig(128, 32, 8),
-    FlashConfig(128, 32, 4),
-    FlashConfig(64, 32, 4),
+    FlashConfig(128, 64, 4, 2),
+    FlashConfig(128, 64, 4, 1),
+    FlashConfig(64, 64, 4, 2),
+    FlashConfig(128, 32, 4, 2),
+    FlashConfig(128, 64, 8, 2),
+    FlashConfig(128, 128, 4, 2),
+    FlashConfig(128, 128, 8, 2),
 )
 
 DEFAULT = FlashConfig(64, 64, 4)
@@ -53,8 +56,8 @@ DEFAULT = FlashConfig(64, 64, 4)
 # rows each) win at both head dims; at 128 the layout pass then keeps Q in
 # shared memory (registers would not hold Q, O and S), as FlashAttention-2 does.
 TABLE = {
-    ("sm_80", 64): FlashConfig(128, 64, 4),
-    ("sm_80", 128): FlashConfig(128, 64, 4),
+    ("sm_80", 64): FlashConfig(128, 64, 4, 2),
+    ("sm_80", 128): FlashConfig(128, 64, 4, 2),
 }
 
 

@@ -2,7 +2,7 @@
 
 // One attention step at the smallest tile mma.sync allows per warp (64x16 Q
 // over 4 warps, 16 keys): K and V are copied to shared memory with 16-byte
-// cp.async (their waits deferred to the first read), S = Q·Kᵀ is two
+// cp.async behind one barrier (their waits deferred to the first read), S = Q·Kᵀ is two
 // mma.sync m16n8k16 fed by one ldmatrix.x4 of K, the row max is two
 // butterfly shuffles (lanes 1 and 2 of a quad), P·V is two more mma.sync fed
 // by ldmatrix.x4.trans of V, and P never touches shared memory. ldmatrix is
@@ -14,7 +14,8 @@
 // CHECK:         nvvm.barrier0
 // CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache = {{ *}}cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
 // CHECK:         nvvm.cp.async.commit.group
-// CHECK:         nvvm.barrier0
+// Nothing touched shared memory since that barrier: V's fill needs no other.
+// CHECK-NOT:     nvvm.barrier0
 // CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache = {{ *}}cg
 // CHECK:         nvvm.cp.async.commit.group
 // CHECK:         nvvm.cp.async.wait.group 1
@@ -231,5 +232,65 @@ func.func @leak(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %
 // expected-error@below {{tile.grid expression "cdiv(seqlen, 64)" names 'seqlen', which is not an integer parameter of the kernel}}
 func.func @grid_names_unknown(%n: i32, %x: f32)
     attributes {tile.kernel, tile.arg_names = ["n", "x"], tile.grid = ["cdiv(seqlen, 64)", "1", "1"]} {
+  return
+}
+
+// -----
+
+// tile-pipeline's ring (stages=2): K(j+1) and V(j+1) are loaded at the top of
+// the body, before iteration j's tiles are read. Each carried tile gets a twin
+// region (K0 V0 K1 V1: 4 x 8 KiB) and a loop-carried parity picks the one to
+// read (parity * 16384 bytes on) and the one to fill (the other). One wait and
+// one barrier at the top of each iteration cover both: the wait lands the
+// previous iteration's copies, the barrier shows them to every warp and
+// proves every warp is done with the regions about to be refilled.
+// CHECK-LABEL: llvm.func @ring
+// CHECK-SAME:    shared_bytes = 32768
+// CHECK:         scf.for {{.*}}, %[[PARITY:[^ ]+]] = %c0_i32{{[_0-9]*}})
+// CHECK:           %[[READ:.+]] = arith.muli %[[PARITY]], %[[TWIN:c16384_i32[_0-9]*]]
+// CHECK:           arith.subi %[[TWIN]], %[[READ]]
+// CHECK:           nvvm.cp.async.wait.group 0
+// CHECK-NEXT:      nvvm.barrier0
+// CHECK-NOT:       nvvm.barrier0
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK-NOT:       nvvm.barrier0
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK-NOT:       nvvm.barrier0
+// CHECK-NOT:       nvvm.cp.async.wait.group
+// CHECK:           "ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-NOT:       nvvm.barrier0
+// CHECK-NOT:       nvvm.cp.async.wait.group
+// CHECK:           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// CHECK-NOT:       nvvm.barrier0
+// CHECK:           %[[FLIP:.+]] = arith.xori %[[PARITY]], %c1
+// CHECK-NEXT:      scf.yield {{.*}}, %[[FLIP]] :
+// CHECK:         nvvm.cp.async.wait.group 0
+// CHECK:         llvm.return
+func.func @ring(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %k0 = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %v0 = tile.load %vv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %acc:3 = scf.for %j = %c0 to %n step %c1 iter_args(%o = %zero, %k = %k0, %v = %v0) -> (tensor<64x64xf32>, tensor<64x64xf16>, tensor<64x64xf16>) : i32 {
+    %j1 = arith.addi %j, %c1 : i32
+    %row = arith.muli %j1, %c64 : i32
+    %knext = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %vnext = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2, %knext, %vnext : tensor<64x64xf32>, tensor<64x64xf16>, tensor<64x64xf16>
+  }
+  tile.store %acc#0, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }

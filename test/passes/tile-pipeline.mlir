@@ -1,9 +1,14 @@
-// RUN: tile-opt %s -split-input-file -tile-pipeline | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-pipeline='stages=1' | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-pipeline | FileCheck %s --check-prefix=RING
+// RUN: not tile-opt %s -split-input-file -tile-pipeline='stages=3' 2>&1 | FileCheck %s --check-prefix=BAD
 
-// K's only use is the first dot, so its load rotates: iteration j reads the
-// tile loaded for it one iteration earlier (a loop-carried value), and
-// K(j+1) is loaded just before the second dot, at offset (j + 1) * 64; the
-// first iteration's K is loaded before the loop at offset lb * 64. V stays.
+// BAD: tile-pipeline: stages=3 is not supported (1: FlashAttention-2's single buffer per tile, 2: a ring of two buffers)
+
+// stages=1: K's only use is the first dot, so its load rotates: iteration j
+// reads the tile loaded for it one iteration earlier (a loop-carried value),
+// and K(j+1) is loaded just before the second dot, at offset (j + 1) * 64;
+// the first iteration's K is loaded before the loop at offset lb * 64. V
+// stays (no dot follows its dot).
 // CHECK-LABEL: func.func @attention_loop
 // CHECK:         %[[FIRST_OFF:.+]] = arith.muli %[[LB:.+]], %c64
 // CHECK:         %[[FIRST:.+]] = tile.load %[[KV:.+]][%[[FIRST_OFF]], %{{.*}}]
@@ -15,6 +20,21 @@
 // CHECK:           %[[KNEXT:.+]] = tile.load %[[KV]][%[[NEXT_OFF]], %{{.*}}]
 // CHECK:           %[[O:.+]] = tile.dot %{{.*}}, %[[V]], %{{.*}}
 // CHECK:           scf.yield %[[O]], %[[KNEXT]]
+
+// stages=2 (the default): both K and V rotate; the loads of iteration j + 1
+// are the first ops of the body, before either dot reads iteration j's tiles.
+// RING-LABEL: func.func @attention_loop
+// RING:         %[[KFIRST:.+]] = tile.load %[[KV:.+]][%{{.*}}, %{{.*}}]
+// RING:         %[[VFIRST:.+]] = tile.load %[[VV:.+]][%{{.*}}, %{{.*}}]
+// RING:         scf.for %[[IV:.+]] = %{{.*}} to %{{.*}} step %[[STEP:.+]] iter_args(%{{[^,]*}} = %{{[^,]*}}, %[[K:[^ ]+]] = %[[KFIRST]], %[[V:[^ ]+]] = %[[VFIRST]])
+// RING-NEXT:      %[[NEXT:.+]] = arith.addi %[[IV]], %[[STEP]]
+// RING-NEXT:      %[[KOFF:.+]] = arith.muli %[[NEXT]], %c64
+// RING-NEXT:      %[[KNEXT:.+]] = tile.load %[[KV]][%[[KOFF]], %{{.*}}]
+// RING-NEXT:      %[[VOFF:.+]] = arith.muli %[[NEXT]], %c64
+// RING-NEXT:      %[[VNEXT:.+]] = tile.load %[[VV]][%[[VOFF]], %{{.*}}]
+// RING:           tile.dot %{{.*}}, %[[K]], %{{.*}} transpose_b
+// RING:           %[[O:.+]] = tile.dot %{{.*}}, %[[V]], %{{.*}}
+// RING:           scf.yield %[[O]], %[[KNEXT]], %[[VNEXT]]
 func.func @attention_loop(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %lb: i32, %ub: i32, %n: i32)
     attributes {tile.kernel} {
   %c0 = arith.constant 0 : i32
@@ -40,11 +60,18 @@ func.func @attention_loop(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %lb: i32, %u
 
 // -----
 
-// One dot: nothing comes after it to overlap with, the loop is unchanged.
+// One dot: with one buffer nothing comes after it to overlap with, the loop
+// is unchanged; with a ring, the next tile loads while this one is used.
 // CHECK-LABEL: func.func @single_dot
 // CHECK:         scf.for {{.*}} iter_args(%{{[^,]*}} = %{{[^)]*}}) -> (tensor<64x64xf32>)
 // CHECK:           tile.load
 // CHECK:           tile.dot
+// RING-LABEL: func.func @single_dot
+// RING:         %[[FIRST:.+]] = tile.load
+// RING:         scf.for {{.*}} iter_args(%{{[^,]*}} = %{{[^,]*}}, %[[K:[^ ]+]] = %[[FIRST]]) -> (tensor<64x64xf32>, tensor<64x64xf16>)
+// RING:           %[[NEXT:.+]] = tile.load
+// RING:           %[[S:.+]] = tile.dot %{{.*}}, %[[K]]
+// RING:           scf.yield %[[S]], %[[NEXT]]
 func.func @single_dot(%kp: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
@@ -72,6 +99,11 @@ func.func @single_dot(%kp: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
 // CHECK:           tile.load
 // CHECK:           tile.load
 // CHECK:           tile.dot
+// RING-LABEL: func.func @carried
+// RING:         scf.for {{.*}} iter_args({{[^)]*}}) -> (tensor<64x64xf32>, i32)
+// RING:           tile.load
+// RING:           tile.load
+// RING:           tile.dot
 func.func @carried(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %n: i32)
     attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
   %c0 = arith.constant 0 : i32

@@ -41,6 +41,10 @@ cl::opt<std::string> arch("arch", cl::desc("GPU architecture: sm_80 or sm_90a"),
                           cl::init("sm_80"), cl::cat(tilecCategory));
 cl::opt<int> numWarps("num-warps", cl::desc("warps per thread block"), cl::init(4),
                       cl::cat(tilecCategory));
+cl::opt<int> stages("stages",
+                    cl::desc("shared buffers per prefetched K/V tile: 1 (FlashAttention-2's "
+                             "schedule) or 2 (a ring, one barrier per iteration)"),
+                    cl::init(2), cl::cat(tilecCategory));
 cl::opt<Emit> emit("emit", cl::desc("what to write"), cl::init(Emit::All),
                    cl::values(clEnumValN(Emit::PTX, "ptx", "<kernel>.ptx and <kernel>.json"),
                               clEnumValN(Emit::Cubin, "cubin",
@@ -155,6 +159,7 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
   tilec::CompileOptions options;
   options.arch = arch;
   options.numWarps = numWarps;
+  options.stages = stages;
   options.runTilePasses = !noTilePasses;
   options.emitCubin = wantCubin || stats;
   options.printIRAfterAll = printIRAfterAll;
@@ -264,6 +269,8 @@ int main(int argc, char **argv) {
   if (numWarps < 1 || numWarps > 16 || (numWarps & (numWarps - 1)) != 0)
     return fail("--num-warps=" + Twine(numWarps.getValue()) +
                 " must be a power of two in [1, 16]");
+  if (stages != 1 && stages != 2)
+    return fail("--stages=" + Twine(stages.getValue()) + " must be 1 or 2");
 
   if (StringRef(inputFile).ends_with(".py"))
     return fail(inputFile + " is Python: tilec compiles tile-dialect MLIR; compile @tilec.jit "

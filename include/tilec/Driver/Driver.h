@@ -22,6 +22,9 @@ struct CompileOptions {
   std::string arch = "sm_80";
   /// Warps per program (thread block); FlashAttention-2 uses 4 for 64-row blocks.
   int numWarps = 4;
+  /// Shared-memory buffers per prefetched K/V tile: 1 (FlashAttention-2's
+  /// single buffer) or 2 (a ring; one barrier per iteration).
+  int stages = 2;
   /// Run the target-independent tile passes (minimize-nonmatmul, split-masked-loops).
   bool runTilePasses = true;
   /// Produce a cubin with ptxas when the toolkit is present (PTX is always produced).
