@@ -164,6 +164,8 @@ private:
   LogicalResult lowerLoad(LoadOp op);
   LogicalResult lowerLoadToShared(LoadOp op);
   LogicalResult lowerStore(StoreOp op);
+  LogicalResult lowerStoreThroughShared(StoreOp op);
+  void storeGlobalIf(Value ok, Value address, Value value, int64_t bytes);
   LogicalResult lowerDot(DotOp op);
   LogicalResult lowerReduce(ReduceOp op);
   LogicalResult lowerFor(scf::ForOp op);
@@ -192,7 +194,11 @@ private:
   Value laneId, warpId, threadId, smemBase;
   Operation *prologueEnd = nullptr;
   /// Swizzled row/chunk base addresses per (tile, row, chunk, low chunk bits).
-  std::map<std::tuple<int64_t, void *, void *, int64_t, void *>, Value> chunkBaseCache;
+  using ChunkBaseKey = std::tuple<int64_t, void *, void *, int64_t, void *>;
+  std::map<ChunkBaseKey, Value> chunkBaseCache;
+  /// When set, new chunk bases are computed at the insertion point and kept
+  /// here instead (see sharedChunkBase).
+  std::map<ChunkBaseKey, Value> *localChunkBases = nullptr;
   /// Shared memory is allocated like a stack: tiles made inside a loop body
   /// or branch die with it, so the next loop (the masked/unmasked copies
   /// tile-split-masked-loops makes) reuses the space. The barrier before
@@ -316,10 +322,16 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   int64_t rowBytes = tile.cols * tile.elemBytes;
   auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
                              chunkRuntime.getAsOpaquePointer(), chunkLow, static_cast<void *>(nullptr));
-  Value &base = chunkBaseCache[key];
+  // Bases are hoisted to the entry block, where loops read them every
+  // iteration; code after the loops (an epilogue) computes its own in place
+  // rather than keeping more registers live through the loops.
+  auto hoisted = chunkBaseCache.find(key);
+  Value &base = hoisted != chunkBaseCache.end() || !localChunkBases ? chunkBaseCache[key]
+                                                                     : (*localChunkBases)[key];
   if (!base) {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(prologueEnd);
+    if (!localChunkBases)
+      b.setInsertionPoint(prologueEnd);
     Value chunk = arith::AddIOp::create(b, chunkRuntime, i32(chunkLow));
     if (mask)
       chunk = arith::XOrIOp::create(b, chunk, arith::AndIOp::create(b, rowRuntime, i32(mask)));
@@ -364,7 +376,9 @@ Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpo
   std::string constraints;
   for (int i = 0; i < num; ++i)
     constraints += "=r,";
-  constraints += "l";
+  // Shared addresses are 32-bit: lib/Target builds the NVPTX target with
+  // short pointers (nvptx-short-ptr).
+  constraints += "r";
   auto type = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(num, b.getI32Type()));
   return LLVM::InlineAsmOp::create(b, type, ValueRange{base}, text, constraints,
                                    /*has_side_effects=*/true, /*is_align_stack=*/false,
@@ -767,6 +781,9 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
     owner = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
   }
 
+  if (width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
+    return success();
+
   SmallVector<Value> thread = threadCoords(layout);
   Type vecType = width > 1 ? VectorType::get({width}, elemType) : elemType;
   for (int64_t r = 0; r < layout.numRegs(); r += width) {
@@ -785,11 +802,180 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
       for (int i = 0; i < width; ++i)
         toStore = LLVM::InsertElementOp::create(b, toStore, values[r + i], i32(i));
     }
-    auto ifOp = scf::IfOp::create(b, TypeRange{}, ok, /*withElse=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    LLVM::StoreOp::create(b, toStore, elementAddress(view, index), width * elemBytes);
+    storeGlobalIf(ok, elementAddress(view, index), toStore, width * elemBytes);
   }
+  return success();
+}
+
+/// `st.global` of `value` (`bytes` wide) at `address` where `ok` holds, as a
+/// predicated instruction: an scf.if per store became a branch around each
+/// one, which ptxas did not if-convert.
+void KernelLowering::storeGlobalIf(Value ok, Value address, Value value, int64_t bytes) {
+  int64_t words = bytes / 4;
+  SmallVector<Value> operands = {address};
+  std::string type, regs, constraints = "l";
+  if (words >= 2) {
+    Value asWords = LLVM::BitcastOp::create(b, VectorType::get({words}, b.getI32Type()), value);
+    for (int64_t i = 0; i < words; ++i) {
+      operands.push_back(LLVM::ExtractElementOp::create(b, asWords, i32(i)));
+      regs += (i ? ", $" : "{$") + std::to_string(i + 1);
+      constraints += ",r";
+    }
+    regs += "}";
+    type = ".v" + std::to_string(words) + ".b32";
+  } else {
+    Type intType = b.getIntegerType(bytes * 8);
+    operands.push_back(LLVM::BitcastOp::create(b, intType, value));
+    regs = "$1";
+    type = bytes == 4 ? ".b32" : bytes == 2 ? ".b16" : ".b8";
+    constraints += bytes == 4 ? ",r" : bytes == 2 ? ",h" : ",r";
+    if (bytes == 1) // PTX has no 8-bit registers: widen
+      operands.back() = arith::ExtUIOp::create(b, b.getI32Type(), operands.back());
+  }
+  operands.push_back(arith::ExtUIOp::create(b, b.getI32Type(), ok));
+  constraints += ",r";
+  std::string pred = "$" + std::to_string(operands.size() - 1);
+  std::string text = "{ .reg .pred p; setp.ne.b32 p, " + pred + ", 0; @p st.global" + type + " [$0], " +
+                     regs + "; }";
+  LLVM::InlineAsmOp::create(b, TypeRange{}, operands, text, constraints, /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+                            LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT), ArrayAttr());
+}
+
+/// FlashAttention-2's epilogue: a register tile whose threads hold only a few
+/// bytes of each row (the mma accumulator: 4 of f16 O) is written to shared
+/// memory as it is held, then read back and stored as whole 16-byte chunks
+/// of rows, consecutive threads along a row (coalesced, a quarter of the
+/// instructions). Fails (nothing emitted) where that does not apply; the
+/// caller then stores directly.
+LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
+  TypedValue<RankedTensorType> value = op.getValue();
+  auto type = value.getType();
+  const ViewInfo &view = views[op.getView()];
+  LinearLayout layout = layoutOf(value);
+  int64_t elemBytes = type.getElementTypeBitWidth() / 8;
+  if (type.getRank() != 2 || type.getElementTypeBitWidth() % 8 != 0 || elemBytes > 4)
+    return failure();
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  int64_t chunkElems = kChunkBytes / elemBytes;
+  int64_t chunksPerRow = cols / chunkElems;
+  std::optional<int64_t> size1 = constantInt(view.sizes[1]);
+  std::optional<int64_t> offset1 = constantInt(op.getOffsets()[1]);
+  // A chunk is wholly inside the view's columns or wholly outside.
+  if (cols % chunkElems != 0 || tilec::log2Exact(chunksPerRow) < 0 ||
+      constantInt(view.strides[1]) != 1 || !size1 || *size1 % chunkElems != 0 || !offset1 ||
+      *offset1 % chunkElems != 0)
+    return failure();
+  // Register and thread bits must not overlap (coordinates add), and a
+  // thread's registers must come in runs along the row the write can use.
+  int64_t threadBits[2] = {0, 0}, regBits[2] = {0, 0};
+  for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
+    for (const auto &basis : *bases)
+      for (int d = 0; d < 2; ++d)
+        threadBits[d] |= basis[d];
+  for (const auto &basis : layout.regBases())
+    for (int d = 0; d < 2; ++d)
+      regBits[d] |= basis[d];
+  if ((threadBits[0] & regBits[0]) || (threadBits[1] & regBits[1]))
+    return failure();
+  int run = 1; // registers r, r+1, ... hold consecutive columns
+  while (run < layout.numRegs() && static_cast<size_t>(tilec::log2Exact(run)) < layout.regBases().size() &&
+         layout.regBases()[tilec::log2Exact(run)] == tilec::Coord{0, run} && (run * 2) * elemBytes <= 4)
+    run *= 2;
+  if ((threadBits[1] & (run - 1)) || (threadBits[1] % run) != 0)
+    return failure();
+
+  SharedTile tile;
+  tile.rows = rows;
+  tile.cols = cols;
+  tile.elemBytes = elemBytes;
+  tile.swizzleBits = std::min(3, tilec::log2Exact(chunksPerRow));
+  int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
+  for (int64_t r = 0; r < layout.numRegs(); r += run)
+    if (layout.regCoord(r)[0] & mask)
+      return failure(); // a register row would change the swizzle phase
+  int64_t sharedMark = sharedBytes;
+  tile.offset = llvm::alignTo(sharedBytes, 128);
+  sharedBytes = tile.offset + rows * cols * elemBytes;
+  sharedPeak = std::max(sharedPeak, sharedBytes);
+
+  drainRegion(tile);
+  barrierBeforeFill();
+  SmallVector<Value> thread = threadCoords(layout);
+  SmallVector<Value> &values = regs[value];
+  // Addresses are computed here, not hoisted: they would be live (and
+  // spilled) through the loops before the epilogue.
+  std::map<ChunkBaseKey, Value> epilogueBases;
+  localChunkBases = &epilogueBases;
+  llvm::scope_exit restore([&] { localChunkBases = nullptr; });
+  Value chunkOfThread = arith::DivUIOp::create(b, thread[1], i32(chunkElems));
+  Value byteInChunk = arith::MulIOp::create(b, arith::RemUIOp::create(b, thread[1], i32(chunkElems)),
+                                            i32(elemBytes));
+  DenseMap<Value, Value> shiftedBases;
+  Type wordType = b.getIntegerType(run * elemBytes * 8);
+  for (int64_t r = 0; r < layout.numRegs(); r += run) {
+    if (layout.regHolding(layout.regCoord(r)) != r)
+      continue; // a duplicate of an earlier register
+    tilec::Coord at = layout.regCoord(r);
+    auto [base, offset] = sharedChunkBase(tile, thread[0], at[0], chunkOfThread, at[1] / chunkElems);
+    Value &shifted = shiftedBases[base];
+    if (!shifted)
+      shifted = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
+                                    ValueRange{byteInChunk});
+    Value word;
+    if (run == 1) {
+      word = LLVM::BitcastOp::create(b, wordType, values[r]);
+    } else {
+      Value vec = LLVM::UndefOp::create(b, VectorType::get({run}, type.getElementType()));
+      for (int i = 0; i < run; ++i)
+        vec = LLVM::InsertElementOp::create(b, vec, values[r + i], i32(i));
+      word = LLVM::BitcastOp::create(b, wordType, vec);
+    }
+    Value address = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), shifted,
+                                        ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * elemBytes});
+    LLVM::StoreOp::create(b, word, address, run * elemBytes);
+  }
+  sharedAccessSinceBarrier = true;
+  barrier();
+
+  // Whole chunks, consecutive threads along a row.
+  int64_t threads = numWarps * kWarpSize, totalChunks = rows * chunksPerRow;
+  Value rowInPass = arith::DivUIOp::create(b, threadId, i32(chunksPerRow));
+  Value chunkInRow = arith::RemUIOp::create(b, threadId, i32(chunksPerRow));
+  bool wholeRows = threads % chunksPerRow == 0 && (threads / chunksPerRow) % (mask + 1) == 0;
+  Type chunkType = VectorType::get({4}, b.getI32Type());
+  Value rowOffset = scalar(op.getOffsets()[0]), colOffset = scalar(op.getOffsets()[1]);
+  // With whole rows per pass, a thread's global address moves by a fixed
+  // number of rows from one pass to the next: one add, not a multiply.
+  Value passAddress, passStep;
+  for (int64_t first = 0; first < totalChunks; first += threads) {
+    Value chunkId = arith::AddIOp::create(b, threadId, i32(first));
+    Value row = wholeRows ? arith::AddIOp::create(b, rowInPass, i32(first / chunksPerRow)).getResult()
+                          : arith::DivUIOp::create(b, chunkId, i32(chunksPerRow)).getResult();
+    Value chunk = wholeRows ? chunkInRow : arith::RemUIOp::create(b, chunkId, i32(chunksPerRow)).getResult();
+    Value src = wholeRows ? sharedChunkAddress(tile, rowInPass, first / chunksPerRow, chunkInRow, 0)
+                          : sharedElementAddress(tile, row, arith::MulIOp::create(b, chunk, i32(chunkElems)));
+    Value ok = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, chunkId, i32(totalChunks));
+    Value globalRow = arith::AddIOp::create(b, row, rowOffset);
+    Value globalCol = arith::AddIOp::create(b, arith::MulIOp::create(b, chunk, i32(chunkElems)), colOffset);
+    ok = arith::AndIOp::create(b, ok, inBounds(view, {globalRow, globalCol}));
+    Value data = LLVM::LoadOp::create(b, chunkType, src, kChunkBytes);
+    Value address;
+    if (wholeRows && passAddress) {
+      address = passAddress = LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType,
+                                                  passAddress, ValueRange{passStep});
+    } else {
+      // The address is formed even where no store is made (the predicate
+      // guards the access, not the arithmetic): no access happens there.
+      address = elementAddress(view, {globalRow, globalCol});
+      if (wholeRows) {
+        passAddress = address;
+        passStep = arith::MulIOp::create(b, view.strides[0], i64(threads / chunksPerRow));
+      }
+    }
+    storeGlobalIf(ok, address, data, kChunkBytes);
+  }
+  sharedBytes = sharedMark;
   return success();
 }
 

@@ -14,6 +14,7 @@
 #include "llvm/Passes/OptimizationLevel.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CodeGen.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -73,6 +74,13 @@ tilec::createNVPTXTargetMachine(const NVPTXOptions &options) {
                              "LLVM cannot emit PTX ISA version " +
                                  std::to_string(options.ptxVersion / 10) + "." +
                                  std::to_string(options.ptxVersion % 10));
+  // 32-bit shared-memory pointers: the kernels keep a dozen shared
+  // addresses (ldmatrix bases, ring deltas) live through the K/V loop, and
+  // 64-bit ones cost twice the registers at ptxas's 255 limit. The option is
+  // the backend's global flag (read when the target machine is built).
+  if (auto *shortPointers = static_cast<cl::opt<bool> *>(
+          cl::getRegisteredOptions().lookup("nvptx-short-ptr")))
+    shortPointers->setValue(true);
   TargetOptions targetOptions;
   std::unique_ptr<TargetMachine> tm(target->createTargetMachine(
       triple, options.arch, "+" + ptxFeature, targetOptions, /*RM=*/std::nullopt,

@@ -10,7 +10,7 @@
 // CHECK-LABEL: llvm.func @attention_step
 // CHECK-SAME:    nvvm.kernel
 // CHECK-SAME:    nvvm.maxntid = array<i32: 128, 1, 1>
-// CHECK-SAME:    tile.launch = {block = [128, 1, 1], grid = ["cdiv(n, 64)", "1", "1"], params = [{elem = "f16", kind = "ptr", name = "q"}, {elem = "f16", kind = "ptr", name = "k"}, {elem = "f16", kind = "ptr", name = "v"}, {elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}], shared_bytes = 1024 : i64}
+// CHECK-SAME:    tile.launch = {block = [128, 1, 1], grid = ["cdiv(n, 64)", "1", "1"], params = [{elem = "f16", kind = "ptr", name = "q"}, {elem = "f16", kind = "ptr", name = "k"}, {elem = "f16", kind = "ptr", name = "v"}, {elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}], shared_bytes = 5120 : i64}
 // CHECK:         nvvm.barrier0
 // CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache = {{ *}}cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
 // CHECK:         nvvm.cp.async.commit.group
@@ -20,7 +20,7 @@
 // CHECK:         nvvm.cp.async.commit.group
 // CHECK:         nvvm.cp.async.wait.group 1
 // CHECK-NEXT:    nvvm.barrier0
-// CHECK:         llvm.inline_asm has_side_effects {{.*}}"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,l" %{{.*}} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
+// CHECK:         llvm.inline_asm has_side_effects {{.*}}"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,r" %{{.*}} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
 // CHECK-COUNT-2: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c1_i32{{.*}}, %c31_i32 : f32 -> f32
 // CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c2_i32{{.*}}, %c31_i32 : f32 -> f32
@@ -31,6 +31,13 @@
 // CHECK:         llvm.inline_asm has_side_effects {{.*}}"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // CHECK-COUNT-2: nvvm.mma.sync
 // CHECK-NOT:     nvvm.mma.sync
+// O leaves through shared memory (FA2's epilogue): each thread writes its
+// accumulator words as it holds them, a barrier, then every thread reads a
+// 16-byte chunk of a row and stores it with one predicated st.global.v4.
+// CHECK:         llvm.store {{.*}} : i32, !llvm.ptr<3>
+// CHECK:         nvvm.barrier0
+// CHECK:         llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK:         "{ .reg .pred p; setp.ne.b32 p, $5, 0; @p st.global.v4.b32 [$0], {$1, $2, $3, $4}; }"
 // CHECK:         llvm.return
 func.func @attention_step(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>,
                           %op: !tile.ptr<f32>, %n: i32)
