@@ -75,6 +75,9 @@ struct SharedTile {
   Value delta;
   /// Bytes from the ring's first region to its twin (0: not a ring tile).
   int64_t twinDistance = 0;
+  /// For a ring tile after its loop: the loop's final parity (i32 0/1), so a
+  /// following loop can continue the same ring (delta = parity * twin).
+  Value parity;
   int64_t rows = 0, cols = 0, elemBytes = 0;
   unsigned swizzleBits = 0;
   /// Index of the cp.async group that fills it; -1 once waited for.
@@ -1208,17 +1211,30 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       return op.emitError() << "a loop-carried shared tile must be reloaded by a tile.load in "
                                "the loop body";
     bool ring = readAfterReload(op.getRegionIterArgs()[i], reload);
-    if (ring) {
+    if (ring && !sharedTiles[init].parity) {
       // The twin region lives as long as the loop.
       SharedTile &first = sharedTiles[init];
       if (first.delta)
-        return op.emitError() << "a ring tile cannot start a second ring";
+        return op.emitError() << "a ring tile from a branch cannot start a ring";
       SharedTile twin = allocateShared(cast<RankedTensorType>(init.getType()));
       first.twinDistance = twin.offset - first.offset;
     }
     carried.push_back({unsigned(i), reload, ring});
   }
   bool hasRing = llvm::any_of(carried, [](const Carried &c) { return c.ring; });
+  // A loop that continues another's rings (tile-pipeline chains the loops
+  // tile-split-masked-loops makes) starts from that loop's final parity, in
+  // the same regions; its rings must all come from there.
+  Value parityInit;
+  for (const Carried &c : carried) {
+    if (!c.ring)
+      continue;
+    Value from = sharedTiles[op.getInitArgs()[c.index]].parity;
+    if (&c != &*llvm::find_if(carried, [](const Carried &x) { return x.ring; }) && from != parityInit)
+      return op.emitError() << "the rings of a loop must all start fresh or all continue the "
+                               "same earlier loop";
+    parityInit = from;
+  }
   // Shared tiles filled before the loop and read inside it (Q, say) are
   // waited for once, here, instead of on every iteration.
   SmallVector<Value> invariantShared;
@@ -1232,8 +1248,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   for (Value tile : invariantShared)
     waitFor(tile);
   SmallVector<Value> inits = flatten(op.getInitArgs());
-  if (hasRing)
-    inits.push_back(i32(0)); // parity: which region of each ring holds the carried tile
+  if (hasRing) // parity: which region of each ring holds the carried tile
+    inits.push_back(parityInit ? parityInit : i32(0));
   auto newFor = scf::ForOp::create(b, scalar(op.getLowerBound()), scalar(op.getUpperBound()),
                                    scalar(op.getStep()), inits);
   mapping.map(op.getInductionVar(), newFor.getInductionVar());
@@ -1304,8 +1320,10 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   for (Carried &c : carried) {
     Value init = op.getInitArgs()[c.index];
     SharedTile after = sharedTiles[c.reload.getResult()];
-    if (c.ring) // the last region written: parity after the loop
-      after.delta = arith::MulIOp::create(b, newFor.getResults().back(), i32(after.twinDistance));
+    if (c.ring) { // the last region written: parity after the loop
+      after.parity = newFor.getResults().back();
+      after.delta = arith::MulIOp::create(b, after.parity, i32(after.twinDistance));
+    }
     // Uses after the loop wait for everything committed before they run.
     after.pendingGroup = committedGroups - 1;
     sharedTiles[op.getResult(c.index)] = after;

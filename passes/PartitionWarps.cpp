@@ -85,7 +85,8 @@ tilec::LinearLayout operandLayout(Operation *op, const tilec::LinearLayout &out)
 }
 
 /// A loop-carried tile can live in shared memory when it is tile-pipeline's
-/// shape: the initial value is a load used only by the loop, and the body
+/// shape: the initial value is a load (or a previous such loop's result)
+/// used only by the loop, and the body
 /// reloads it (for the next iteration) with a load used only by the yield.
 /// The GPU lowering refills one region in place when the reload comes after
 /// every read of the carried value, and alternates between two regions when
@@ -97,8 +98,16 @@ bool isPrefetchedCarriedTile(BlockArgument arg) {
     return false;
   unsigned i = arg.getArgNumber() - 1;
   Value init = loop.getInitArgs()[i];
-  if (!init.getDefiningOp<LoadOp>() || !init.hasOneUse())
+  if (!init.hasOneUse())
     return false;
+  // The first tile is a load, or the last prefetch of a loop this one
+  // continues (tile-pipeline chains split loops).
+  if (auto previous = init.getDefiningOp<scf::ForOp>()) {
+    if (!isPrefetchedCarriedTile(previous.getRegionIterArgs()[cast<OpResult>(init).getResultNumber()]))
+      return false;
+  } else if (!init.getDefiningOp<LoadOp>()) {
+    return false;
+  }
   Block *body = loop.getBody();
   auto reload = body->getTerminator()->getOperand(i).getDefiningOp<LoadOp>();
   return reload && reload->getBlock() == body && reload.getResult().hasOneUse();

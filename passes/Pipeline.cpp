@@ -141,6 +141,69 @@ LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
   return success();
 }
 
+/// Whether `a` (computed in `bodyA` from `rootA`) and `b` (in `bodyB` from
+/// `rootB`) are the same computation: the same ops on the same values from
+/// outside the two bodies, with rootA standing for rootB.
+bool sameComputation(Value a, Value b, Value rootA, Value rootB, Block *bodyA, Block *bodyB) {
+  if (a == rootA || b == rootB)
+    return a == rootA && b == rootB;
+  Operation *defA = a.getDefiningOp(), *defB = b.getDefiningOp();
+  bool localA = (defA && defA->getBlock() == bodyA) || (!defA && cast<BlockArgument>(a).getOwner() == bodyA);
+  bool localB = (defB && defB->getBlock() == bodyB) || (!defB && cast<BlockArgument>(b).getOwner() == bodyB);
+  if (!localA || !localB)
+    return !localA && !localB && a == b;
+  if (!defA || !defB || defA->getName() != defB->getName() ||
+      defA->getAttrDictionary() != defB->getAttrDictionary() ||
+      defA->getResultTypes() != defB->getResultTypes() || defA->getNumRegions() != 0 ||
+      defB->getNumRegions() != 0 || defA->getNumOperands() != defB->getNumOperands() ||
+      cast<OpResult>(a).getResultNumber() != cast<OpResult>(b).getResultNumber())
+    return false;
+  for (auto [x, y] : llvm::zip_equal(defA->getOperands(), defB->getOperands()))
+    if (!sameComputation(x, y, rootA, rootB, bodyA, bodyB))
+      return false;
+  return true;
+}
+
+/// tile-split-masked-loops splits a K/V loop into consecutive loops over
+/// adjacent block ranges (`tile.blocks`, lb <= ub by construction). When
+/// `loop` continues `previous` that way, the tile `previous` prefetched in its
+/// last iteration (for block previous.ub = loop.lb) is the one `loop` starts
+/// with: result number of `previous` carrying the prefetch of the same load
+/// as `load`, or nothing.
+std::optional<unsigned> chainedResult(scf::ForOp previous, scf::ForOp loop, LoadOp load) {
+  if (!previous || !previous->hasAttr("tile.blocks") || !loop->hasAttr("tile.blocks") ||
+      previous.getUpperBound() != loop.getLowerBound() || previous.getStep() != loop.getStep())
+    return std::nullopt;
+  Block *prevBody = previous.getBody();
+  auto yield = cast<scf::YieldOp>(prevBody->getTerminator());
+  for (auto [i, yielded] : llvm::enumerate(yield.getOperands())) {
+    auto prefetch = yielded.getDefiningOp<LoadOp>();
+    if (!prefetch || prefetch->getBlock() != prevBody)
+      continue;
+    // The prefetch loads for iv + step; `load` for loop's own iv.
+    Value nextIv;
+    prevBody->walk([&](arith::AddIOp add) {
+      if (add.getLhs() == previous.getInductionVar() && add.getRhs() == previous.getStep())
+        nextIv = add.getResult();
+    });
+    if (nextIv && sameComputation(prefetch.getResult(), load.getResult(), nextIv,
+                                  loop.getInductionVar(), prevBody, loop.getBody()))
+      return i;
+  }
+  return std::nullopt;
+}
+
+/// The scf.for right before `loop` (past pure ops), if any.
+scf::ForOp previousLoop(scf::ForOp loop) {
+  for (Operation *op = loop->getPrevNode(); op; op = op->getPrevNode()) {
+    if (auto prev = dyn_cast<scf::ForOp>(op))
+      return prev;
+    if (!isPure(op) || op->getNumRegions() != 0)
+      return nullptr;
+  }
+  return nullptr;
+}
+
 /// stages = 2 (a ring of two shared buffers per tile): every dot's B operand
 /// is loaded one iteration ahead, at the top of the body, so the copies of
 /// K(j+1) and V(j+1) run during all of iteration j's math and one wait and
@@ -155,13 +218,21 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
   if (rotatable.empty())
     return success();
 
+  // The first iteration's tiles: loaded before the loop, or, when the loop
+  // continues the previous one, that loop's last prefetch (no load, and no
+  // wait for one, between the two).
   rewriter.setInsertionPoint(loop);
   Value oldIv = loop.getInductionVar();
+  scf::ForOp previous = previousLoop(loop);
   SmallVector<Value> firsts;
-  for (const RotatableLoad &r : rotatable)
-    firsts.push_back(cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound()));
+  for (const RotatableLoad &r : rotatable) {
+    std::optional<unsigned> chained = chainedResult(previous, loop, r.load);
+    firsts.push_back(chained ? previous.getResult(*chained)
+                             : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound()));
+  }
 
   Value step = loop.getStep();
+  DictionaryAttr attrs = loop->getDiscardableAttrDictionary();
   FailureOr<LoopLikeOpInterface> newLoop = loop.replaceWithAdditionalYields(
       rewriter, firsts, /*replaceInitOperandUsesInLoop=*/false,
       [&](OpBuilder &builder, Location loc, ArrayRef<BlockArgument> newArgs) -> SmallVector<Value> {
@@ -179,6 +250,7 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
       });
   if (failed(newLoop))
     return failure();
+  (*newLoop)->setDiscardableAttrs(attrs);
   for (const RotatableLoad &r : rotatable)
     rewriter.eraseOp(r.load);
   return success();

@@ -126,3 +126,81 @@ func.func @carried(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %n: i32)
   }
   return
 }
+
+// -----
+
+// Two loops tile-split-masked-loops made from one (tile.blocks, adjacent
+// ranges [lb, mid) and [mid, ub)): with the ring, the second starts from the
+// first's last prefetch (the tile of block mid) instead of loading it again
+// behind a wait. With one buffer per tile a single-dot loop is left alone.
+// RING-LABEL: func.func @chained
+// RING:         %[[K0:.+]] = tile.load
+// RING:         %[[L1:.+]]:2 = scf.for {{.*}} iter_args({{.*}}, %{{[^ ]+}} = %[[K0]]) {{.*}} {
+// RING:         } {tile.blocks = "full"}
+// RING-NOT:     tile.load
+// RING:         scf.for {{.*}} iter_args(%{{[^ ]+}} = %[[L1]]#0, %{{[^ ]+}} = %[[L1]]#1)
+// RING:         } {tile.blocks = "partial"}
+// CHECK-LABEL: func.func @chained
+// CHECK:         scf.for
+// CHECK-NEXT:      arith.muli
+// CHECK-NEXT:      tile.load
+// CHECK:         scf.for
+// CHECK-NEXT:      arith.muli
+// CHECK-NEXT:      tile.load
+func.func @chained(%kp: !tile.ptr<f16>, %mid: i32, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %a = scf.for %j = %c0 to %mid step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  } {tile.blocks = "full"}
+  %b = scf.for %j = %mid to %n step %c1 iter_args(%o = %a) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %neg = arith.negf %s : tensor<64x64xf32>
+    scf.yield %neg : tensor<64x64xf32>
+  } {tile.blocks = "partial"}
+  return
+}
+
+// -----
+
+// Adjacent loops that tile-split-masked-loops did not make (no tile.blocks)
+// are not chained: nothing says the first one's range ends where it starts.
+// RING-LABEL: func.func @not_split
+// RING:         tile.load
+// RING:         scf.for
+// RING:         tile.load
+// RING:         scf.for
+func.func @not_split(%kp: !tile.ptr<f16>, %mid: i32, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %a = scf.for %j = %c0 to %mid step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  %b = scf.for %j = %mid to %n step %c1 iter_args(%o = %a) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return
+}
