@@ -1226,14 +1226,16 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // tile-split-masked-loops makes) starts from that loop's final parity, in
   // the same regions; its rings must all come from there.
   Value parityInit;
+  bool firstRing = true;
   for (const Carried &c : carried) {
     if (!c.ring)
       continue;
     Value from = sharedTiles[op.getInitArgs()[c.index]].parity;
-    if (&c != &*llvm::find_if(carried, [](const Carried &x) { return x.ring; }) && from != parityInit)
+    if (!firstRing && from != parityInit)
       return op.emitError() << "the rings of a loop must all start fresh or all continue the "
                                "same earlier loop";
     parityInit = from;
+    firstRing = false;
   }
   // Shared tiles filled before the loop and read inside it (Q, say) are
   // waited for once, here, instead of on every iteration.

@@ -21,6 +21,12 @@
 // skipped. Index arithmetic is assumed not to overflow the loop variable's
 // type (i32 sequence lengths).
 //
+// The loops it emits carry `tile.blocks` ("full"/"partial") and cover
+// adjacent ranges whose bounds are clamped into a chain (each lower bound <=
+// its upper bound, each upper bound the next loop's lower bound, as SSA
+// values). tile-pipeline relies on that contract to hand one loop's last
+// prefetch to the next.
+//
 // Skipping an all-false block is only correct because every score of it is
 // -inf: an online-softmax update with such a block leaves the running max,
 // sum and accumulator unchanged. The pass therefore skips only when the
