@@ -322,8 +322,14 @@ LogicalResult KernelLowering::run() {
   Value zero = cstIndex(loc, 0);
   for (auto &[arg, p] : ptrs)
     p.offset = zero;
-  for (Value &g : gridArgs)
-    g = entry.addArgument(b.getI32Type(), loc);
+  // Through the function, so that argument attributes (tile.positive) stay
+  // one per argument.
+  for (Value &g : gridArgs) {
+    unsigned index = fn.getNumArguments();
+    if (failed(fn.insertArgument(index, b.getI32Type(), DictionaryAttr(), loc)))
+      return failure();
+    g = fn.getArgument(index);
+  }
   fn.setFunctionType(FunctionType::get(ctx, entry.getArgumentTypes(), fn.getResultTypes()));
 
   SmallVector<Operation *> work;

@@ -50,6 +50,22 @@ func.func @dot(%a: tensor<4x8xf16>, %b: tensor<2x8xf16>, %c: tensor<4x2xf32>) ->
 
 // -----
 
+// Argument attributes stay on their parameters when the grid arguments are
+// appended (the signature keeps one attribute dictionary per argument).
+// CHECK-LABEL: func.func @positive_scale(
+// CHECK-SAME:    %{{.+}}: memref<?xf32>, %{{.+}}: f32 {tile.positive}, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32)
+func.func @positive_scale(%dst: !tile.ptr<f32>, %s: f32 {tile.positive}) attributes {tile.kernel} {
+  %c1 = arith.constant 1 : i64
+  %c0 = arith.constant 0 : i32
+  %n = arith.constant 8 : i32
+  %dv = tile.view %dst sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %t = tile.splat %s : f32 -> tensor<8xf32>
+  tile.store %t, %dv[%c0] : tensor<8xf32>, !tile.view<f32, 1>
+  return
+}
+
+// -----
+
 // Pointers must come from kernel parameters: a diagnostic, not a crash.
 func.func @not_a_kernel_pointer(%p: !tile.ptr<f32>) -> !tile.view<f32, 1> attributes {tile.kernel} {
   %c1 = arith.constant 1 : i64
