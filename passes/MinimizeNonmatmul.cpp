@@ -21,10 +21,12 @@
 //
 // Sign of the scale: max(x*k) = k*max(x) and select(c, x*k, -inf) =
 // select(c, x, -inf)*k hold only for k > 0. A constant (or a product or
-// quotient of positive constants) proves it; so does an enclosing
-// `scf.if (k > 0)`. When the scale is a runtime value nothing proves, the
-// loop is versioned: `scf.if (k > 0) { FA2 form } else { original loop }`,
-// the original marked `tile.softmax_fallback` so nothing rewrites it.
+// quotient of positive constants) proves it; so does a kernel parameter
+// declared `tile.positive` (tl.assume(k > 0), checked at every launch) or an
+// enclosing `scf.if (k > 0)`. When the scale is a runtime value nothing
+// proves, the loop is versioned: `scf.if (k > 0) { FA2 form } else {
+// original loop }`, the original marked `tile.softmax_fallback` so nothing
+// rewrites it.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Tile/TileDialect.h"
@@ -83,9 +85,10 @@ bool isNegInfSplat(Value v) {
   return f && f.getValue().isInfinity() && f.getValue().isNegative();
 }
 
-/// True where `k > 0` is known at `at`: a positive constant, a product or
-/// quotient of such, or a value tested `k > 0` by an enclosing scf.if whose
-/// then-region holds `at`.
+/// True where `k > 0` is known at `at`: a positive constant, a kernel
+/// parameter declared `tile.positive` (tl.assume; the runtime checks it), a
+/// product or quotient of such, or a value tested `k > 0` by an enclosing
+/// scf.if whose then-region holds `at`.
 bool isKnownPositive(OpFoldResult k, Operation *at) {
   if (!k)
     return false;
@@ -101,6 +104,11 @@ bool isKnownPositive(OpFoldResult k, Operation *at) {
     return isKnownPositive(mul.getLhs(), at) && isKnownPositive(mul.getRhs(), at);
   if (auto div = v.getDefiningOp<arith::DivFOp>())
     return isKnownPositive(div.getLhs(), at) && isKnownPositive(div.getRhs(), at);
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (auto fn = dyn_cast_if_present<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      if (arg.getOwner()->isEntryBlock() &&
+          fn.getArgAttr(arg.getArgNumber(), tile::kPositiveAttrName))
+        return true;
   for (Operation *p = at; p; p = p->getParentOp()) {
     auto ifOp = dyn_cast_if_present<scf::IfOp>(p->getParentOp());
     if (!ifOp || p->getParentRegion() != &ifOp.getThenRegion())

@@ -30,6 +30,9 @@ LinearLayoutAttr toAttr(MLIRContext *ctx, const tilec::LinearLayout &layout);
 
 /// Attribute name marking a func.func as a kernel entry point.
 inline constexpr llvm::StringLiteral kKernelAttrName = "tile.kernel";
+/// Unit argument attribute on a scalar kernel parameter declared > 0
+/// (tl.assume(x > 0)): passes may rely on it; every launch checks it.
+inline constexpr llvm::StringLiteral kPositiveAttrName = "tile.positive";
 } // namespace mlir::tile
 
 #endif

@@ -279,6 +279,7 @@ class CodeGen(ast.NodeVisitor):
         self.next_id = 0
         self.params = []  # (name, type) of the runtime parameters, in order
         self.param_values = []
+        self.positive = set()  # names of the parameters declared > 0 (tl.assume)
         self.values = []  # every Value created, for naming at render time
 
     # -- diagnostics ---------------------------------------------------------
@@ -792,6 +793,8 @@ class CodeGen(ast.NodeVisitor):
             args = [self.visit(a) for a in node.args]
             return self.tl_cast(node, [fn.value] + args, {})
         name = getattr(fn, "__tilec_builtin__", None)
+        if name == "assume":  # reads its argument's syntax; evaluates nothing
+            return self.tl_assume(node)
         args = [self.visit(a) for a in node.args]
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
         if name is not None:
@@ -856,6 +859,39 @@ class CodeGen(ast.NodeVisitor):
         if axis not in (0, 1, 2):
             self.error(node, f"grid axis must be 0, 1 or 2, got {axis}")
         return self.emit(node, f"tile.{name} {axis} : i32", [], tl.int32)
+
+    def tl_assume(self, node):
+        """tl.assume(x > 0) (or 0 < x) for a scalar parameter x: no op, the
+        parameter gets {tile.positive}; the runtime rejects launches with x <= 0."""
+        form = "tl.assume takes one condition 'x > 0' (or '0 < x') on a scalar kernel parameter x"
+        if len(node.args) != 1 or node.keywords:
+            self.error(node, form)
+        cond = node.args[0]
+
+        def is_zero(n):
+            return (isinstance(n, ast.Constant) and type(n.value) in (int, float)
+                    and n.value == 0)
+
+        name = None
+        if isinstance(cond, ast.Compare) and len(cond.ops) == 1:
+            left, op, right = cond.left, cond.ops[0], cond.comparators[0]
+            if isinstance(op, ast.Gt) and isinstance(left, ast.Name) and is_zero(right):
+                name = left
+            elif isinstance(op, ast.Lt) and is_zero(left) and isinstance(right, ast.Name):
+                name = right
+        if name is None:
+            self.error(cond, f"{form}, got '{ast.unparse(cond)}'")
+        value = self.env.get(name.id)
+        if name.id in self.constexprs:
+            self.error(name, f"tl.assume: '{name.id}' is a constexpr; check it with assert")
+        if not any(value is p for p in self.param_values):
+            what = "is reassigned before tl.assume" if name.id in dict(self.params) \
+                else "is not a kernel parameter"
+            self.error(name, f"tl.assume: '{name.id}' {what}")
+        if value.type not in (tl.float32, tl.int32, tl.int64):
+            self.error(name, f"tl.assume: parameter '{name.id}' is {value.type}; "
+                             "only f32, i32 and i64 parameters can be declared positive")
+        self.positive.add(name.id)
 
     def tl_program_id(self, node, args, kwargs):
         return self._grid_axis(node, args, kwargs, "program_id")
@@ -1092,7 +1128,8 @@ class CodeGen(ast.NodeVisitor):
         if self.variant:
             attrs.append("tile.variant = {" + ", ".join(
                 f"{k} = {_attr(v)}" for k, v in self.variant.items()) + "}")
-        sig = ", ".join(f"{v.ref}: {v.type}" for v in self.param_values)
+        sig = ", ".join(f"{v.ref}: {v.type}" + (" {tile.positive}" if n in self.positive else "")
+                        for (n, _), v in zip(self.params, self.param_values))
         lines = [f"func.func @{self.kernel_name}({sig})",
                  f"    attributes {{{', '.join(attrs)}}} {{"]
         lines += ["  " + line for line in self.blocks[0].lines]

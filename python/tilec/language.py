@@ -97,6 +97,13 @@ def _builtin(fn):
 
 
 @_builtin
+def assume(cond):
+    """Declares `x > 0` (or `0 < x`) for a scalar parameter x (f32, i32 or
+    i64): the compiler may rely on it (a positive softmax scale needs no
+    fallback loop) and every launch checks it. Emits no op."""
+
+
+@_builtin
 def program_id(axis):
     """Index of this program along grid axis 0, 1 or 2 (i32)."""
 

@@ -179,3 +179,30 @@ func.func @version_on_scale_sign(%x: tensor<4x8xf32>, %s: f32, %n: i32) -> tenso
   }
   return %res : tensor<4xf32>
 }
+
+// -----
+
+// The same loop with the scale declared positive (tl.assume): no versioning, no
+// fallback copy; the one loop gets the FA2 form (raw max).
+// CHECK-LABEL: func.func @declared_positive_scale(
+// CHECK-SAME:    %[[X:.+]]: tensor<4x8xf32>, %[[S:.+]]: f32 {tile.positive}, %[[N:.+]]: i32)
+// CHECK-NOT:     arith.cmpf
+// CHECK-NOT:     scf.if
+// CHECK:         scf.for
+// CHECK:           %[[RAW:.+]] = tile.reduce max %[[X]]
+// CHECK:           arith.maximumf %{{.+}}, %[[RAW]]
+// CHECK-NOT:     tile.softmax_fallback
+// CHECK:         return
+func.func @declared_positive_scale(%x: tensor<4x8xf32>, %s: f32 {tile.positive}, %n: i32) -> tensor<4xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %init = arith.constant dense<0xFF800000> : tensor<4xf32>
+  %st = tile.splat %s : f32 -> tensor<4x8xf32>
+  %res = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<4xf32>) : i32 {
+    %y = arith.mulf %x, %st : tensor<4x8xf32>
+    %r = tile.reduce max %y along 1 : tensor<4x8xf32> -> tensor<4xf32>
+    %new = arith.maximumf %m, %r : tensor<4xf32>
+    scf.yield %new : tensor<4xf32>
+  }
+  return %res : tensor<4xf32>
+}

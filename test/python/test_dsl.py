@@ -273,6 +273,75 @@ def test_error_grid_names_unknown_parameter():
         _bad_grid.specialize()
 
 
+# --- tl.assume ----------------------------------------------------------------
+
+
+@tilec.jit(grid=(1,))
+def _assumes(x: tl.ptr(tl.float32), n: tl.int32, m: tl.int64, s: tl.float32, t: tl.float32):
+    tl.assume(s > 0)
+    tl.assume(0 < n)
+    tl.assume(m > 0.0)
+    xv = tl.view(x, (n, 16), (m, 1))
+    tl.store(xv, (0, 0), tl.full((16, 16), s * t, tl.float32))
+
+
+@needs_verifier
+def test_assume_marks_parameters_positive_and_emits_no_op():
+    ir = _assumes.specialize().ir
+    compiler.parse_and_verify(ir, "<assume>")
+    sig = ir[:ir.index("attributes")]
+    assert ("%x: !tile.ptr<f32>, %n: i32 {tile.positive}, %m: i64 {tile.positive}, "
+            "%s: f32 {tile.positive}, %t: f32)") in sig
+    # The conditions are read, not evaluated: no comparison reaches the IR.
+    assert "arith.cmp" not in ir
+    # The attribute survives MLIR's printer (the dialect accepts it).
+    assert roundtrip(ir).count("{tile.positive}") == 3
+
+
+@tilec.jit(grid=(1,))
+def _assume_non_strict(x: tl.ptr(tl.float32), s: tl.float32):
+    tl.assume(s >= 0)  # <-
+
+
+@tilec.jit(grid=(1,))
+def _assume_pointer(x: tl.ptr(tl.float32), s: tl.float32):
+    tl.assume(x > 0)  # <-
+
+
+@tilec.jit(grid=(1,))
+def _assume_reassigned(x: tl.ptr(tl.float32), s: tl.float32):
+    s = s * 2.0
+    tl.assume(s > 0)  # <-
+
+
+@tilec.jit(grid=(1,))
+def _assume_expression(x: tl.ptr(tl.float32), s: tl.float32):
+    tl.assume(s * 2.0 > 0)  # <-
+
+
+@tilec.jit(grid=(1,))
+def _assume_constexpr(x: tl.ptr(tl.float32), B: tl.constexpr = 4):
+    tl.assume(B > 0)  # <-
+
+
+@tilec.jit(grid=(1,))
+def _assume_two_args(x: tl.ptr(tl.float32), s: tl.float32):
+    tl.assume(s > 0, s)  # <-
+
+
+@pytest.mark.parametrize("kernel_fn, match", [
+    (_assume_non_strict, r"tl.assume takes one condition 'x > 0' \(or '0 < x'\) on a scalar kernel "
+                         r"parameter x, got 's >= 0'"),
+    (_assume_pointer, r"parameter 'x' is !tile.ptr<f32>; only f32, i32 and i64 parameters"),
+    (_assume_reassigned, r"tl.assume: 's' is reassigned before tl.assume"),
+    (_assume_expression, r"got 's \* 2.0 > 0'"),
+    (_assume_constexpr, r"tl.assume: 'B' is a constexpr"),
+    (_assume_two_args, r"tl.assume takes one condition"),
+])
+def test_assume_errors(kernel_fn, match):
+    _raises_at(kernel_fn, match)
+
+
 @needs_verifier
 def test_verifier_errors_map_to_python_lines(tmp_path):
     """A diagnostic from MLIR's verifier comes back as a CompilationError at
