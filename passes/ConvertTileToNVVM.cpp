@@ -1702,6 +1702,13 @@ LogicalResult KernelLowering::run() {
       return func.emitError() << "kernel parameter " << i << " has type " << type
                               << "; kernels take !tile.ptr, i32, i64 or f32";
     }
+    // Declared > 0 (tl.assume): passes relied on it, so the runtime checks it.
+    if (func.getArgAttr(i, kPositiveAttrName)) {
+      if (isa<PtrType>(type))
+        return func.emitError() << "kernel parameter " << i << " (" << name << ") is a pointer; "
+                                << kPositiveAttrName << " applies to i32, i64 and f32 parameters";
+      param.push_back(b.getNamedAttr("positive", b.getBoolAttr(true)));
+    }
     params.push_back(b.getDictionaryAttr(param));
   }
   if (func.getNumResults() != 0)

@@ -18,6 +18,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,9 @@ struct CompiledKernel {
   std::unique_ptr<ExecutionEngine> engine;
   std::vector<tilec::CpuArg::Kind> params;
   std::vector<std::string> paramNames;
+  /// Declared > 0 (tile.positive, from tl.assume): the passes rely on it, so
+  /// a run with a value <= 0 is rejected, as the GPU runtime does.
+  std::vector<bool> positive;
 };
 
 using CacheKey = std::tuple<uint64_t, std::string, std::string, bool>;
@@ -148,6 +152,7 @@ compile(llvm::StringRef source, llvm::StringRef bufferName, llvm::StringRef kern
       if (auto s = dyn_cast<StringAttr>(names[i]))
         name = s.str();
     compiled->paramNames.push_back(name);
+    compiled->positive.push_back(bool(fn.getArgAttr(i, tile::kPositiveAttrName)));
   }
 
   PassManager pm(&ctx);
@@ -215,6 +220,21 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
       return llvm::createStringError("argument %zu (%s) of @%s must be %s, got %s", i,
                                      compiled->paramNames[i].c_str(), kernel.str().c_str(),
                                      kindName(want), kindName(args[i].kind));
+    bool isPositive = want == CpuArg::Kind::F32   ? float(args[i].f) > 0 // NaN fails
+                      : want == CpuArg::Kind::I32 ? int32_t(args[i].i) > 0
+                                                  : args[i].i > 0;
+    if (compiled->positive[i] && want != CpuArg::Kind::Ptr && !isPositive) {
+      char value[32];
+      if (want == CpuArg::Kind::F32)
+        std::snprintf(value, sizeof value, "%.9g", args[i].f);
+      else
+        std::snprintf(value, sizeof value, "%lld", (long long)args[i].i);
+      return llvm::createStringError(
+          "argument %zu (%s) of @%s must be > 0 (the kernel was compiled with "
+          "tl.assume(%s > 0)), got %s",
+          i, compiled->paramNames[i].c_str(), kernel.str().c_str(),
+          compiled->paramNames[i].c_str(), value);
+    }
     Slot &s = slots[i];
     switch (want) {
     case CpuArg::Kind::Ptr:

@@ -145,6 +145,17 @@ FailureOr<LaunchInfo> readLaunchInfo(LLVM::LLVMFuncOp kernel) {
       return fail(llvm::formatv("params[{0}] ({1}) has 'elem' but is not a ptr", i, p.name)
                       .str());
     }
+    if (Attribute positive = param.get("positive")) {
+      auto flag = dyn_cast<BoolAttr>(positive);
+      if (!flag)
+        return fail(llvm::formatv("params[{0}] ({1}): 'positive' must be a bool", i, p.name)
+                        .str());
+      if (flag.getValue() && p.kind == "ptr")
+        return fail(llvm::formatv("params[{0}] ({1}) is a ptr and cannot be 'positive'", i,
+                                  p.name)
+                        .str());
+      p.positive = flag.getValue();
+    }
     if (!matchesKind(argTypes[i], p.kind))
       return fail(llvm::formatv("params[{0}] ({1}) is declared {2} but argument #{0} has "
                                 "type {3}",
@@ -217,6 +228,8 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
     llvm::json::Object param{{"name", p.name}, {"kind", p.kind}};
     if (!p.elem.empty())
       param["elem"] = p.elem;
+    if (p.positive)
+      param["positive"] = true;
     params.push_back(std::move(param));
   }
   doc["params"] = std::move(params);

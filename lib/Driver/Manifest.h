@@ -30,6 +30,9 @@ struct LaunchParam {
   std::string name;
   std::string kind; ///< "ptr", "i32", "i64", "f32"
   std::string elem; ///< element type of a "ptr"; empty otherwise
+  /// Declared > 0 (tl.assume): the runtime rejects launches with a value
+  /// <= 0 (or NaN). Scalars only.
+  bool positive = false;
 };
 
 struct LaunchInfo {

@@ -169,6 +169,13 @@ uint64_t contextId(const Driver &d, CUcontext ctx) {
   return id;
 }
 
+/// A real as error messages print it: "%.9g" ("-0.5", "1e+39", "nan").
+std::string realString(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
 const char *argKindName(const KernelArg &a) {
   if (std::holds_alternative<DevicePtr>(a))
     return "a device pointer";
@@ -248,6 +255,12 @@ void Kernel::packArgs(const std::vector<KernelArg> &args,
                                              expected + ", got " +
                                              argKindName(a));
     };
+    // The compiled code relies on tl.assume(x > 0) (p.positive).
+    auto notPositive = [&](const std::string &value) {
+      return Error(Error::Kind::ArgValue,
+                   describeArgument(p, i) + ": must be > 0 (the kernel was "
+                   "compiled with tl.assume(" + p.name + " > 0)), got " + value);
+    };
     switch (p.kind) {
     case ParamKind::Ptr: {
       const DevicePtr *ptr = std::get_if<DevicePtr>(&a);
@@ -265,6 +278,8 @@ void Kernel::packArgs(const std::vector<KernelArg> &args,
         throw Error(Error::Kind::ArgValue, describeArgument(p, i) + ": " +
                                                std::to_string(*v) +
                                                " does not fit in i32");
+      if (p.positive && *v <= 0)
+        throw notPositive(std::to_string(*v));
       int32_t narrow = static_cast<int32_t>(*v);
       std::memcpy(&storage[i], &narrow, sizeof narrow);
       break;
@@ -273,6 +288,8 @@ void Kernel::packArgs(const std::vector<KernelArg> &args,
       const int64_t *v = std::get_if<int64_t>(&a);
       if (!v)
         throw wrongKind("an integer");
+      if (p.positive && *v <= 0)
+        throw notPositive(std::to_string(*v));
       std::memcpy(&storage[i], v, sizeof *v);
       break;
     }
@@ -285,13 +302,13 @@ void Kernel::packArgs(const std::vector<KernelArg> &args,
       else
         throw wrongKind("a real");
       // Converting a finite double beyond float's range is undefined.
-      if (std::isfinite(v) && std::fabs(v) > FLT_MAX) {
-        char text[32];
-        std::snprintf(text, sizeof text, "%.9g", v);
-        throw Error(Error::Kind::ArgValue,
-                    describeArgument(p, i) + ": " + text + " overflows f32");
-      }
+      if (std::isfinite(v) && std::fabs(v) > FLT_MAX)
+        throw Error(Error::Kind::ArgValue, describeArgument(p, i) + ": " +
+                                               realString(v) + " overflows f32");
       float narrow = static_cast<float>(v);
+      // After rounding (a tiny positive double may become 0.0f); NaN fails.
+      if (p.positive && !(narrow > 0))
+        throw notPositive(realString(v));
       std::memcpy(&storage[i], &narrow, sizeof narrow);
       break;
     }

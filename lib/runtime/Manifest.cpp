@@ -198,6 +198,14 @@ private:
       } else if (elem) {
         fail(key, "(" + p.name + ") has \"elem\" but is not a ptr");
       }
+      if (const JsonValue *positive = pv.find("positive")) {
+        if (!positive->isBool())
+          fail(key + ".positive", std::string("must be a bool, got ") +
+                                      JsonValue::typeName(positive->type()));
+        p.positive = positive->asBool();
+        if (p.positive && p.kind == ParamKind::Ptr)
+          fail(key, "(" + p.name + ") is a ptr and cannot be \"positive\"");
+      }
       m.params.push_back(std::move(p));
     }
   }

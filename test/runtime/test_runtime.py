@@ -255,6 +255,8 @@ def with_param(index, **fields):
         (with_param(1, elem="f32"), 'params[1] (n) has "elem" but is not a ptr'),
         (with_param(2, name="n"), 'params[2].name "n" is used by an earlier param'),
         (with_param(1, name=None), 'params[1] lacks the required key "name"'),
+        (with_param(4, positive="yes"), "params[4].positive must be a bool, got a string"),
+        (with_param(0, positive=True), 'params[0] (x) is a ptr and cannot be "positive"'),
     ],
 )
 def test_manifest_errors(rt, tmp_path, manifest, message):
@@ -263,6 +265,14 @@ def test_manifest_errors(rt, tmp_path, manifest, message):
         rt.parse_manifest(str(path))
     assert str(info.value).startswith(f"manifest {path}: ")
     assert message in str(info.value)
+
+
+def test_manifest_positive_param(rt, tmp_path):
+    """tl.assume(a > 0) in the kernel: the manifest marks the param."""
+    path = write_manifest(tmp_path, with_param(4, positive=True))
+    assert rt.parse_manifest(str(path))["params"][4] == {"name": "a", "kind": "f32", "positive": True}
+    path = write_manifest(tmp_path, with_param(0, positive=False))  # false is no claim
+    assert rt.parse_manifest(str(path))["params"][0]["positive"] is False
 
 
 def test_manifest_needs_an_image(rt, tmp_path):
@@ -671,6 +681,41 @@ def test_fake_driver_launch_argument_errors(rt, fake_cuda_dir, tmp_path):
         "ValueError manifest {path}: grid[0] 'cdiv(n, 128)' (n=0) = 0, outside the launchable range [1, 2147483647]".format(path=path),
     ]
     assert launches(calls) == []
+
+
+def test_fake_driver_rejects_values_a_positive_param_rules_out(rt, fake_cuda_dir, tmp_path):
+    """The kernel was compiled relying on tl.assume(x > 0): a launch with
+    x <= 0 (or NaN, or a positive double that rounds to 0.0f) never reaches
+    the driver."""
+    manifest = with_param(4, positive=True)
+    for index in (2, 3):  # off (i32), stride (i64)
+        manifest["params"][index]["positive"] = True
+    path = write_manifest(tmp_path, manifest)
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        for args in ([1, 1, 5, 6, -0.5], [1, 1, 5, 6, 0.0], [1, 1, 5, 6, float("nan")],
+                     [1, 1, 5, 6, 1e-50], [1, 1, 5, 6, -1], [1, 1, 0, 6, 1.0], [1, 1, 5, -3, 1.0]):
+            try:
+                k.launch(args, 0)
+            except ValueError as e:
+                print(e)
+        k.launch([0x7f0000001000, 1, 5, 6, 0.125], 0)
+        print(k.grid([1, 1, 5, 6, 2]))
+    """)
+    assume = "must be > 0 (the kernel was compiled with tl.assume({0} > 0)), got "
+    assert out == [
+        "argument 'a' (param 4, f32): " + assume.format("a") + "-0.5",
+        "argument 'a' (param 4, f32): " + assume.format("a") + "0",
+        "argument 'a' (param 4, f32): " + assume.format("a") + "nan",
+        "argument 'a' (param 4, f32): " + assume.format("a") + "1e-50",
+        "argument 'a' (param 4, f32): " + assume.format("a") + "-1",
+        "argument 'off' (param 2, i32): " + assume.format("off") + "0",
+        "argument 'stride' (param 3, i64): " + assume.format("stride") + "-3",
+        "(1, 6, 1)",
+    ]
+    assert [c.split(" params")[0] for c in launches(calls)] == [
+        "launch k grid=1,6,1 block=128,1,1 shared=0 stream=0x0"
+    ]
 
 
 def test_fake_driver_cuinit_failure(rt, fake_cuda_dir, tmp_path):

@@ -61,6 +61,9 @@ struct Param {
   std::string name;
   ParamKind kind = ParamKind::I32;
   ElemType elem = ElemType::F32; ///< meaningful only when kind == Ptr
+  /// Declared > 0 in the kernel (tl.assume(x > 0)); the compiled code relies
+  /// on it, so a launch with a value <= 0 (or NaN) is rejected. Not for Ptr.
+  bool positive = false;
 };
 
 /// "argument 'q' (param 0, ptr to f16)": how errors name an argument.
