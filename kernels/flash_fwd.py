@@ -4,7 +4,10 @@ The same kernel as kernels/flash_fwd.mlir: one program computes a BLOCK_M-row
 block of O = softmax(scale · Q·Kᵀ)·V for one (batch, head) with a blocked loop
 over K/V and the online softmax written naively (exp, the scale as a multiply,
 the rescale every iteration, the division by the row sum after the loop). The
-mask is ordinary math (tl.where); making it fast is the compiler's job.
+mask is ordinary math (tl.where); making it fast is the compiler's job. One
+difference from the .mlir kernel: tl.assume(scale > 0) declares the scale
+positive (launches check it), so the compiler emits no fallback loop for a
+negative scale.
 
 Tensors use flash_attn's layout (batch, seqlen, heads, head_dim) with strides
 in elements (last dimension contiguous); lse is (batch, heads, seqlen_q) f32.
@@ -22,7 +25,7 @@ def _name(DTYPE, HEAD_DIM, CAUSAL, **_):
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", 1), name=_name, num_warps="NUM_WARPS",
-           num_stages="NUM_STAGES",
+           num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "block_m": "BLOCK_M"})
 def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
               lse: tl.ptr(tl.float32), seqlen_q: tl.int32, seqlen_k: tl.int32,
@@ -34,7 +37,9 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
               CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
-              NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2):
+              NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
+              SMEM_EPILOGUE: tl.constexpr = True):
+    tl.assume(scale > 0)  # FA2's scale folding needs it; flash_attn_func maps scale <= 0 onto it
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b, h = pid_bh // num_heads, pid_bh % num_heads

@@ -107,8 +107,8 @@ std::optional<int64_t> constantInt(Value v) {
 
 class KernelLowering {
 public:
-  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch)
-      : func(func), smemGlobal(smem), arch(arch), ctx(func.getContext()),
+  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue)
+      : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue), ctx(func.getContext()),
         b(func.getLoc(), func.getContext()) {}
 
   LogicalResult run();
@@ -183,6 +183,8 @@ private:
   func::FuncOp func;
   LLVM::GlobalOp smemGlobal;
   std::string arch;
+  /// Store narrow register tiles through shared memory (16-byte chunks).
+  bool smemEpilogue;
   MLIRContext *ctx;
   ImplicitLocOpBuilder b;
   int64_t numWarps = 4;
@@ -784,7 +786,7 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
     owner = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
   }
 
-  if (width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
+  if (smemEpilogue && width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
     return success();
 
   SmallVector<Value> thread = threadCoords(layout);
@@ -1114,12 +1116,24 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
     c.erase(c.begin() + axis);
     return c;
   };
+  // In-thread: a balanced tree per output element (depth log2 n, not a
+  // chain of n - 1 dependent ops: with two warps per scheduler the chain's
+  // latency is not hidden).
+  std::map<tilec::Coord, SmallVector<Value>> operands;
+  for (int64_t r = 0; r < in.numRegs(); ++r)
+    if (in.regHolding(in.regCoord(r)) == r)
+      operands[project(in.regCoord(r))].push_back(values[r]);
   std::map<tilec::Coord, Value> partial;
-  for (int64_t r = 0; r < in.numRegs(); ++r) {
-    tilec::Coord key = project(in.regCoord(r));
-    auto [it, inserted] = partial.try_emplace(key, values[r]);
-    if (!inserted && in.regHolding(in.regCoord(r)) == r)
-      it->second = combine(op.getKind(), it->second, values[r]);
+  for (auto &[key, list] : operands) {
+    while (list.size() > 1) {
+      SmallVector<Value> next;
+      for (size_t i = 0; i + 1 < list.size(); i += 2)
+        next.push_back(combine(op.getKind(), list[i], list[i + 1]));
+      if (list.size() % 2)
+        next.push_back(list.back());
+      list = std::move(next);
+    }
+    partial[key] = list.front();
   }
   Value fullMask = i32(-1), clamp = i32(0x1f);
   for (size_t i = 0; i < in.laneBases().size(); ++i) {
@@ -1772,7 +1786,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
                                     /*isConstant=*/false, LLVM::Linkage::External, kSharedSymbol,
                                     Attribute(), /*alignment=*/128, kSharedAddressSpace);
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, arch).run()))
+      if (failed(KernelLowering(func, smem, arch, smemEpilogue).run()))
         return signalPassFailure();
     module->setAttr("tile.target", builder.getStringAttr(arch));
   }

@@ -65,6 +65,9 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
   let options = [
     Option<"arch", "arch", "std::string", /*default=*/"\"sm_80\"",
            "target architecture (sm_80 or sm_90a)">,
+    Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"true",
+           "store register tiles holding under 16 bytes of a row per thread through "
+           "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
                            "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];

@@ -27,6 +27,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   // layouts -> nvvm: per-thread registers, mma.sync, ldmatrix, cp.async.
   ConvertTileToNVVMOptions lowering;
   lowering.arch = options.arch;
+  lowering.smemEpilogue = options.smemEpilogue;
   pm.addPass(createConvertTileToNVVM(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

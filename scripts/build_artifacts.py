@@ -80,6 +80,7 @@ def build_variants(out, fixed, args, tilec, compiler, tl, strategy, flash_fwd_ke
                     results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
                                                num_warps=args.num_warps or config.num_warps,
                                                num_stages=config.num_stages,
+                                               smem_epilogue=config.smem_epilogue,
                                                run_tile_passes=not args.no_tile_passes)
                 except tilec.CompilationError as e:
                     print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)

@@ -179,11 +179,14 @@ def write_artifacts(kernel, folder, extras=True):
 
 
 def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-            num_stages=2):
+            num_stages=2, smem_epilogue=True):
     """Compiles MLIR text; returns the list of result dicts (see _tilec.compile).
-    num_stages: shared buffers per prefetched K/V tile (1 or 2, tile-pipeline)."""
+    num_stages: shared buffers per prefetched K/V tile (1 or 2, tile-pipeline).
+    smem_epilogue: store narrow register tiles (O) through shared memory as
+    16-byte chunks."""
     return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
-                 stages=num_stages, run_tile_passes=run_tile_passes,
+                 stages=num_stages, smem_epilogue=bool(smem_epilogue),
+                 run_tile_passes=run_tile_passes,
                  print_ir_after_all=_dump_ir(),
                  crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""))
 
@@ -195,19 +198,20 @@ def _dump_ir():
 _memory_cache = {}
 
 
-def cache_key(text, arch, num_warps, run_tile_passes, num_stages=2):
+def cache_key(text, arch, num_warps, run_tile_passes, num_stages=2, smem_epilogue=True):
     h = hashlib.sha256()
-    for part in (version(), arch, str(num_warps), str(num_stages), str(run_tile_passes), text):
+    for part in (version(), arch, str(num_warps), str(num_stages), str(bool(smem_epilogue)),
+                 str(run_tile_passes), text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
 
 
 def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-                   num_stages=2):
+                   num_stages=2, smem_epilogue=True):
     """Like compile(), but returns Artifacts and reuses earlier results from
     memory or from the disk cache."""
-    key = cache_key(text, arch, num_warps, run_tile_passes, num_stages)
+    key = cache_key(text, arch, num_warps, run_tile_passes, num_stages, smem_epilogue)
     if key in _memory_cache and not _dump_ir():
         return _memory_cache[key]
     entry = cache_dir() / key[:2] / key
@@ -217,7 +221,8 @@ def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_t
         if all(Path(a.manifest_path).exists() for a in arts):
             _memory_cache[key] = arts
             return arts
-    kernels = compile(text, source_name, arch, num_warps, run_tile_passes, num_stages)
+    kernels = compile(text, source_name, arch, num_warps, run_tile_passes, num_stages,
+                      smem_epilogue)
     # Write to a private folder, then rename: concurrent compilers of the same
     # kernel never see a half-written entry.
     entry.parent.mkdir(parents=True, exist_ok=True)

@@ -16,13 +16,15 @@ class JITFunction:
     directly with ``grid=``-free arguments is not supported because each set
     of constexprs is a different kernel."""
 
-    def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2):
+    def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2,
+                 smem_epilogue=True):
         self.fn = fn
         self.grid = grid
         self.name = name
         self.variant = variant
         self.num_warps = num_warps
         self.num_stages = num_stages
+        self.smem_epilogue = smem_epilogue
         self._kernels = {}
         functools.update_wrapper(self, fn)
 
@@ -58,6 +60,7 @@ class JITFunction:
             kernel = Kernel(self, name, text, params, bound)
             kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full)
             kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full)
+            kernel.smem_epilogue = bool(self._launch_knob("smem_epilogue", self.smem_epilogue, full))
             self._kernels[key] = kernel
         return kernel
 
@@ -93,6 +96,7 @@ class Kernel:
         self.constexprs = constexprs
         self.num_warps = jit_fn.num_warps if isinstance(jit_fn.num_warps, int) else 4
         self.num_stages = jit_fn.num_stages if isinstance(jit_fn.num_stages, int) else 2
+        self.smem_epilogue = jit_fn.smem_epilogue if isinstance(jit_fn.smem_epilogue, bool) else True
         self._compiled = {}
         self._launchers = {}
 
@@ -110,7 +114,8 @@ class Kernel:
         """Parses and verifies the generated IR; raises CompilationError."""
         compiler.parse_and_verify(self.ir, self.source_name)
 
-    def compile(self, arch=None, num_warps=None, run_tile_passes=True, num_stages=None):
+    def compile(self, arch=None, num_warps=None, run_tile_passes=True, num_stages=None,
+                smem_epilogue=None):
         """The compiled artifact (a compiler.Artifact) for `arch` (default:
         $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
         disk. Without the compiler extension, a prebuilt artifact of the same
@@ -125,12 +130,13 @@ class Kernel:
         arch = arch or compiler.default_arch()
         num_warps = num_warps or self.num_warps
         num_stages = num_stages or self.num_stages
-        key = (arch, num_warps, num_stages, run_tile_passes)
+        smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
+        key = (arch, num_warps, num_stages, smem_epilogue, run_tile_passes)
         art = self._compiled.get(key)
         if art is None:
             art = compiler.compile_cached(self.ir, self.source_name, arch=arch,
                                           num_warps=num_warps, run_tile_passes=run_tile_passes,
-                                          num_stages=num_stages)
+                                          num_stages=num_stages, smem_epilogue=smem_epilogue)
             if len(art) != 1:
                 raise CompilationError(f"expected one kernel from {self.name}, got {len(art)}")
             art = art[0]
@@ -214,7 +220,8 @@ def _check_buffer(what, dtype, value, cpu):
         raise ValueError(f"{what}: the last dimension must be contiguous (stride {value.stride(-1)})")
 
 
-def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=2):
+def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=2,
+        smem_epilogue=True):
     """Marks a tile-language kernel.
 
     grid: up to three grid expressions over the kernel's integer parameters
@@ -229,10 +236,13 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=
       or the name of a constexpr): 1 is FlashAttention-2's schedule (one
       buffer, refilled behind a barrier mid-iteration), 2 a ring (the next
       tiles load during the whole iteration; one barrier per iteration).
+    smem_epilogue: store register tiles holding under 16 bytes of a row per
+      thread (the O accumulator) through shared memory, as 16-byte chunks
+      along rows (a bool or the name of a constexpr).
     """
     def wrap(f):
         return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps,
-                           num_stages=num_stages)
+                           num_stages=num_stages, smem_epilogue=smem_epilogue)
 
     return wrap(fn) if fn is not None else wrap
 

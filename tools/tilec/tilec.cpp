@@ -45,6 +45,10 @@ cl::opt<int> stages("stages",
                     cl::desc("shared buffers per prefetched K/V tile: 1 (FlashAttention-2's "
                              "schedule) or 2 (a ring, one barrier per iteration)"),
                     cl::init(2), cl::cat(tilecCategory));
+cl::opt<bool> smemEpilogue("smem-epilogue",
+                           cl::desc("store narrow register tiles (the O accumulator) through "
+                                    "shared memory as 16-byte chunks (default true)"),
+                           cl::init(true), cl::cat(tilecCategory));
 cl::opt<Emit> emit("emit", cl::desc("what to write"), cl::init(Emit::All),
                    cl::values(clEnumValN(Emit::PTX, "ptx", "<kernel>.ptx and <kernel>.json"),
                               clEnumValN(Emit::Cubin, "cubin",
@@ -160,6 +164,7 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
   options.arch = arch;
   options.numWarps = numWarps;
   options.stages = stages;
+  options.smemEpilogue = smemEpilogue;
   options.runTilePasses = !noTilePasses;
   options.emitCubin = wantCubin || stats;
   options.printIRAfterAll = printIRAfterAll;

@@ -25,6 +25,10 @@ struct CompileOptions {
   /// Shared-memory buffers per prefetched K/V tile: 1 (FlashAttention-2's
   /// single buffer) or 2 (a ring; one barrier per iteration).
   int stages = 2;
+  /// Store the O tile (any register tile holding under 16 bytes of a row per
+  /// thread) through shared memory as 16-byte chunks: FA2's epilogue. A
+  /// strategy knob: it measured faster at head_dim 64, slower at 128.
+  bool smemEpilogue = true;
   /// Run the target-independent tile passes (minimize-nonmatmul, split-masked-loops).
   bool runTilePasses = true;
   /// Produce a cubin with ptxas when the toolkit is present (PTX is always produced).
