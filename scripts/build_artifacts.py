@@ -43,6 +43,9 @@ def main():
     parser.add_argument("--tune", action="store_true",
                         help="also compile every candidate configuration of tilec.strategy "
                              "into <out>/tune/<config>/ for bench/gpu.sh's tuning run")
+    parser.add_argument("--configs", default=None,
+                        help="with --tune: only these candidate tags, comma-separated "
+                             "(e.g. m128n64w4s2e,m128n64w4s2)")
     args = parser.parse_args()
 
     tilec, compiler = import_tilec()
@@ -56,7 +59,12 @@ def main():
     # (folder, config or None for the strategy table's choice)
     plans = [(out, None)]
     if args.tune:
-        plans += [(out / "tune" / c.tag, c) for c in strategy.CANDIDATES if c.valid()]
+        wanted = set(args.configs.split(",")) if args.configs else None
+        known = {c.tag for c in strategy.CANDIDATES}
+        if wanted and not wanted <= known:
+            parser.error(f"--configs: unknown {sorted(wanted - known)}; candidates are {sorted(known)}")
+        plans += [(out / "tune" / c.tag, c) for c in strategy.CANDIDATES
+                  if c.valid() and (wanted is None or c.tag in wanted)]
     failed = 0
     for folder, fixed in plans:
         folder.mkdir(parents=True, exist_ok=True)
