@@ -120,6 +120,21 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k = k.shape[1]
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    # The kernel declares tl.assume(scale > 0) (its FA2 form needs it) and
+    # launches check it. Other scales map onto it exactly: softmax(s·QKᵀ) =
+    # softmax(|s|·(−Q)Kᵀ), lse too; for s = 0 every score is 0, as with Q = 0.
+    if math.isnan(scale):
+        raise ValueError("flash_attn_func: softmax_scale is NaN")
+    if scale < 0:
+        q, scale = -q, -scale
+    elif scale == 0:
+        if on_gpu:
+            q = q.new_zeros(q.shape)
+        else:
+            import numpy as np
+
+            q = np.zeros_like(q)
+        scale = 1.0
     config = strategy.flash_fwd_config(head_dim=head_dim, dtype=dtype, causal=bool(causal))
     kernel = flash_fwd_kernel().specialize(
         DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,

@@ -90,6 +90,47 @@ def test_flash_kernel_cpu_strided_inputs_and_poisoned_output():
     assert np.abs(lse - ref_lse).max() < LSE_TOL
 
 
+@needs_cpu
+@pytest.mark.parametrize("scale", [-1 / math.sqrt(128), -0.125, 0.0])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_func_cpu_nonpositive_scale(scale, causal):
+    """The kernel declares tl.assume(scale > 0); flash_attn_func runs scale < 0
+    as (-q, -scale) and scale == 0 as (q = 0, 1.0), exact rewrites, so the
+    float64 reference at the caller's scale holds to the usual bounds
+    (measured: out 2.5e-4, lse 1.8e-6 at -0.125, as at +0.125; the lse error
+    grows with |scale|·|QKᵀ| whatever the sign)."""
+    rng = np.random.default_rng()
+    b, sq, sk, h, d = 2, 77, 131, 2, 128
+    q, k, v = randn(rng, b, sq, h, d), randn(rng, b, sk, h, d), randn(rng, b, sk, h, d)
+    q_before = q.copy()
+    out, lse = tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal, return_lse=True)
+    ref, ref_lse = reference(q, k, v, scale, causal)
+    np.testing.assert_array_equal(q, q_before)  # the caller's q is not negated in place
+    assert np.isfinite(out).all() and np.isfinite(lse).all()
+    assert rel_err(out, ref) < REL_TOL
+    assert np.abs(lse - ref_lse).max() < LSE_TOL
+
+
+def test_flash_attn_func_rejects_nan_scale():
+    with pytest.raises(ValueError, match=r"softmax_scale is NaN"):
+        tilec.flash_attn_func(*_qkv(), softmax_scale=float("nan"))
+
+
+@needs_cpu
+@pytest.mark.parametrize("scale", [-0.5, 0.0, float("nan")])
+def test_run_cpu_rejects_scale_the_kernel_assumes_positive(scale):
+    """Run directly (not through flash_attn_func), the kernel refuses a scale
+    its tl.assume(scale > 0) rules out instead of computing a wrong softmax."""
+    kernel = flash_fwd_kernel().specialize(HEAD_DIM=64)
+    q, k, v = _qkv()
+    o, lse = np.empty_like(q), np.empty((1, 2, 8), np.float32)
+    args = [q, k, v, o, lse, 8, 8, 2, 1] + [1] * 14 + [scale]
+    with pytest.raises(tilec.CompilationError,
+                       match=r"argument 23 \(scale\) of @flash_fwd_f16_d64 must be > 0 \(the kernel "
+                             r"was compiled with tl.assume\(scale > 0\)\), got (-0.5|0|nan)"):
+        kernel.run_cpu(*args, grid=(1, 2, 1))
+
+
 # --- argument checks (no compiler needed) -----------------------------------
 
 
@@ -143,6 +184,8 @@ def test_compile_produces_artifacts_and_caches(tmp_path, monkeypatch):
     assert manifest["kernel"] == "flash_fwd_bf16_d64_causal"
     assert [p["name"] for p in manifest["params"]][:5] == ["q", "k", "v", "o", "lse"]
     assert manifest["grid"] == ["cdiv(seqlen_q, 64)", "batch * num_heads", "1"]
+    # tl.assume(scale > 0) reaches the manifest: the runtime checks every launch.
+    assert manifest["params"][-1] == {"name": "scale", "kind": "f32", "positive": True}
     assert ".entry flash_fwd_bf16_d64_causal" in art.ptx
     assert len(calls) == 1
     # Same IR, arch and options: memory, then disk, never the compiler again.

@@ -20,16 +20,23 @@ if not torch.cuda.is_available():
 import tilec  # noqa: E402
 from tilec import compiler  # noqa: E402
 from tilec import language as tl  # noqa: E402
+from tilec import strategy  # noqa: E402
 from tilec.flash_attn import flash_fwd_kernel  # noqa: E402
 
 TOL = {torch.float16: 1e-3, torch.bfloat16: 5e-3}
 
 
+def _flash_kernel(dtype, head_dim, causal):
+    """The specialization flash_attn_func launches (the strategy table's)."""
+    config = strategy.flash_fwd_config(head_dim=head_dim, causal=causal)
+    return flash_fwd_kernel().specialize(DTYPE=tl.float16 if dtype == torch.float16 else tl.bfloat16,
+                                         HEAD_DIM=head_dim, CAUSAL=causal, **config.constexprs())
+
+
 def _have_kernel(dtype, head_dim, causal):
     if compiler.available():
         return True
-    k = flash_fwd_kernel().specialize(DTYPE=tl.float16 if dtype == torch.float16 else tl.bfloat16,
-                                      HEAD_DIM=head_dim, CAUSAL=causal)
+    k = _flash_kernel(dtype, head_dim, causal)
     return compiler.find_prebuilt(k.name, k.ir) is not None
 
 
@@ -85,3 +92,41 @@ def test_flash_attn_func_gpu_argument_errors():
         tilec.flash_attn_func(q, q, q.float())
     with pytest.raises(ValueError, match=r"'q' must have rank 4"):
         tilec.flash_attn_func(q[0], q, q)
+
+
+@pytest.mark.parametrize("scale", [-0.125, 0.0])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_func_gpu_nonpositive_scale(scale, causal):
+    """The kernel declares tl.assume(scale > 0); flash_attn_func runs scale < 0
+    as (-q, -scale) and scale == 0 as (q = 0, 1.0), exactly."""
+    if not _have_kernel(torch.float16, 128, causal):
+        pytest.skip("no compiler and no prebuilt artifact for this variant")
+    b, sq, sk, h, d = 2, 200, 333, 3, 128
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.float16) for s in (sq, sk, sk))
+    q_before = q.clone()
+    out, lse = tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal, return_lse=True)
+    torch.cuda.synchronize()
+    ref, ref_lse = reference(q, k, v, scale, causal)
+    assert torch.equal(q, q_before)
+    assert ((out.double() - ref).norm() / ref.norm()).item() <= TOL[torch.float16]
+    assert (lse.double() - ref_lse).abs().max().item() <= 1e-4
+
+
+def test_flash_kernel_gpu_launch_rejects_scale_it_assumes_positive():
+    """Launched directly, the kernel refuses the scales its tl.assume rules out."""
+    if not _have_kernel(torch.float16, 64, False):
+        pytest.skip("no compiler and no prebuilt artifact for this variant")
+    kernel = _flash_kernel(torch.float16, 64, False)
+    q = torch.randn(1, 64, 1, 64, device="cuda", dtype=torch.float16)
+    o = torch.full_like(q, float("nan"))
+    lse = torch.empty(1, 1, 64, device="cuda", dtype=torch.float32)
+    strides = [*q.stride()[:3]] * 4 + [*lse.stride()[:2]]
+    for scale in (-0.5, 0.0, float("nan")):
+        with pytest.raises(ValueError, match=r"argument 'scale' \(param 23, f32\): must be > 0 \(the kernel "
+                                             r"was compiled with tl.assume\(scale > 0\)\), got (-0.5|0|nan)"):
+            kernel(q, q, q, o, lse, 64, 64, 1, 1, *strides, scale)
+    torch.cuda.synchronize()
+    assert o.isnan().all()  # nothing ran
+    kernel(q, q, q, o, lse, 64, 64, 1, 1, *strides, 0.125)
+    torch.cuda.synchronize()
+    assert not o.isnan().any()
