@@ -35,13 +35,13 @@ py::object toPython(const JsonValue &v) {
     py::list list;
     for (const JsonValue &item : v.asArray())
       list.append(toPython(item));
-    return std::move(list);
+    return py::object(std::move(list));
   }
   case JsonValue::Type::Object: {
     py::dict dict;
     for (const auto &[key, value] : v.asObject())
       dict[py::str(key)] = toPython(value);
-    return std::move(dict);
+    return py::object(std::move(dict));
   }
   }
   return py::none();
