@@ -49,6 +49,15 @@
 // Warps come in powers of two up to 16, as tile-partition-warps takes them.
 // RUN: not tilec --from-llvm-dialect --num-warps=3 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=WARPS
 // WARPS: tilec: error: --num-warps=3 must be a power of two in [1, 16]
+// RUN: not tilec --stages=3 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=STAGES
+// STAGES: tilec: error: --stages=3 must be 1 or 2
+// An architecture without mma.sync is refused up front, not at 0:0 of the file.
+// RUN: not tilec --arch=sm_75 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=ARCH
+// ARCH: tilec: error: --arch=sm_75 is not supported: tilec emits mma.sync (sm_80 and newer)
+// --stats prints the pass timings, without MLIR's (empty) statistics table.
+// RUN: tilec %tilec_src_root/kernels/flash_fwd_d64.mlir --emit=ptx -o %t.ptx --stats 2>&1 | FileCheck %s --check-prefix=STATS
+// STATS-NOT: Pass statistics report
+// STATS: Execution time report
 
 // TILEC_DUMP_IR=1 prints the IR at every stage, here the LLVM IR before and
 // after the O3 pipeline.

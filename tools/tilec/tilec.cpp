@@ -276,6 +276,13 @@ int main(int argc, char **argv) {
                 " must be a power of two in [1, 16]");
   if (stages != 1 && stages != 2)
     return fail("--stages=" + Twine(stages.getValue()) + " must be 1 or 2");
+  // The tile lowering emits mma.sync; input already in the LLVM dialect goes
+  // to any architecture LLVM knows (checked when the target is built).
+  if (!fromLLVMDialect &&
+      !llvm::is_contained({"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"}, arch.getValue()))
+    return fail("--arch=" + arch.getValue() +
+                " is not supported: tilec emits mma.sync (sm_80 and newer): use sm_80, sm_86, "
+                "sm_89, sm_90 or sm_90a");
 
   if (StringRef(inputFile).ends_with(".py"))
     return fail(inputFile + " is Python: tilec compiles tile-dialect MLIR; compile @tilec.jit "
