@@ -6,6 +6,9 @@
 # into python/tilec/strategy.py's TABLE and record the run in bench/RESULTS.md.
 #
 #   bash bench/tune.sh            (after bench/gpu.sh built the runtime)
+#
+# TILEC_TUNE_ARGS: bench_flash.py arguments (default --quick: seqlens 2k and
+# 16k; e.g. "--filter d128" for all six seqlens of the head_dim-128 kernels).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
@@ -24,7 +27,8 @@ for dir in "$TUNE"/*/; do
   echo "=== $config"
   python3 bench/check_flash.py --artifacts "$dir" --quick > "$BUILD/tune/$config.check" 2>&1 \
     && echo "correct" || { echo "INCORRECT:"; tail -5 "$BUILD/tune/$config.check"; }
-  python3 bench/bench_flash.py --artifacts "$dir" --quick --tilec-only \
+  # shellcheck disable=SC2086  # a list of words
+  python3 bench/bench_flash.py --artifacts "$dir" ${TILEC_TUNE_ARGS---quick} --tilec-only \
     --summary "$BUILD/tune/$config.md" > "$BUILD/tune/$config.log" 2>&1 || echo "bench failed"
 done
 python3 - "$BUILD/tune" <<'PY'

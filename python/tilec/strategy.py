@@ -64,12 +64,14 @@ DEFAULT = FlashConfig(64, 64, 4)
 # 255-register limit and the epilogue's registers cost spills inside the
 # loop. Causal head_dim 128 is the exception: 128x128 blocks over 8 warps (16
 # rows each, no spills, one CTA per SM) measured 347-357 TFLOP/s at 16k
-# against 311-316 for 128x64 over 4 warps, and even at 2k.
+# against 311-316 for 128x64 over 4 warps; with O through shared memory it is
+# the best of the four d128 candidates from 1k to 8k in the full-seqlen sweep
+# (bench/RESULTS.md, 10:05 UTC) and within 1% at 16k.
 TABLE = {
     ("sm_80", 64, False): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 64, True): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False),
-    ("sm_80", 128, True): FlashConfig(128, 128, 8, 2, False),
+    ("sm_80", 128, True): FlashConfig(128, 128, 8, 2, True),
 }
 
 
