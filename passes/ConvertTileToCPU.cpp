@@ -10,6 +10,11 @@
 //   tile.load               -> linalg.generic whose body bounds-checks each
 //                              element and reads memory only when in bounds
 //   tile.store              -> loop nest that writes only in-bounds elements
+//
+// An element inside its view but outside its argument's buffer (the memref's
+// size, which the runner sets from the caller's buffer) is not accessed:
+// the access is recorded in @__tilec_fault (argument index + 1, element
+// index) and the runner reports it as an error after the kernel returns.
 //   tile.dot                -> linalg.generic: extf to f32, mulf, addf in f32
 //   tile.reduce             -> linalg.generic reduction from -inf / 0
 //   iota/splat/expand_dims/broadcast/trans -> linalg / tensor.expand_shape
@@ -45,6 +50,8 @@ struct HostPtr {
   Value offset; // index
 };
 
+constexpr llvm::StringLiteral kFaultSymbol = "__tilec_fault";
+
 /// A view: pointer plus per-dimension sizes and strides, all index.
 struct HostView {
   HostPtr base;
@@ -63,6 +70,30 @@ private:
   DenseMap<Value, HostPtr> ptrs;
   DenseMap<Value, HostView> views;
   Value gridArgs[6]; // program ids x, y, z, then grid sizes x, y, z
+  DenseMap<Value, Value> bufferLength; // pointer argument -> elements (index)
+  Value fault;                         // memref<2xi64> @__tilec_fault
+
+  /// Whether linear element `addr` lies in `view`'s argument buffer; where
+  /// it does not, records the fault (only when `inView` holds).
+  Value inBuffer(Location loc, const HostView &view, Value inView, Value addr) {
+    Value length = bufferLength.lookup(view.base.memref);
+    Value ok = arith::AndIOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, addr, cstIndex(loc, 0)),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, addr, length));
+    Value bad = arith::AndIOp::create(
+        b, loc, inView,
+        arith::XOrIOp::create(b, loc, ok, arith::ConstantIntOp::create(b, loc, 1, 1)));
+    Value usable = arith::AndIOp::create(b, loc, inView, ok);
+    auto ifOp = scf::IfOp::create(b, loc, bad, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    unsigned arg = cast<BlockArgument>(view.base.memref).getArgNumber();
+    memref::StoreOp::create(b, loc, arith::ConstantIntOp::create(b, loc, arg + 1, 64), fault,
+                            ValueRange{cstIndex(loc, 0)});
+    memref::StoreOp::create(b, loc, arith::IndexCastOp::create(b, loc, b.getI64Type(), addr), fault,
+                            ValueRange{cstIndex(loc, 1)});
+    return usable;
+  }
 
   Value toIndex(Location loc, Value v) {
     if (v.getType().isIndex())
@@ -161,7 +192,8 @@ LogicalResult KernelLowering::lower(Operation *op) {
           SmallVector<Value> idx;
           for (int64_t d = 0; d < type.getRank(); ++d)
             idx.push_back(linalg::IndexOp::create(b, nl, d));
-          auto [inBounds, addr] = address(nl, view, offsets, idx);
+          auto [inView, addr] = address(nl, view, offsets, idx);
+          Value inBounds = inBuffer(nl, view, inView, addr);
           // Out-of-bounds elements never touch memory: the read is inside the if.
           auto ifOp = scf::IfOp::create(b, nl, TypeRange{type.getElementType()}, inBounds,
                                         /*addThenBlock=*/true, /*addElseBlock=*/true);
@@ -187,7 +219,8 @@ LogicalResult KernelLowering::lower(Operation *op) {
       b.setInsertionPointToStart(loop.getBody());
       idx.push_back(loop.getInductionVar());
     }
-    auto [inBounds, addr] = address(loc, view, store.getOffsets(), idx);
+    auto [inView, addr] = address(loc, view, store.getOffsets(), idx);
+    Value inBounds = inBuffer(loc, view, inView, addr);
     auto ifOp = scf::IfOp::create(b, loc, inBounds, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
     Value v = tensor::ExtractOp::create(b, loc, store.getValue(), idx);
@@ -320,8 +353,11 @@ LogicalResult KernelLowering::run() {
       ptrs[arg] = {arg, nullptr};
     }
   Value zero = cstIndex(loc, 0);
-  for (auto &[arg, p] : ptrs)
+  for (auto &[arg, p] : ptrs) {
     p.offset = zero;
+    bufferLength[arg] = memref::DimOp::create(b, loc, arg, 0);
+  }
+  fault = memref::GetGlobalOp::create(b, loc, MemRefType::get({2}, b.getI64Type()), kFaultSymbol);
   // Through the function, so that argument attributes (tile.positive) stay
   // one per argument.
   for (Value &g : gridArgs) {
@@ -392,6 +428,16 @@ struct ConvertTileToCPU final : tilec::impl::ConvertTileToCPUBase<ConvertTileToC
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (fn->hasAttr(tile::kKernelAttrName) && !fn.isExternal())
         kernels.push_back(fn);
+    if (!kernels.empty() && !getOperation().lookupSymbol(kFaultSymbol)) {
+      // Public, so the runner can find, clear and read it by name.
+      OpBuilder top = OpBuilder::atBlockBegin(getOperation().getBody());
+      auto type = MemRefType::get({2}, top.getI64Type());
+      memref::GlobalOp::create(top, getOperation().getLoc(), kFaultSymbol,
+                               top.getStringAttr("public"), type,
+                               DenseElementsAttr::get(RankedTensorType::get({2}, top.getI64Type()),
+                                                      ArrayRef<int64_t>{0, 0}),
+                               /*constant=*/false, /*alignment=*/nullptr);
+    }
     for (func::FuncOp fn : kernels) {
       if (failed(KernelLowering(fn).run()))
         return signalPassFailure();

@@ -37,6 +37,13 @@ struct CompiledKernel {
   /// Declared > 0 (tile.positive, from tl.assume): the passes rely on it, so
   /// a run with a value <= 0 is rejected, as the GPU runtime does.
   std::vector<bool> positive;
+  /// Bytes per element of each pointer parameter (0 for scalars).
+  std::vector<int64_t> elemBytes;
+  /// @__tilec_fault: (pointer argument + 1, element index) of an access
+  /// outside the caller's buffer, set by the kernel (convert-tile-to-cpu).
+  int64_t *fault = nullptr;
+  /// Runs of one compiled kernel share its fault record: one at a time.
+  std::mutex runMutex;
 };
 
 using CacheKey = std::tuple<uint64_t, std::string, std::string, bool>;
@@ -153,6 +160,8 @@ compile(llvm::StringRef source, llvm::StringRef bufferName, llvm::StringRef kern
         name = s.str();
     compiled->paramNames.push_back(name);
     compiled->positive.push_back(bool(fn.getArgAttr(i, tile::kPositiveAttrName)));
+    auto ptr = dyn_cast<tile::PtrType>(type);
+    compiled->elemBytes.push_back(ptr ? std::max<int64_t>(1, ptr.getPointeeType().getIntOrFloatBitWidth() / 8) : 0);
   }
 
   PassManager pm(&ctx);
@@ -171,6 +180,11 @@ compile(llvm::StringRef source, llvm::StringRef bufferName, llvm::StringRef kern
     return diags.error("JIT compilation of @" + kernel + " failed: " + msg);
   }
   compiled->engine = std::move(*engine);
+  llvm::Expected<void *> fault = compiled->engine->lookup("__tilec_fault");
+  if (!fault)
+    return diags.error("JIT compilation of @" + kernel +
+                       " lost @__tilec_fault: " + llvm::toString(fault.takeError()));
+  compiled->fault = static_cast<int64_t *>(*fault);
   return compiled;
 }
 
@@ -243,7 +257,8 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
                                        compiled->paramNames[i].c_str(), kernel.str().c_str());
       s.p0 = s.p1 = args[i].ptr;
       s.offset = 0;
-      s.size = INT64_MAX; // unused: the kernel bounds-checks against its views
+      // The kernel refuses (and reports) elements at or past this size.
+      s.size = args[i].bytes < 0 ? INT64_MAX : args[i].bytes / compiled->elemBytes[i];
       s.stride = 1;
       packed.append({&s.p0, &s.p1, &s.offset, &s.size, &s.stride});
       break;
@@ -264,5 +279,19 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
   int32_t g[3] = {int32_t(grid[0]), int32_t(grid[1]), int32_t(grid[2])};
   for (int32_t &d : g)
     packed.push_back(&d);
-  return compiled->engine->invokePacked(("__tilec_grid_" + kernel).str(), packed);
+  std::lock_guard<std::mutex> runLock(compiled->runMutex);
+  if (compiled->fault)
+    compiled->fault[0] = compiled->fault[1] = 0;
+  if (llvm::Error e = compiled->engine->invokePacked(("__tilec_grid_" + kernel).str(), packed))
+    return e;
+  if (compiled->fault && compiled->fault[0] != 0) {
+    size_t arg = size_t(compiled->fault[0] - 1);
+    long long have = args[arg].bytes / compiled->elemBytes[arg];
+    return llvm::createStringError(
+        "@%s accessed element %lld of argument %zu (%s), whose buffer holds %lld elements "
+        "(%lld bytes): the kernel's views reach past the buffer; the access was not made",
+        kernel.str().c_str(), (long long)compiled->fault[1], arg,
+        compiled->paramNames[arg].c_str(), have, (long long)args[arg].bytes);
+  }
+  return llvm::Error::success();
 }

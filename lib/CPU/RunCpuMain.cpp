@@ -26,8 +26,8 @@ constexpr const char *kUsage =
     "Runs a tile.kernel on the CPU (tile-to-cpu + MLIR's ExecutionEngine), one\n"
     "--arg per kernel parameter in order. A ptr:FILE argument is the file's raw\n"
     "bytes: read before the run and written back after it (inputs included). The\n"
-    "kernel's own bounds (view sizes) decide what it touches: a file smaller than\n"
-    "what the kernel's arguments describe is undefined behaviour, as on the GPU.\n";
+    "kernel's own bounds (view sizes) decide what it touches; an access past the\n"
+    "end of a file is not made and is reported as an error after the run.\n";
 
 int usage(const char *why) {
   llvm::errs() << "run-cpu: " << why << "\n" << kUsage;
@@ -107,8 +107,11 @@ int tilec::runCpuMain(int argc, char **argv) {
         return 1;
       }
       buffers[i].assign((*data)->getBufferStart(), (*data)->getBufferEnd());
+      int64_t bytes = int64_t(buffers[i].size());
       buffers[i].resize(std::max<size_t>(buffers[i].size(), 1));
-      args.push_back(CpuArg::pointer(buffers[i].data()));
+      // The file's size bounds what the kernel may touch: accesses past it
+      // are refused and reported.
+      args.push_back(CpuArg::pointer(buffers[i].data(), bytes));
     } else if (kind == "i32" || kind == "i64") {
       int64_t n;
       if (text.getAsInteger(10, n))

@@ -98,7 +98,12 @@ void runCpu(const std::string &source, const std::string &bufferName, const std:
   std::vector<tilec::CpuArg> cpuArgs;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto &[kind, value] = args[i];
-    if (kind == "ptr")
+    if (kind == "ptr" && py::isinstance<py::tuple>(value)) {
+      // (address, bytes reachable from it): accesses past them are refused.
+      auto pair = value.cast<std::pair<uint64_t, int64_t>>();
+      cpuArgs.push_back(tilec::CpuArg::pointer(
+          reinterpret_cast<void *>(static_cast<uintptr_t>(pair.first)), pair.second));
+    } else if (kind == "ptr")
       cpuArgs.push_back(tilec::CpuArg::pointer(
           reinterpret_cast<void *>(static_cast<uintptr_t>(value.cast<uint64_t>()))));
     else if (kind == "i32")

@@ -270,6 +270,14 @@ def find_prebuilt(name, text, arch=None):
     return None
 
 
+def _byte_bounds(array):
+    try:
+        from numpy.lib.array_utils import byte_bounds  # numpy >= 2
+    except ImportError:  # pragma: no cover - numpy 1.x
+        from numpy import byte_bounds
+    return byte_bounds(array)
+
+
 def run_cpu(text, source_name, kernel, args, param_types, grid, run_tile_passes=True):
     """Runs `kernel` of `text` on the host; pointer args are numpy arrays
     (written in place), the rest Python numbers, in parameter order."""
@@ -280,7 +288,13 @@ def run_cpu(text, source_name, kernel, args, param_types, grid, run_tile_passes=
     packed = []
     for value, ty in zip(args, param_types):
         kind = "ptr" if str(ty).startswith("!tile.ptr") else str(ty)
-        packed.append((kind, value.ctypes.data if kind == "ptr" else value))
+        if kind == "ptr":
+            # The bytes the array reaches from its first element on: the
+            # runner refuses (and reports) kernel accesses beyond them.
+            _, high = _byte_bounds(value)
+            packed.append((kind, (value.ctypes.data, high - value.ctypes.data)))
+        else:
+            packed.append((kind, value))
     return _call(mod.run_cpu, text, source_name, kernel, packed, tuple(grid), run_tile_passes)
 
 

@@ -2,11 +2,22 @@
 
 // Pointers become host buffers; a load reads memory only inside the in-bounds
 // branch and yields the padding otherwise; a store writes only in bounds; the
-// grid becomes a wrapper looping over program ids (z outer, x inner).
+// grid becomes a wrapper looping over program ids (z outer, x inner). An
+// element inside its view but outside the buffer (memref.dim) is not
+// accessed: @__tilec_fault records (argument + 1, element) for the runner.
+// CHECK:         memref.global "public" @__tilec_fault : memref<2xi64> = dense<0>
 // CHECK-LABEL: func.func @copy(
 // CHECK-SAME:    %[[SRC:.+]]: memref<?xf32>, %[[DST:.+]]: memref<?xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32)
+// CHECK-DAG:     %[[SRC_LEN:.+]] = memref.dim %[[SRC]], %c0
+// CHECK-DAG:     %[[FAULT:.+]] = memref.get_global @__tilec_fault
 // CHECK:         linalg.generic
-// CHECK:           %[[IN:.+]] = arith.andi
+// CHECK:           %[[IN_VIEW:.+]] = arith.andi
+// CHECK:           %[[IN_BUF:.+]] = arith.cmpi slt, %{{.+}}, %[[SRC_LEN]]
+// CHECK:           %[[OK:.+]] = arith.andi %{{.+}}, %[[IN_BUF]] : i1
+// CHECK:           %[[IN:.+]] = arith.andi %[[IN_VIEW]], %[[OK]] : i1
+// CHECK:           scf.if %{{.+}} {
+// CHECK-NEXT:        %[[ARG1:.+]] = arith.constant 1 : i64
+// CHECK:             memref.store %[[ARG1]], %[[FAULT]][
 // CHECK:           scf.if %[[IN]] -> (f32) {
 // CHECK:             memref.load %[[SRC]]
 // CHECK:           } else {

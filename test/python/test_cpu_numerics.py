@@ -28,10 +28,19 @@ import _tilec
 assert _tilec.has_cpu_runner, "_tilec was built without the CPU runner (lib/CPU)"
 
 
+def reachable_bytes(a):
+    """Bytes from a's first element to the end of the memory it spans (a
+    strided view reaches past its own nbytes)."""
+    from numpy.lib.array_utils import byte_bounds
+    return byte_bounds(a)[1] - a.ctypes.data
+
+
 def run_cpu(source, kernel, args, grid, run_tile_passes=True, buffer_name="<python>"):
     """_tilec.run_cpu with numpy arrays for pointer parameters (written in
-    place) and (kind, value) tuples for scalars."""
-    packed = [("ptr", a.ctypes.data) if isinstance(a, np.ndarray) else a for a in args]
+    place) and (kind, value) tuples for scalars. Arrays go with their sizes,
+    so every run here also checks the kernel stays inside its buffers."""
+    packed = [("ptr", (a.ctypes.data, reachable_bytes(a))) if isinstance(a, np.ndarray) else a
+              for a in args]
     grid = tuple(grid) + (1,) * (3 - len(grid))
     _tilec.run_cpu(source, buffer_name, kernel, packed, grid, run_tile_passes)
 
@@ -190,6 +199,26 @@ def test_load_store_bounds(pad, pad_value, r0, c0):
                 expect[r, c] = src[r, c] + 1
     np.testing.assert_array_equal(dst, expect)
     del pad_value
+
+
+def test_access_past_a_buffer_is_refused_and_reported():
+    """The kernel's view says 6x9 but the destination holds 30 elements, and
+    the 4x8 tile at (0, 0) reaches element 34: the runner refuses the stores
+    past the buffer (none lands there) and raises an error naming the
+    argument, instead of corrupting memory."""
+    rows, cols = 6, 9
+    src = np.arange(rows * cols, dtype=np.float32) + 1
+    backing = np.full(rows * cols, -7.0, dtype=np.float32)
+    dst = backing[:30]
+    with pytest.raises(RuntimeError, match=r"@copy accessed element 3[0-4] of argument 1 \(#1\), "
+                                           r"whose buffer holds 30 elements \(120 bytes\)"):
+        run_cpu(LOAD_STORE.replace("PAD", "zero"), "copy",
+                [src, dst, ("i32", rows), ("i32", cols), ("i32", 0), ("i32", 0)], (1,))
+    assert (backing[30:] == -7.0).all(), "a store landed past the buffer"
+    assert backing[27] == src[27] + 1, "the stores inside the buffer were made"
+    # The same kernel with buffers that fit still runs.
+    run_cpu(LOAD_STORE.replace("PAD", "zero"), "copy",
+            [src, backing, ("i32", rows), ("i32", cols), ("i32", 0), ("i32", 0)], (1,))
 
 
 def test_errors_carry_locations():

@@ -5,6 +5,11 @@
 // RUN: tilec run-cpu %s --kernel copy --grid 1,1,1 --arg ptr:%t.in --arg ptr:%t.out --arg i32:3
 // RUN: %python -c "import struct,sys; print(struct.unpack('<4i', open(sys.argv[1],'rb').read()))" %t.out | FileCheck %s
 // RUN: not tilec run-cpu %s 2>&1 | FileCheck %s --check-prefix=USAGE
+// A destination file of 3 elements while the view says 4: the fourth store is
+// refused (the file keeps its 12 bytes) and reported, not made past the end.
+// RUN: %python -c "import struct,sys; open(sys.argv[1],'wb').write(struct.pack('<3i',0,0,0))" %t.short
+// RUN: not tilec run-cpu %s --kernel copy --grid 1,1,1 --arg ptr:%t.in --arg ptr:%t.short --arg i32:4 2>&1 | FileCheck %s --check-prefix=SHORT
+// SHORT: @copy accessed element 3 of argument 1 (#1), whose buffer holds 3 elements (12 bytes)
 
 // Three elements are in bounds; the fourth is never written.
 // CHECK: (7, -3, 11, 0)

@@ -32,8 +32,11 @@ struct CpuArg {
   void *ptr = nullptr;
   int64_t i = 0;
   double f = 0;
+  /// For pointers: bytes the kernel may touch from `ptr` on (-1: unknown,
+  /// unchecked). Accesses beyond it are refused and reported as an error.
+  int64_t bytes = -1;
 
-  static CpuArg pointer(void *p) { return {Kind::Ptr, p, 0, 0}; }
+  static CpuArg pointer(void *p, int64_t bytes = -1) { return {Kind::Ptr, p, 0, 0, bytes}; }
   static CpuArg i32(int32_t v) { return {Kind::I32, nullptr, v, 0}; }
   static CpuArg i64(int64_t v) { return {Kind::I64, nullptr, v, 0}; }
   static CpuArg f32(float v) { return {Kind::F32, nullptr, 0, v}; }
