@@ -67,6 +67,14 @@ if [ -n "$SANITIZE" ] && ! command -v compute-sanitizer >/dev/null &&
   step "compute-sanitizer: not installed, skipped"
   SANITIZE=
 fi
+# Head dims outside the benchmark (32, 96, 256: scripts/build_artifacts.py
+# writes them to <artifacts>/extra): correctness only.
+if compgen -G "$ARTIFACTS/extra/flash_fwd*.json" >/dev/null; then
+  step "correctness, other head dims ($ARTIFACTS/extra)"
+  run python3 bench/check_flash.py --artifacts "$ARTIFACTS/extra" \
+    --summary "$LOGS/check_extra_summary.txt" 2>&1 | tee "$LOGS/check_extra.log" || failed+=("correctness (extra)")
+fi
+
 for tool in ${SANITIZE//,/ }; do
   step "compute-sanitizer $tool (small cases)"
   run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --sanitize "$tool" \
@@ -87,6 +95,7 @@ fi
 step "summary"
 echo "correctness:"
 cat "$LOGS/check_summary.txt" 2>/dev/null || echo "  (no summary: see $LOGS/check.log)"
+cat "$LOGS/check_extra_summary.txt" 2>/dev/null || true
 echo
 echo "benchmark (TFLOP/s):"
 cat "$LOGS/bench_summary.md" 2>/dev/null || echo "  (no table: see $LOGS/bench.log)"

@@ -43,6 +43,10 @@ def main():
     parser.add_argument("--tune", action="store_true",
                         help="also compile every candidate configuration of tilec.strategy "
                              "into <out>/tune/<config>/ for bench/gpu.sh's tuning run")
+    parser.add_argument("--no-extra", action="store_true",
+                        help="skip <out>/extra/: head_dims 32, 96 and 256 (the strategy "
+                             "table's default config), which bench/gpu.sh checks for "
+                             "correctness but does not benchmark")
     parser.add_argument("--configs", default=None,
                         help="with --tune: only these candidate tags, comma-separated "
                              "(e.g. m128n64w4s2e,m128n64w4s2)")
@@ -57,28 +61,31 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # (folder, config or None for the strategy table's choice)
-    plans = [(out, None)]
+    plans = [(out, None, (64, 128))]
+    if not args.no_extra:
+        plans.append((out / "extra", None, (32, 96, 256)))
     if args.tune:
         wanted = set(args.configs.split(",")) if args.configs else None
         known = {c.tag for c in strategy.CANDIDATES}
         if wanted and not wanted <= known:
             parser.error(f"--configs: unknown {sorted(wanted - known)}; candidates are {sorted(known)}")
-        plans += [(out / "tune" / c.tag, c) for c in strategy.CANDIDATES
+        plans += [(out / "tune" / c.tag, c, (64, 128)) for c in strategy.CANDIDATES
                   if c.valid() and (wanted is None or c.tag in wanted)]
     failed = 0
-    for folder, fixed in plans:
+    for folder, fixed, head_dims in plans:
         folder.mkdir(parents=True, exist_ok=True)
-        failed += build_variants(folder, fixed, args, tilec, compiler, tl, strategy, flash_fwd_kernel)
+        failed += build_variants(folder, fixed, head_dims, args, tilec, compiler, tl, strategy,
+                                 flash_fwd_kernel)
     print(f"artifacts for {args.arch} in {out}" + (f"; {failed} FAILED" if failed else ""))
     return 1 if failed else 0
 
 
-def build_variants(out, fixed, args, tilec, compiler, tl, strategy, flash_fwd_kernel):
+def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, flash_fwd_kernel):
     """Every (dtype, head_dim, causal) variant into `out`, with configuration
     `fixed` or the strategy table's."""
     failed = 0
     for dtype in (tl.float16, tl.bfloat16):
-        for head_dim in (64, 128):
+        for head_dim in head_dims:
             for causal in (False, True):
                 config = fixed or strategy.flash_fwd_config(args.arch, dtype.name, head_dim, causal)
                 kernel = flash_fwd_kernel().specialize(DTYPE=dtype, HEAD_DIM=head_dim, CAUSAL=causal,

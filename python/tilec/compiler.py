@@ -255,10 +255,12 @@ def write_digest(folder, name, text):
 
 def find_prebuilt(name, text, arch=None):
     """An artifact set for this exact IR written by scripts/build_artifacts.py,
-    in $TILEC_ARTIFACTS (folders separated by ':') or <repo>/build/artifacts;
-    None if there is none. Lets a GPU host without LLVM launch DSL kernels."""
+    in $TILEC_ARTIFACTS (folders separated by ':') or <repo>/build/artifacts
+    (and its extra/ folder of other head dims); None if there is none. Lets a
+    GPU host without LLVM launch DSL kernels."""
     folders = os.environ.get("TILEC_ARTIFACTS")
-    folders = folders.split(os.pathsep) if folders else [Path(__file__).resolve().parents[2] / "build" / "artifacts"]
+    default = Path(__file__).resolve().parents[2] / "build" / "artifacts"
+    folders = folders.split(os.pathsep) if folders else [default, default / "extra"]
     digest = ir_digest(text)
     for folder in folders:
         folder = Path(folder)
