@@ -107,8 +107,10 @@ std::optional<int64_t> constantInt(Value v) {
 
 class KernelLowering {
 public:
-  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue)
-      : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue), ctx(func.getContext()),
+  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue,
+                 bool skipUnitRescale)
+      : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue),
+        skipUnitRescale(skipUnitRescale), ctx(func.getContext()),
         b(func.getLoc(), func.getContext()) {}
 
   LogicalResult run();
@@ -175,6 +177,7 @@ private:
   LogicalResult lowerIf(scf::IfOp op);
   LogicalResult lowerConvert(ConvertLayoutOp op);
   LogicalResult lowerElementwise(Operation *op);
+  bool lowerRescale(arith::MulFOp op);
   LogicalResult lowerMath(Operation *op, ValueRange operands, SmallVectorImpl<Value> &results);
 
   SmallVector<Value> flatten(ValueRange oldValues);
@@ -185,6 +188,9 @@ private:
   std::string arch;
   /// Store narrow register tiles through shared memory (16-byte chunks).
   bool smemEpilogue;
+  /// Multiply by a broadcast only where a factor differs from 1 (see
+  /// lowerRescale).
+  bool skipUnitRescale;
   MLIRContext *ctx;
   ImplicitLocOpBuilder b;
   int64_t numWarps = 4;
@@ -1495,7 +1501,54 @@ LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
   return success();
 }
 
+/// x * b where b is a broadcast (few distinct registers per thread, e.g. the
+/// online softmax's O * alpha): the warp skips the multiplies when every
+/// factor any of its threads holds is exactly 1 — then the product is x,
+/// bit for bit, so the rewrite is exact. After the first blocks of a long
+/// row the running max rarely moves and alpha is 1. Returns false (nothing
+/// emitted) where it does not apply.
+bool KernelLowering::lowerRescale(arith::MulFOp op) {
+  auto type = dyn_cast<RankedTensorType>(op.getType());
+  if (!skipUnitRescale || !type || !type.getElementType().isF32())
+    return false;
+  for (unsigned k = 0; k < 2; ++k) {
+    Value factors = op->getOperand(k), other = op->getOperand(1 - k);
+    if (!isa<RankedTensorType>(factors.getType()) || !isa<RankedTensorType>(other.getType()))
+      return false;
+    SmallVector<Value> &f = regs[factors];
+    llvm::SetVector<Value> distinct(f.begin(), f.end());
+    if (f.size() < 32 || distinct.size() * 8 > f.size())
+      continue;
+    Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f));
+    Value notOne;
+    for (Value v : distinct) {
+      Value ne = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, v, one);
+      notOne = notOne ? arith::OrIOp::create(b, notOne, ne).getResult() : ne;
+    }
+    Value warpNeeds = NVVM::VoteSyncOp::create(
+        b, b.getI1Type(), i32(-1), notOne, NVVM::VoteSyncKindAttr::get(ctx, NVVM::VoteSyncKind::any));
+    SmallVector<Value> &x = regs[other];
+    auto ifOp = scf::IfOp::create(b, SmallVector<Type>(x.size(), b.getF32Type()), warpNeeds,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      SmallVector<Value> products;
+      for (auto [xi, fi] : llvm::zip_equal(x, f))
+        products.push_back(arith::MulFOp::create(b, xi, fi, op.getFastmathAttr()));
+      scf::YieldOp::create(b, products);
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      scf::YieldOp::create(b, x);
+    }
+    regs[op.getResult()] = SmallVector<Value>(ifOp.getResults());
+    return true;
+  }
+  return false;
+}
+
 LogicalResult KernelLowering::lowerElementwise(Operation *op) {
+  if (auto mul = dyn_cast<arith::MulFOp>(op); mul && lowerRescale(mul))
+    return success();
   LinearLayout layout = layoutOf(op->getResult(0));
   SmallVector<Value> result;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
@@ -1786,7 +1839,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
                                     /*isConstant=*/false, LLVM::Linkage::External, kSharedSymbol,
                                     Attribute(), /*alignment=*/128, kSharedAddressSpace);
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, arch, smemEpilogue).run()))
+      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale).run()))
         return signalPassFailure();
     module->setAttr("tile.target", builder.getStringAttr(arch));
   }

@@ -65,6 +65,10 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
   let options = [
     Option<"arch", "arch", "std::string", /*default=*/"\"sm_80\"",
            "target architecture (sm_80 or sm_90a)">,
+    Option<"skipUnitRescale", "skip-unit-rescale", "bool", /*default=*/"false",
+           "multiply a tile by a row or column broadcast (the online softmax's O "
+           "rescale) only in warps where some factor is not exactly 1 (a vote and a "
+           "branch; exact). Experimental: not measured yet">,
     Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"true",
            "store register tiles holding under 16 bytes of a row per thread through "
            "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,

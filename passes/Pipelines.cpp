@@ -28,6 +28,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   ConvertTileToNVVMOptions lowering;
   lowering.arch = options.arch;
   lowering.smemEpilogue = options.smemEpilogue;
+  lowering.skipUnitRescale = options.skipUnitRescale;
   pm.addPass(createConvertTileToNVVM(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

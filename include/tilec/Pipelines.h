@@ -20,6 +20,10 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                          llvm::cl::desc("shared buffers per prefetched K/V tile (tile-pipeline): "
                                         "1 or 2"),
                          llvm::cl::init(2)};
+  Option<bool> skipUnitRescale{*this, "skip-unit-rescale",
+                               llvm::cl::desc("skip multiplies by a broadcast of exact ones "
+                                              "(warp vote; experimental)"),
+                               llvm::cl::init(false)};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

@@ -220,8 +220,9 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
                                      "lowering from the tile dialect to NVVM",
                                      kTileToNVVMPipeline));
     std::string lowering = llvm::formatv(
-        "{0}{{arch={1} num-warps={2} stages={3} smem-epilogue={4}}", kTileToNVVMPipeline,
-        options.arch, options.numWarps, options.stages, options.smemEpilogue ? "true" : "false");
+        "{0}{{arch={1} num-warps={2} stages={3} smem-epilogue={4} {5}}", kTileToNVVMPipeline,
+        options.arch, options.numWarps, options.stages, options.smemEpilogue ? "true" : "false",
+        options.extraLoweringOptions);
     if (Error e = runTextualPipeline(*module, lowering, *session, printIR, options.printStats,
                                      options.crashReproducerPath))
       return std::move(e);

@@ -38,13 +38,14 @@ template <typename T> T unwrap(llvm::Expected<T> value) {
 
 py::list compile(const std::string &source, const std::string &bufferName,
                  const std::string &arch, int numWarps, int stages, bool smemEpilogue,
-                 bool runTilePasses, bool emitCubin, bool printIRAfterAll,
-                 const std::string &crashReproducer) {
+                 const std::string &loweringOptions, bool runTilePasses, bool emitCubin,
+                 bool printIRAfterAll, const std::string &crashReproducer) {
   tilec::CompileOptions options;
   options.arch = arch;
   options.numWarps = numWarps;
   options.stages = stages;
   options.smemEpilogue = smemEpilogue;
+  options.extraLoweringOptions = loweringOptions;
   options.runTilePasses = runTilePasses;
   options.emitCubin = emitCubin;
   options.printIRAfterAll = printIRAfterAll;
@@ -156,6 +157,7 @@ PYBIND11_MODULE(_tilec, m) {
         "returns the resulting IR.");
   m.def("compile", &compile, py::arg("source"), py::arg("buffer_name") = "<tilec>",
         py::arg("arch") = "sm_80", py::arg("num_warps") = 4, py::arg("stages") = 2, py::arg("smem_epilogue") = true,
+        py::arg("lowering_options") = "",
         py::arg("run_tile_passes") = true,
         py::arg("emit_cubin") = true, py::arg("print_ir_after_all") = false,
         py::arg("crash_reproducer") = "",

@@ -179,13 +179,15 @@ def write_artifacts(kernel, folder, extras=True):
 
 
 def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-            num_stages=2, smem_epilogue=True):
+            num_stages=2, smem_epilogue=True, lowering_options=""):
     """Compiles MLIR text; returns the list of result dicts (see _tilec.compile).
     num_stages: shared buffers per prefetched K/V tile (1 or 2, tile-pipeline).
     smem_epilogue: store narrow register tiles (O) through shared memory as
-    16-byte chunks."""
+    16-byte chunks. lowering_options: more tile-to-nvvm options, verbatim
+    ("skip-unit-rescale=true"), for experiments."""
     return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
                  stages=num_stages, smem_epilogue=bool(smem_epilogue),
+                 lowering_options=lowering_options,
                  run_tile_passes=run_tile_passes,
                  print_ir_after_all=_dump_ir(),
                  crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""))

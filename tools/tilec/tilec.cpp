@@ -45,6 +45,10 @@ cl::opt<int> stages("stages",
                     cl::desc("shared buffers per prefetched K/V tile: 1 (FlashAttention-2's "
                              "schedule) or 2 (a ring, one barrier per iteration)"),
                     cl::init(2), cl::cat(tilecCategory));
+cl::opt<std::string> loweringOptions(
+    "lowering-options",
+    cl::desc("more tile-to-nvvm pipeline options, verbatim (e.g. skip-unit-rescale=true)"),
+    cl::init(""), cl::cat(tilecCategory));
 cl::opt<bool> smemEpilogue("smem-epilogue",
                            cl::desc("store narrow register tiles (the O accumulator) through "
                                     "shared memory as 16-byte chunks (default true)"),
@@ -165,6 +169,7 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
   options.numWarps = numWarps;
   options.stages = stages;
   options.smemEpilogue = smemEpilogue;
+  options.extraLoweringOptions = loweringOptions;
   options.runTilePasses = !noTilePasses;
   options.emitCubin = wantCubin || stats;
   options.printIRAfterAll = printIRAfterAll;

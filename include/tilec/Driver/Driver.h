@@ -29,6 +29,9 @@ struct CompileOptions {
   /// thread) through shared memory as 16-byte chunks: FA2's epilogue. A
   /// strategy knob: it measured faster at head_dim 64, slower at 128.
   bool smemEpilogue = true;
+  /// More `tile-to-nvvm` options, verbatim ("skip-unit-rescale=true"): the
+  /// way experiments reach the lowering before they earn a field here.
+  std::string extraLoweringOptions;
   /// Run the target-independent tile passes (minimize-nonmatmul, split-masked-loops).
   bool runTilePasses = true;
   /// Produce a cubin with ptxas when the toolkit is present (PTX is always produced).
