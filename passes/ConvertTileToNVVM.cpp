@@ -154,6 +154,14 @@ private:
   /// committed last: a later wait covers every group committed so far.
   void assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending);
   void drainRegion(const SharedTile &tile);
+  /// lastWriter[offset] = (group, bytes), merged with what is there (the
+  /// later group, the larger extent) so no coverage is lost.
+  void recordWriter(int64_t offset, int64_t group, int64_t bytes);
+  /// After a loop or branch whose paths commit different numbers of groups,
+  /// a compile-time group index no longer names one group on every path:
+  /// regions whose copies are not known complete count as written by the
+  /// newest group (a later drain then waits for everything).
+  void renumberPendingWriters();
   /// bar.sync; copies waited for so far are now visible to every thread.
   void barrier();
   /// The barrier a refill of shared memory needs (everyone done with what
@@ -224,7 +232,7 @@ private:
   int64_t visibleThrough = -1;
   /// Whether some thread may have read or written shared memory since the
   /// last barrier (a refill must then wait for everyone first).
-  bool sharedAccessSinceBarrier = true;
+  bool sharedAccessSinceBarrier = false; // nothing before the kernel starts
   /// Per region offset: (last group that filled it, region bytes).
   std::map<int64_t, std::pair<int64_t, int64_t>> lastWriter;
 };
@@ -515,7 +523,22 @@ void KernelLowering::drainRegion(const SharedTile &tile) {
     NVVM::CpAsyncWaitGroupOp::create(
         b, b.getI32IntegerAttr(std::max<int64_t>(0, committedGroups - latest - 1)));
     completeThrough = latest;
+    // Each thread waited for its own copies only; the refill (which follows
+    // every drain) must wait for everyone's, behind a barrier.
+    sharedAccessSinceBarrier = true;
   }
+}
+
+void KernelLowering::recordWriter(int64_t offset, int64_t group, int64_t bytes) {
+  auto [it, inserted] = lastWriter.try_emplace(offset, group, bytes);
+  if (!inserted)
+    it->second = {std::max(it->second.first, group), std::max(it->second.second, bytes)};
+}
+
+void KernelLowering::renumberPendingWriters() {
+  for (auto &[offset, writer] : lastWriter)
+    if (writer.first > completeThrough)
+      writer.first = committedGroups - 1;
 }
 
 SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayout &layout,
@@ -755,9 +778,9 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   NVVM::CpAsyncCommitGroupOp::create(b);
   tile.pendingGroup = committedGroups++;
   int64_t bytes = tile.rows * tile.cols * tile.elemBytes;
-  lastWriter[tile.offset] = {tile.pendingGroup, bytes};
+  recordWriter(tile.offset, tile.pendingGroup, bytes);
   if (tile.delta) // a ring tile: it went to one of its two regions
-    lastWriter[tile.offset + tile.twinDistance] = {tile.pendingGroup, bytes};
+    recordWriter(tile.offset + tile.twinDistance, tile.pendingGroup, bytes);
   sharedTiles[op.getResult()] = tile;
   return success();
 }
@@ -967,6 +990,12 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     Value src = wholeRows ? sharedChunkAddress(tile, rowInPass, first / chunksPerRow, chunkInRow, 0)
                           : sharedElementAddress(tile, row, arith::MulIOp::create(b, chunk, i32(chunkElems)));
     Value ok = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, chunkId, i32(totalChunks));
+    if (first + threads > totalChunks) {
+      // A partial last pass: threads without a chunk read the tile's first
+      // one (any address inside the scratch) and store nothing.
+      Value firstChunk = sharedChunkAddress(tile, i32(0), 0, i32(0), 0);
+      src = LLVM::SelectOp::create(b, ok, src, firstChunk);
+    }
     Value globalRow = arith::AddIOp::create(b, row, rowOffset);
     Value globalCol = arith::AddIOp::create(b, arith::MulIOp::create(b, chunk, i32(chunkElems)), colOffset);
     ok = arith::AndIOp::create(b, ok, inBounds(view, {globalRow, globalCol}));
@@ -986,6 +1015,8 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     }
     storeGlobalIf(ok, address, data, kChunkBytes);
   }
+  // The chunk reads above: the next fill of this space needs a barrier.
+  sharedAccessSinceBarrier = true;
   sharedBytes = sharedMark;
   return success();
 }
@@ -1299,7 +1330,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       int64_t previousIteration = committedGroups - 1;
       for (auto &[offset, writer] : lastWriter)
         writer.first = std::max(writer.first, previousIteration);
-      lastWriter[sharedMark] = {previousIteration, std::numeric_limits<int32_t>::max()};
+      recordWriter(sharedMark, previousIteration, std::numeric_limits<int32_t>::max());
       completeThrough = std::min(completeThrough, previousIteration - 1);
       visibleThrough = std::min(visibleThrough, previousIteration - 1);
     }
@@ -1334,6 +1365,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   visibleThrough = visibleBefore;
   sharedAccessSinceBarrier = true;
   assumeCommittedLast(pendingBefore);
+  if (bodyFills) // zero trips commit nothing: indices shift between paths
+    renumberPendingWriters();
   unflatten(op.getResults(), newFor.getResults().take_front(newFor.getNumResults() - (hasRing ? 1 : 0)));
 
   // The regions of carried tiles nothing reads after the loop (the first
@@ -1408,8 +1441,12 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
       visibleThrough = visibleBefore;
       committedAfter = std::max(committedAfter, committedGroups);
       for (auto &[offset, writer] : lastWriter)
-        if (writer.first >= committedBefore)
-          writersAfter[offset] = writer;
+        if (writer.first >= committedBefore) {
+          auto [it, inserted] = writersAfter.try_emplace(offset, writer);
+          if (!inserted) // merged: neither branch's extent is lost
+            it->second = {std::max(it->second.first, writer.first),
+                          std::max(it->second.second, writer.second)};
+        }
     });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
@@ -1427,9 +1464,8 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   // Fills made in either branch count as the latest commit: the two
   // branches numbered their groups from the same start.
   lastWriter = writersAfter;
-  for (auto &[offset, writer] : lastWriter)
-    if (writer.first >= committedBefore)
-      writer.first = committedGroups - 1;
+  if (committedGroups != committedBefore) // a path with fewer commits shifts
+    renumberPendingWriters();
   unflatten(op.getResults(), newIf.getResults());
   return success();
 }

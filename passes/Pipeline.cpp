@@ -79,6 +79,20 @@ Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
   return builder.clone(*load, mapping)->getResult(0);
 }
 
+/// Whether the loop body writes memory: rotating a load across a store the
+/// load might alias would change what it reads.
+bool bodyWritesMemory(scf::ForOp loop) {
+  bool writes = false;
+  loop.getBody()->walk([&](Operation *op) {
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if ((effects && effects.hasEffect<MemoryEffects::Write>()) ||
+        (!effects && !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() && !isPure(op) &&
+         !isa<scf::YieldOp>(op)))
+      writes = true;
+  });
+  return writes;
+}
+
 /// A dot's B operand loaded in the loop body for this iteration, that can be
 /// loaded for another iteration instead: used only by the dot, with an
 /// address that depends on nothing but the induction variable and values
@@ -104,6 +118,8 @@ std::optional<RotatableLoad> rotatableLoad(Block *body, DotOp dot) {
 /// the region the dot just finished reading.
 LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
   Block *body = loop.getBody();
+  if (bodyWritesMemory(loop))
+    return success();
   SmallVector<DotOp> dots;
   for (Operation &op : *body)
     if (auto dot = dyn_cast<DotOp>(op))
@@ -210,6 +226,8 @@ scf::ForOp previousLoop(scf::ForOp loop) {
 /// one barrier per iteration cover both.
 LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
   Block *body = loop.getBody();
+  if (bodyWritesMemory(loop))
+    return success();
   SmallVector<RotatableLoad> rotatable;
   for (Operation &op : *body)
     if (auto dot = dyn_cast<DotOp>(op))
@@ -224,12 +242,16 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
   rewriter.setInsertionPoint(loop);
   Value oldIv = loop.getInductionVar();
   scf::ForOp previous = previousLoop(loop);
+  // All or nothing: the lowering continues the previous loop's rings only
+  // when every ring of this loop comes from there.
+  SmallVector<std::optional<unsigned>> chained;
+  for (const RotatableLoad &r : rotatable)
+    chained.push_back(chainedResult(previous, loop, r.load));
+  bool chain = llvm::all_of(chained, [](const std::optional<unsigned> &c) { return c.has_value(); });
   SmallVector<Value> firsts;
-  for (const RotatableLoad &r : rotatable) {
-    std::optional<unsigned> chained = chainedResult(previous, loop, r.load);
-    firsts.push_back(chained ? previous.getResult(*chained)
-                             : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound()));
-  }
+  for (auto [r, c] : llvm::zip_equal(rotatable, chained))
+    firsts.push_back(chain ? previous.getResult(*c)
+                           : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound()));
 
   Value step = loop.getStep();
   DictionaryAttr attrs = loop->getDiscardableAttrDictionary();

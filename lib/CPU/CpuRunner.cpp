@@ -287,6 +287,12 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
   if (compiled->fault && compiled->fault[0] != 0) {
     size_t arg = size_t(compiled->fault[0] - 1);
     long long have = args[arg].bytes / compiled->elemBytes[arg];
+    if (compiled->fault[1] < 0 || args[arg].bytes < 0)
+      return llvm::createStringError(
+          "@%s accessed element %lld of argument %zu (%s), before the first element its "
+          "pointer points at; the access was not made",
+          kernel.str().c_str(), (long long)compiled->fault[1], arg,
+          compiled->paramNames[arg].c_str());
     return llvm::createStringError(
         "@%s accessed element %lld of argument %zu (%s), whose buffer holds %lld elements "
         "(%lld bytes): the kernel's views reach past the buffer; the access was not made",

@@ -78,9 +78,13 @@ tilec::createNVPTXTargetMachine(const NVPTXOptions &options) {
   // addresses (ldmatrix bases, ring deltas) live through the K/V loop, and
   // 64-bit ones cost twice the registers at ptxas's 255 limit. The option is
   // the backend's global flag (read when the target machine is built).
-  if (auto *shortPointers = static_cast<cl::opt<bool> *>(
-          cl::getRegisteredOptions().lookup("nvptx-short-ptr")))
-    shortPointers->setValue(true);
+  auto *shortPointers =
+      static_cast<cl::opt<bool> *>(cl::getRegisteredOptions().lookup("nvptx-short-ptr"));
+  if (!shortPointers)
+    return createStringError(inconvertibleErrorCode(),
+                             "this LLVM's NVPTX backend has no nvptx-short-ptr option; tilec's "
+                             "lowering emits 32-bit shared-memory addresses");
+  shortPointers->setValue(true);
   TargetOptions targetOptions;
   std::unique_ptr<TargetMachine> tm(target->createTargetMachine(
       triple, options.arch, "+" + ptxFeature, targetOptions, /*RM=*/std::nullopt,

@@ -204,3 +204,34 @@ func.func @not_split(%kp: !tile.ptr<f16>, %mid: i32, %n: i32) attributes {tile.k
   }
   return
 }
+
+// -----
+
+// A loop that stores to memory keeps its loads where they are: a load moved
+// to the previous iteration could miss (or see) that iteration's store.
+// CHECK-LABEL: func.func @writes
+// CHECK:         scf.for
+// CHECK-NEXT:      arith.muli
+// CHECK-NEXT:      tile.load
+// RING-LABEL: func.func @writes
+// RING:         scf.for
+// RING-NEXT:      arith.muli
+// RING-NEXT:      tile.load
+func.func @writes(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  scf.for %j = %c0 to %n step %c1 : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    tile.store %s, %ov[%row, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  }
+  return
+}
