@@ -62,6 +62,8 @@ constexpr llvm::StringLiteral kSharedSymbol = "tile_dynamic_smem";
 /// A view: base pointer plus runtime sizes (i32) and strides (i64).
 struct ViewInfo {
   Value base;
+  /// The kernel parameter the base pointer derives from (-1: unknown).
+  int arg = -1;
   Type elementType;
   SmallVector<Value> sizes, strides;
 };
@@ -209,6 +211,15 @@ private:
   DenseMap<Value, SharedTile> reuseRegion;    // loads refilling a loop-carried tile
   DenseMap<std::pair<Value, Value>, Value> packedPairs; // (lo, hi) -> their vector<2x..>
   DenseMap<Value, ViewInfo> views;
+  /// Pointer values (old IR) -> the kernel parameter they derive from.
+  DenseMap<Value, unsigned> pointerParam;
+  /// Widest single global access (bytes) made through each pointer
+  /// parameter: the launch manifest asks the runtime to check alignment.
+  std::map<unsigned, int64_t> accessBytes;
+  void noteAccess(const ViewInfo &view, int64_t bytes) {
+    if (view.arg >= 0)
+      accessBytes[view.arg] = std::max(accessBytes[view.arg], bytes);
+  }
   DenseMap<Attribute, SmallVector<Value>> threadCoordCache;
   Value laneId, warpId, threadId, smemBase;
   Operation *prologueEnd = nullptr;
@@ -666,6 +677,7 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      noteAccess(view, width * elemBytes);
       Value loaded = LLVM::LoadOp::create(b, vecType, elementAddress(view, index), width * elemBytes);
       scf::YieldOp::create(b, loaded);
       b.setInsertionPointToStart(&ifOp.getElseRegion().front());
@@ -775,6 +787,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
                               srcBytes);
     }
   }
+  noteAccess(view, kChunkBytes);
   NVVM::CpAsyncCommitGroupOp::create(b);
   tile.pendingGroup = committedGroups++;
   int64_t bytes = tile.rows * tile.cols * tile.elemBytes;
@@ -836,6 +849,7 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
       for (int i = 0; i < width; ++i)
         toStore = LLVM::InsertElementOp::create(b, toStore, values[r + i], i32(i));
     }
+    noteAccess(view, width * elemBytes);
     storeGlobalIf(ok, elementAddress(view, index), toStore, width * elemBytes);
   }
   return success();
@@ -1013,6 +1027,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
         passStep = arith::MulIOp::create(b, view.strides[0], i64(threads / chunksPerRow));
       }
     }
+    noteAccess(view, kChunkBytes);
     storeGlobalIf(ok, address, data, kChunkBytes);
   }
   // The chunk reads above: the next fill of this space needs a barrier.
@@ -1639,6 +1654,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto addptr = dyn_cast<AddPtrOp>(op)) {
+    if (auto it = pointerParam.find(addptr.getPtr()); it != pointerParam.end())
+      pointerParam[addptr.getResult()] = it->second;
     Value offset = scalar(addptr.getOffset());
     mapping.map(addptr.getResult(),
                 LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace),
@@ -1649,6 +1666,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto view = dyn_cast<ViewOp>(op)) {
     ViewInfo info;
     info.base = scalar(view.getBase());
+    if (auto it = pointerParam.find(view.getBase()); it != pointerParam.end())
+      info.arg = int(it->second);
     info.elementType = view.getResult().getType().getElementType();
     for (Value size : view.getSizes())
       info.sizes.push_back(scalar(size));
@@ -1790,7 +1809,7 @@ LogicalResult KernelLowering::run() {
 
   // Signature and the launch description the driver writes as a manifest.
   SmallVector<Type> argTypes;
-  SmallVector<Attribute> params;
+  SmallVector<SmallVector<NamedAttribute>> params;
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
     std::string name = namesAttr ? cast<StringAttr>(namesAttr[i]).str() : "arg" + std::to_string(i);
     SmallVector<NamedAttribute> param = {b.getNamedAttr("name", b.getStringAttr(name))};
@@ -1812,7 +1831,7 @@ LogicalResult KernelLowering::run() {
                                 << kPositiveAttrName << " applies to i32, i64 and f32 parameters";
       param.push_back(b.getNamedAttr("positive", b.getBoolAttr(true)));
     }
-    params.push_back(b.getDictionaryAttr(param));
+    params.push_back(param);
   }
   if (func.getNumResults() != 0)
     return func.emitError() << "kernels return nothing; write results with tile.store";
@@ -1822,8 +1841,11 @@ LogicalResult KernelLowering::run() {
   auto kernel = LLVM::LLVMFuncOp::create(
       b, func.getName(), LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
   b.setInsertionPointToStart(kernel.addEntryBlock(b));
-  for (auto [oldArg, newArg] : llvm::zip(func.getArguments(), kernel.getArguments()))
+  for (auto [oldArg, newArg] : llvm::zip(func.getArguments(), kernel.getArguments())) {
     mapping.map(oldArg, newArg);
+    if (isa<PtrType>(oldArg.getType()))
+      pointerParam[oldArg] = oldArg.getArgNumber();
+  }
   threadId = NVVM::ThreadIdXOp::create(b, b.getI32Type());
   laneId = arith::RemUIOp::create(b, threadId, i32(kWarpSize));
   warpId = arith::DivUIOp::create(b, threadId, i32(kWarpSize));
@@ -1836,6 +1858,17 @@ LogicalResult KernelLowering::run() {
     if (failed(lowerOp(&op)))
       return failure();
 
+  // Pointers accessed more than an element at a time (16-byte cp.async and
+  // stores, vector loads) must be aligned to that width: the runtime checks
+  // it at launch instead of the GPU faulting on a misaligned address.
+  SmallVector<Attribute> paramAttrs;
+  for (auto [i, param] : llvm::enumerate(params)) {
+    auto ptr = dyn_cast<PtrType>(func.getArgumentTypes()[i]);
+    int64_t elem = ptr ? std::max<int64_t>(1, ptr.getPointeeType().getIntOrFloatBitWidth() / 8) : 0;
+    if (ptr && accessBytes.count(i) && accessBytes[i] > elem)
+      param.push_back(b.getNamedAttr("align", b.getI64IntegerAttr(accessBytes[i])));
+    paramAttrs.push_back(b.getDictionaryAttr(param));
+  }
   int64_t threads = numWarps * kWarpSize;
   kernel->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
@@ -1844,7 +1877,7 @@ LogicalResult KernelLowering::run() {
       b.getNamedAttr("grid", gridAttr),
       b.getNamedAttr("block", b.getI64ArrayAttr({threads, 1, 1})),
       b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(sharedPeak)),
-      b.getNamedAttr("params", b.getArrayAttr(params))};
+      b.getNamedAttr("params", b.getArrayAttr(paramAttrs))};
   if (auto variant = func->getAttr("tile.variant"))
     launch.push_back(b.getNamedAttr("variant", variant));
   kernel->setAttr("tile.launch", b.getDictionaryAttr(launch));

@@ -156,6 +156,15 @@ FailureOr<LaunchInfo> readLaunchInfo(LLVM::LLVMFuncOp kernel) {
                         .str());
       p.positive = flag.getValue();
     }
+    if (Attribute align = param.get("align")) {
+      auto bytes = dyn_cast<IntegerAttr>(align);
+      if (!bytes || bytes.getInt() <= 0 || !llvm::isPowerOf2_64(bytes.getInt()) || p.kind != "ptr")
+        return fail(llvm::formatv("params[{0}] ({1}): 'align' must be a power-of-two byte "
+                                  "count, on a ptr",
+                                  i, p.name)
+                        .str());
+      p.align = bytes.getInt();
+    }
     if (!matchesKind(argTypes[i], p.kind))
       return fail(llvm::formatv("params[{0}] ({1}) is declared {2} but argument #{0} has "
                                 "type {3}",
@@ -230,6 +239,8 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
       param["elem"] = p.elem;
     if (p.positive)
       param["positive"] = true;
+    if (p.align)
+      param["align"] = p.align;
     params.push_back(std::move(param));
   }
   doc["params"] = std::move(params);

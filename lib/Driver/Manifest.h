@@ -33,6 +33,9 @@ struct LaunchParam {
   /// Declared > 0 (tl.assume): the runtime rejects launches with a value
   /// <= 0 (or NaN). Scalars only.
   bool positive = false;
+  /// Widest access through a "ptr" in bytes, when wider than one element:
+  /// the runtime rejects pointers not aligned to it (0: no requirement).
+  int64_t align = 0;
 };
 
 struct LaunchInfo {

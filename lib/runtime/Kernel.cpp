@@ -266,6 +266,14 @@ void Kernel::packArgs(const std::vector<KernelArg> &args,
       const DevicePtr *ptr = std::get_if<DevicePtr>(&a);
       if (!ptr)
         throw wrongKind("a device pointer");
+      if (p.align > 1 && ptr->address % uint64_t(p.align) != 0) {
+        char hex[32];
+        std::snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ptr->address);
+        throw Error(Error::Kind::ArgValue,
+                    describeArgument(p, i) + ": the kernel reads or writes it " +
+                        std::to_string(p.align) + " bytes at a time, so it must be " +
+                        std::to_string(p.align) + "-byte aligned; got " + hex);
+      }
       storage[i] = ptr->address;
       break;
     }

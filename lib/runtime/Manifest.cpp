@@ -206,6 +206,12 @@ private:
         if (p.positive && p.kind == ParamKind::Ptr)
           fail(key, "(" + p.name + ") is a ptr and cannot be \"positive\"");
       }
+      if (const JsonValue *align = pv.find("align")) {
+        int64_t bytes = expectInteger(*align, key + ".align", 1, 1 << 20);
+        if (p.kind != ParamKind::Ptr || (bytes & (bytes - 1)) != 0)
+          fail(key + ".align", "must be a power-of-two byte count on a ptr");
+        p.align = bytes;
+      }
       m.params.push_back(std::move(p));
     }
   }

@@ -7,10 +7,13 @@
 // butterfly shuffles (lanes 1 and 2 of a quad), P·V is two more mma.sync fed
 // by ldmatrix.x4.trans of V, and P never touches shared memory. ldmatrix is
 // inline PTX so its constant offset sits in the instruction ([base+imm]).
+// The manifest records the widest access through each pointer (Q's f16 pairs
+// in registers: 4 bytes; K and V by 16-byte cp.async; O by 16-byte chunks),
+// which the runtime checks the pointers' alignment against.
 // CHECK-LABEL: llvm.func @attention_step
 // CHECK-SAME:    nvvm.kernel
 // CHECK-SAME:    nvvm.maxntid = array<i32: 128, 1, 1>
-// CHECK-SAME:    tile.launch = {block = [128, 1, 1], grid = ["cdiv(n, 64)", "1", "1"], params = [{elem = "f16", kind = "ptr", name = "q"}, {elem = "f16", kind = "ptr", name = "k"}, {elem = "f16", kind = "ptr", name = "v"}, {elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}], shared_bytes = 5120 : i64}
+// CHECK-SAME:    tile.launch = {block = [128, 1, 1], grid = ["cdiv(n, 64)", "1", "1"], params = [{align = 4 : i64, elem = "f16", kind = "ptr", name = "q"}, {align = 16 : i64, elem = "f16", kind = "ptr", name = "k"}, {align = 16 : i64, elem = "f16", kind = "ptr", name = "v"}, {align = 16 : i64, elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}], shared_bytes = 5120 : i64}
 // Nothing has touched shared memory when the kernel starts, and nothing
 // between the two fills: neither needs a barrier before it.
 // CHECK-NOT:     nvvm.barrier0

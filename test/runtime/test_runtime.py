@@ -257,6 +257,9 @@ def with_param(index, **fields):
         (with_param(1, name=None), 'params[1] lacks the required key "name"'),
         (with_param(4, positive="yes"), "params[4].positive must be a bool, got a string"),
         (with_param(0, positive=True), 'params[0] (x) is a ptr and cannot be "positive"'),
+        (with_param(0, align=12), "params[0].align must be a power-of-two byte count on a ptr"),
+        (with_param(1, align=16), "params[1].align must be a power-of-two byte count on a ptr"),
+        (with_param(0, align=0), "params[0].align = 0 is outside [1, 1048576]"),
     ],
 )
 def test_manifest_errors(rt, tmp_path, manifest, message):
@@ -716,6 +719,24 @@ def test_fake_driver_rejects_values_a_positive_param_rules_out(rt, fake_cuda_dir
     assert [c.split(" params")[0] for c in launches(calls)] == [
         "launch k grid=1,6,1 block=128,1,1 shared=0 stream=0x0"
     ]
+
+
+def test_fake_driver_rejects_pointers_below_the_kernels_access_width(rt, fake_cuda_dir, tmp_path):
+    """The manifest says the kernel moves 16 bytes at a time through x (cp.async,
+    16-byte stores): a pointer not 16-byte aligned is refused before the
+    driver (on the GPU it would fault as a misaligned address)."""
+    path = write_manifest(tmp_path, with_param(0, align=16))
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        try:
+            k.launch([0x7f0000001002, 1, 5, 6, 0.5], 0)
+        except ValueError as e:
+            print(e)
+        k.launch([0x7f0000001010, 1, 5, 6, 0.5], 0)
+    """)
+    assert out == ["argument 'x' (param 0, ptr to f32): the kernel reads or writes it 16 bytes "
+                   "at a time, so it must be 16-byte aligned; got 0x7f0000001002"]
+    assert len(launches(calls)) == 1
 
 
 def test_fake_driver_cuinit_failure(rt, fake_cuda_dir, tmp_path):

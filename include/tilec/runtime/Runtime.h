@@ -64,6 +64,10 @@ struct Param {
   /// Declared > 0 in the kernel (tl.assume(x > 0)); the compiled code relies
   /// on it, so a launch with a value <= 0 (or NaN) is rejected. Not for Ptr.
   bool positive = false;
+  /// For Ptr: the widest single access the kernel makes through it, in
+  /// bytes (16 for cp.async); a launch with a pointer not aligned to it is
+  /// rejected. 0: no requirement beyond the element's.
+  int64_t align = 0;
 };
 
 /// "argument 'q' (param 0, ptr to f16)": how errors name an argument.
