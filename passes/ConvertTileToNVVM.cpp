@@ -873,7 +873,10 @@ void KernelLowering::storeGlobalIf(Value ok, Value address, Value value, int64_t
     type = ".v" + std::to_string(words) + ".b32";
   } else {
     Type intType = b.getIntegerType(bytes * 8);
-    operands.push_back(LLVM::BitcastOp::create(b, intType, value));
+    // An i1 element is stored as a byte (0 or 1).
+    operands.push_back(value.getType().isInteger(1)
+                           ? arith::ExtUIOp::create(b, intType, value).getResult()
+                           : LLVM::BitcastOp::create(b, intType, value).getResult());
     regs = "$1";
     type = bytes == 4 ? ".b32" : bytes == 2 ? ".b16" : ".b8";
     constraints += bytes == 4 ? ",r" : bytes == 2 ? ",h" : ",r";
@@ -1555,7 +1558,8 @@ LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
 /// x * b where b is a broadcast (few distinct registers per thread, e.g. the
 /// online softmax's O * alpha): the warp skips the multiplies when every
 /// factor any of its threads holds is exactly 1 — then the product is x,
-/// bit for bit, so the rewrite is exact. After the first blocks of a long
+/// bit for bit (up to the flush of denormal x a multiply under
+/// flush-to-zero would make), so the rewrite is exact. After the first blocks of a long
 /// row the running max rarely moves and alpha is 1. Returns false (nothing
 /// emitted) where it does not apply.
 bool KernelLowering::lowerRescale(arith::MulFOp op) {

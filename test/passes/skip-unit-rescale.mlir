@@ -5,7 +5,8 @@
 // tile times a row broadcast, whose registers hold only the thread's few row
 // factors — multiplies only in warps where some factor is not exactly 1. A
 // vote decides for the whole warp; the other branch passes O through, which
-// is the same value bit for bit (x * 1.0 == x), so the rewrite is exact.
+// is the same value bit for bit (x * 1.0 == x; only a denormal x, which a
+// flush-to-zero multiply would make 0, differs), so the rewrite is exact.
 // CHECK-LABEL: llvm.func @rescale
 // CHECK:         %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
 // CHECK:         arith.cmpf une, %{{.+}}, %[[ONE]] : f32
