@@ -10,11 +10,6 @@
 //   tile.load               -> linalg.generic whose body bounds-checks each
 //                              element and reads memory only when in bounds
 //   tile.store              -> loop nest that writes only in-bounds elements
-//
-// An element inside its view but outside its argument's buffer (the memref's
-// size, which the runner sets from the caller's buffer) is not accessed:
-// the access is recorded in @__tilec_fault (argument index + 1, element
-// index) and the runner reports it as an error after the kernel returns.
 //   tile.dot                -> linalg.generic: extf to f32, mulf, addf in f32
 //   tile.reduce             -> linalg.generic reduction from -inf / 0
 //   iota/splat/expand_dims/broadcast/trans -> linalg / tensor.expand_shape
@@ -22,6 +17,12 @@
 //
 // Each kernel @k gets @__tilec_grid_k(params..., gx, gy, gz: i32) that calls
 // it once per program id, z outermost, x innermost.
+//
+// An element inside its view but outside its argument's buffer (the memref's
+// size, which the runner sets from the caller's buffer; INT64_MAX when the
+// caller gave none) is not accessed: the access is recorded in
+// @__tilec_fault (argument index + 1, element index) and the runner reports
+// it as an error after the kernel returns.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Tile/TileDialect.h"
@@ -34,6 +35,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
+
+#include <limits>
 
 namespace tilec {
 #define GEN_PASS_DEF_CONVERTTILETOCPU
@@ -77,9 +80,15 @@ private:
   /// it does not, records the fault (only when `inView` holds).
   Value inBuffer(Location loc, const HostView &view, Value inView, Value addr) {
     Value length = bufferLength.lookup(view.base.memref);
-    Value ok = arith::AndIOp::create(
+    // With no size given (INT64_MAX) nothing is known below the pointer
+    // either (a negative stride may legitimately reach there): unchecked.
+    Value sizeUnknown = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, length,
+                                              cstIndex(loc, std::numeric_limits<int64_t>::max()));
+    Value aboveStart = arith::OrIOp::create(
         b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, addr, cstIndex(loc, 0)),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, addr, length));
+        sizeUnknown);
+    Value ok = arith::AndIOp::create(
+        b, loc, aboveStart, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, addr, length));
     Value bad = arith::AndIOp::create(
         b, loc, inView,
         arith::XOrIOp::create(b, loc, ok, arith::ConstantIntOp::create(b, loc, 1, 1)));

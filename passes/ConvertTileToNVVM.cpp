@@ -62,8 +62,10 @@ constexpr llvm::StringLiteral kSharedSymbol = "tile_dynamic_smem";
 /// A view: base pointer plus runtime sizes (i32) and strides (i64).
 struct ViewInfo {
   Value base;
-  /// The kernel parameter the base pointer derives from (-1: unknown).
+  /// The kernel parameter the base pointer derives from (-1: unknown), and
+  /// the constant byte offset from it (-1: not a constant).
   int arg = -1;
+  int64_t argOffset = -1;
   Type elementType;
   SmallVector<Value> sizes, strides;
 };
@@ -211,14 +213,21 @@ private:
   DenseMap<Value, SharedTile> reuseRegion;    // loads refilling a loop-carried tile
   DenseMap<std::pair<Value, Value>, Value> packedPairs; // (lo, hi) -> their vector<2x..>
   DenseMap<Value, ViewInfo> views;
-  /// Pointer values (old IR) -> the kernel parameter they derive from.
-  DenseMap<Value, unsigned> pointerParam;
+  /// Pointer values (old IR) -> the kernel parameter they derive from and
+  /// their constant byte offset from it (-1: a runtime offset). Pointers
+  /// carried through loops or branches are not followed (no check for them).
+  DenseMap<Value, std::pair<unsigned, int64_t>> pointerParam;
   /// Widest single global access (bytes) made through each pointer
   /// parameter: the launch manifest asks the runtime to check alignment.
   std::map<unsigned, int64_t> accessBytes;
+  /// An access `bytes` wide through `view` makes the parameter need that
+  /// alignment — unless a constant offset from it is not a multiple of the
+  /// width (then the parameter itself must not be aligned; no requirement is
+  /// stated). A runtime offset is assumed to keep the alignment (documented).
   void noteAccess(const ViewInfo &view, int64_t bytes) {
-    if (view.arg >= 0)
-      accessBytes[view.arg] = std::max(accessBytes[view.arg], bytes);
+    if (view.arg < 0 || (view.argOffset >= 0 && view.argOffset % bytes != 0))
+      return;
+    accessBytes[view.arg] = std::max(accessBytes[view.arg], bytes);
   }
   DenseMap<Attribute, SmallVector<Value>> threadCoordCache;
   Value laneId, warpId, threadId, smemBase;
@@ -644,7 +653,8 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
   Type elemType = op.getResult().getType().getElementType();
   int64_t elemBytes = std::max<int64_t>(1, elemType.getIntOrFloatBitWidth() / 8);
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
-  int width = vectorWidth(layout, view, op.getOffsets(), elemBytes);
+  // Sub-byte elements (i1) move one at a time: a vector of them is bit-packed.
+  int width = elemType.getIntOrFloatBitWidth() < 8 ? 1 : vectorWidth(layout, view, op.getOffsets(), elemBytes);
 
   Value padding;
   switch (op.getPadding()) {
@@ -808,7 +818,8 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   Type elemType = value.getType().getElementType();
   int64_t elemBytes = std::max<int64_t>(1, elemType.getIntOrFloatBitWidth() / 8);
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
-  int width = vectorWidth(layout, view, op.getOffsets(), elemBytes);
+  // Sub-byte elements (i1) move one at a time: a vector of them is bit-packed.
+  int width = elemType.getIntOrFloatBitWidth() < 8 ? 1 : vectorWidth(layout, view, op.getOffsets(), elemBytes);
   SmallVector<Value> &values = regs[value];
 
   // Replicated elements are written once: by the threads whose replicating
@@ -1570,9 +1581,14 @@ bool KernelLowering::lowerRescale(arith::MulFOp op) {
     Value factors = op->getOperand(k), other = op->getOperand(1 - k);
     if (!isa<RankedTensorType>(factors.getType()) || !isa<RankedTensorType>(other.getType()))
       return false;
-    SmallVector<Value> &f = regs[factors];
+    auto found = regs.find(factors);
+    if (found == regs.end())
+      continue;
+    SmallVector<Value> f = found->second;
     llvm::SetVector<Value> distinct(f.begin(), f.end());
-    if (f.size() < 32 || distinct.size() * 8 > f.size())
+    // A broadcast along rows or columns: a few factors per thread, each
+    // repeated. A splat (one factor, e.g. the softmax scale) is left alone.
+    if (f.size() < 32 || distinct.size() < 2 || distinct.size() * 8 > f.size())
       continue;
     Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f));
     Value notOne;
@@ -1582,7 +1598,7 @@ bool KernelLowering::lowerRescale(arith::MulFOp op) {
     }
     Value warpNeeds = NVVM::VoteSyncOp::create(
         b, b.getI1Type(), i32(-1), notOne, NVVM::VoteSyncKindAttr::get(ctx, NVVM::VoteSyncKind::any));
-    SmallVector<Value> &x = regs[other];
+    SmallVector<Value> x = regs[other];
     auto ifOp = scf::IfOp::create(b, SmallVector<Type>(x.size(), b.getF32Type()), warpNeeds,
                                   /*withElseRegion=*/true);
     {
@@ -1658,8 +1674,14 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto addptr = dyn_cast<AddPtrOp>(op)) {
-    if (auto it = pointerParam.find(addptr.getPtr()); it != pointerParam.end())
-      pointerParam[addptr.getResult()] = it->second;
+    if (auto it = pointerParam.find(addptr.getPtr()); it != pointerParam.end()) {
+      auto [arg, offset] = it->second;
+      std::optional<int64_t> delta = constantInt(addptr.getOffset());
+      int64_t elemBytes = std::max<int64_t>(
+          1, addptr.getPtr().getType().getPointeeType().getIntOrFloatBitWidth() / 8);
+      pointerParam[addptr.getResult()] = {
+          arg, offset >= 0 && delta ? offset + *delta * elemBytes : int64_t(-1)};
+    }
     Value offset = scalar(addptr.getOffset());
     mapping.map(addptr.getResult(),
                 LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace),
@@ -1670,8 +1692,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto view = dyn_cast<ViewOp>(op)) {
     ViewInfo info;
     info.base = scalar(view.getBase());
-    if (auto it = pointerParam.find(view.getBase()); it != pointerParam.end())
-      info.arg = int(it->second);
+    if (auto it = pointerParam.find(view.getBase()); it != pointerParam.end()) {
+      info.arg = int(it->second.first);
+      info.argOffset = it->second.second;
+    }
     info.elementType = view.getResult().getType().getElementType();
     for (Value size : view.getSizes())
       info.sizes.push_back(scalar(size));
@@ -1848,7 +1872,7 @@ LogicalResult KernelLowering::run() {
   for (auto [oldArg, newArg] : llvm::zip(func.getArguments(), kernel.getArguments())) {
     mapping.map(oldArg, newArg);
     if (isa<PtrType>(oldArg.getType()))
-      pointerParam[oldArg] = oldArg.getArgNumber();
+      pointerParam[oldArg] = {oldArg.getArgNumber(), 0};
   }
   threadId = NVVM::ThreadIdXOp::create(b, b.getI32Type());
   laneId = arith::RemUIOp::create(b, threadId, i32(kWarpSize));
@@ -1867,10 +1891,13 @@ LogicalResult KernelLowering::run() {
   // it at launch instead of the GPU faulting on a misaligned address.
   SmallVector<Attribute> paramAttrs;
   for (auto [i, param] : llvm::enumerate(params)) {
-    auto ptr = dyn_cast<PtrType>(func.getArgumentTypes()[i]);
-    int64_t elem = ptr ? std::max<int64_t>(1, ptr.getPointeeType().getIntOrFloatBitWidth() / 8) : 0;
-    if (ptr && accessBytes.count(i) && accessBytes[i] > elem)
-      param.push_back(b.getNamedAttr("align", b.getI64IntegerAttr(accessBytes[i])));
+    // Accessed means through a view, whose elements are ints or floats.
+    if (auto it = accessBytes.find(i); it != accessBytes.end()) {
+      Type pointee = cast<PtrType>(func.getArgumentTypes()[i]).getPointeeType();
+      int64_t elem = std::max<int64_t>(1, pointee.getIntOrFloatBitWidth() / 8);
+      if (it->second > elem)
+        param.push_back(b.getNamedAttr("align", b.getI64IntegerAttr(it->second)));
+    }
     paramAttrs.push_back(b.getDictionaryAttr(param));
   }
   int64_t threads = numWarps * kWarpSize;

@@ -160,8 +160,11 @@ compile(llvm::StringRef source, llvm::StringRef bufferName, llvm::StringRef kern
         name = s.str();
     compiled->paramNames.push_back(name);
     compiled->positive.push_back(bool(fn.getArgAttr(i, tile::kPositiveAttrName)));
+    // 0 (unchecked) for scalars and for pointees without a bit width.
     auto ptr = dyn_cast<tile::PtrType>(type);
-    compiled->elemBytes.push_back(ptr ? std::max<int64_t>(1, ptr.getPointeeType().getIntOrFloatBitWidth() / 8) : 0);
+    compiled->elemBytes.push_back(ptr && ptr.getPointeeType().isIntOrFloat()
+                                      ? std::max<int64_t>(1, ptr.getPointeeType().getIntOrFloatBitWidth() / 8)
+                                      : 0);
   }
 
   PassManager pm(&ctx);
@@ -258,7 +261,9 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
       s.p0 = s.p1 = args[i].ptr;
       s.offset = 0;
       // The kernel refuses (and reports) elements at or past this size.
-      s.size = args[i].bytes < 0 ? INT64_MAX : args[i].bytes / compiled->elemBytes[i];
+      s.size = args[i].bytes < 0 || compiled->elemBytes[i] == 0
+                   ? INT64_MAX
+                   : args[i].bytes / compiled->elemBytes[i];
       s.stride = 1;
       packed.append({&s.p0, &s.p1, &s.offset, &s.size, &s.stride});
       break;
@@ -280,13 +285,12 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
   for (int32_t &d : g)
     packed.push_back(&d);
   std::lock_guard<std::mutex> runLock(compiled->runMutex);
-  if (compiled->fault)
-    compiled->fault[0] = compiled->fault[1] = 0;
+  compiled->fault[0] = compiled->fault[1] = 0;
   if (llvm::Error e = compiled->engine->invokePacked(("__tilec_grid_" + kernel).str(), packed))
     return e;
-  if (compiled->fault && compiled->fault[0] != 0) {
+  if (compiled->fault[0] != 0) {
     size_t arg = size_t(compiled->fault[0] - 1);
-    long long have = args[arg].bytes / compiled->elemBytes[arg];
+    long long have = args[arg].bytes / std::max<int64_t>(1, compiled->elemBytes[arg]);
     if (compiled->fault[1] < 0 || args[arg].bytes < 0)
       return llvm::createStringError(
           "@%s accessed element %lld of argument %zu (%s), before the first element its "

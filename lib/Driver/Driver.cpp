@@ -219,6 +219,14 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
       return makeError(llvm::formatv("pipeline {0} is not registered: this build has no "
                                      "lowering from the tile dialect to NVVM",
                                      kTileToNVVMPipeline));
+    // Options with a field of their own are set there: a second value in
+    // the free-form string would silently win.
+    for (StringRef owned : {"arch=", "num-warps=", "stages=", "smem-epilogue="})
+      for (StringRef word : llvm::split(options.extraLoweringOptions, ' '))
+        if (word.starts_with(owned))
+          return makeError(llvm::formatv("lowering option '{0}' has its own setting (--{1}); "
+                                         "it cannot be passed as a lowering option",
+                                         word, owned.drop_back()));
     std::string lowering = llvm::formatv(
         "{0}{{arch={1} num-warps={2} stages={3} smem-epilogue={4} {5}}", kTileToNVVMPipeline,
         options.arch, options.numWarps, options.stages, options.smemEpilogue ? "true" : "false",

@@ -145,7 +145,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
         # The kernel moves rows in 16-byte vectors (cp.async, vector loads):
         # every row must start 16-byte aligned. Views that break that (a
         # head_dim slice of a wider buffer, an odd storage offset) are copied.
-        q, k, v = (t if _rows_aligned(t) else t.contiguous() for t in (q, k, v))
+        # clone, not contiguous(): a contiguous tensor at an odd offset would
+        # come back as itself.
+        q, k, v = (t if _rows_aligned(t) else t.clone(memory_format=torch.contiguous_format)
+                   for t in (q, k, v))
         o = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
     else:

@@ -33,7 +33,8 @@ class FlashConfig:
         through shared memory (no trailing e: stored from registers); an
         experiment's options follow as -name (skip-unit-rescale=true ->
         -skip-unit-rescale)."""
-        extra = "".join("-" + opt.split("=")[0] for opt in self.lowering_options.split())
+        extra = "".join("-" + opt.replace("=true", "").replace("=", "-")
+                        for opt in self.lowering_options.split())
         return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
                 + ("e" if self.smem_epilogue else "") + extra)
 
@@ -85,6 +86,11 @@ TABLE = {
     ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False),
     ("sm_80", 128, True): FlashConfig(128, 128, 8, 2, True),
 }
+
+
+# flash_attn_func compiles the table's configs without lowering options
+# (they are experiments, for the tuner): a table entry must not need any.
+assert not any(c.lowering_options for c in TABLE.values()), "TABLE entries take no lowering_options"
 
 
 def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False):

@@ -159,3 +159,29 @@ func.func @pc(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op
   tile.store %b, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
+
+// -----
+
+// The manifest's alignment for a pointer used at a constant offset: K's
+// 16-byte copies start 8 bytes past k, so k itself must not be 16-byte
+// aligned and no such requirement is stated; its 4-byte register loads
+// still ask for 4 (8 is a multiple of 4).
+// CHECK-LABEL: llvm.func @offset_base
+// CHECK-SAME:    params = [{align = 4 : i64, elem = "f16", kind = "ptr", name = "k"}, {align = 16 : i64, elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}]
+func.func @offset_base(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.arg_names = ["k", "o", "n"], tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c16 = arith.constant 16 : i32
+  %c1 = arith.constant 1 : i64
+  %s16 = arith.constant 16 : i64
+  %c4 = arith.constant 4 : i64
+  %kb = tile.addptr %kp, %c4 : !tile.ptr<f16>, i64
+  %kv = tile.view %kb sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x16xf16>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x16xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x16xf32>
+  %s = tile.dot %q, %k, %zero transpose_b : tensor<64x16xf16>, tensor<16x16xf16> -> tensor<64x16xf32>
+  %ov = tile.view %op sizes(%n, %c16) strides(%s16, %c1) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  tile.store %s, %ov[%c0, %c0] : tensor<64x16xf32>, !tile.view<f32, 2>
+  return
+}

@@ -270,3 +270,16 @@ def test_positional_arguments_follow_flash_attn():
     np.testing.assert_array_equal(by_name, by_position)
     with pytest.raises(NotImplementedError, match="dropout is not implemented"):
         tilec.flash_attn_func(q, k, v, 0.1)
+
+
+@pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
+def test_negative_strides_run_on_the_cpu():
+    """Keys and values reversed along the sequence (negative strides) give
+    the same result as reversed copies: such buffers reach below their first
+    element, so the CPU runner runs them without its buffer-bounds check
+    rather than refusing them."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 64, 1, 64)).astype(np.float16) for _ in range(3))
+    expected = tilec.flash_attn_func(q, k[:, ::-1].copy(), v[:, ::-1].copy())
+    out = tilec.flash_attn_func(q, k[:, ::-1], v[:, ::-1])
+    np.testing.assert_array_equal(out, expected)

@@ -51,6 +51,9 @@
 // WARPS: tilec: error: --num-warps=3 must be a power of two in [1, 16]
 // RUN: not tilec --stages=3 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=STAGES
 // STAGES: tilec: error: --stages=3 must be 1 or 2
+// Options with their own flag cannot also come through --lowering-options.
+// RUN: not tilec --lowering-options="num-warps=8" --emit=ptx -o - %tilec_src_root/kernels/flash_fwd_d64.mlir 2>&1 | FileCheck %s --check-prefix=OWNED
+// OWNED: lowering option 'num-warps=8' has its own setting (--num-warps)
 // An architecture without mma.sync is refused up front, not at 0:0 of the file.
 // RUN: not tilec --arch=sm_75 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=ARCH
 // ARCH: tilec: error: --arch=sm_75 is not supported: tilec emits mma.sync (sm_80 and newer)

@@ -102,3 +102,23 @@ llvm.func @uses_leftover() attributes {nvvm.kernel,
 // Syntax errors come from the parser, with the location.
 // CHECK: within split at {{.*}}tilec-errors.mlir:{{[0-9]+}} offset :{{[0-9]+}}:1: error: custom op 'llvm.bogus' is unknown
 llvm.bogus
+
+// -----
+
+// 'align' (the widest access through a pointer) is a power-of-two byte
+// count, and only pointers have one.
+// CHECK: error: kernel @bad_align: 'tile.launch' params[0] (q): 'align' must be a power-of-two byte count, on a ptr
+llvm.func @bad_align(%q: !llvm.ptr<1>) attributes {nvvm.kernel,
+    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
+                   params = [{name = "q", kind = "ptr", elem = "f16", align = 12 : i64}]}} {
+  llvm.return
+}
+
+// -----
+
+// CHECK: error: kernel @align_on_scalar: 'tile.launch' params[0] (n): 'align' must be a power-of-two byte count, on a ptr
+llvm.func @align_on_scalar(%n: i32) attributes {nvvm.kernel,
+    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
+                   params = [{name = "n", kind = "i32", align = 16 : i64}]}} {
+  llvm.return
+}

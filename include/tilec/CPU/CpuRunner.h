@@ -25,8 +25,9 @@
 namespace tilec {
 
 /// One kernel argument. Ptr: a host array of the pointee type (f16/bf16 as
-/// raw 16-bit values), large enough for every in-bounds access. I32/I64: `i`.
-/// F32: `f`.
+/// raw 16-bit values); with `bytes` given, accesses outside [ptr, ptr +
+/// bytes) are refused and reported, without it the kernel's view bounds are
+/// trusted. I32/I64: `i`. F32: `f`.
 struct CpuArg {
   enum class Kind { Ptr, I32, I64, F32 } kind;
   void *ptr = nullptr;
