@@ -74,19 +74,19 @@ private:
   DenseMap<Value, HostView> views;
   Value gridArgs[6]; // program ids x, y, z, then grid sizes x, y, z
   DenseMap<Value, Value> bufferLength; // pointer argument -> elements (index)
+  /// Pointer argument -> i1: no size was given (INT64_MAX). Then nothing is
+  /// known below the pointer either (a negative stride may legitimately
+  /// reach there), and the lower bound is not checked.
+  DenseMap<Value, Value> bufferUnsized;
   Value fault;                         // memref<2xi64> @__tilec_fault
 
   /// Whether linear element `addr` lies in `view`'s argument buffer; where
   /// it does not, records the fault (only when `inView` holds).
   Value inBuffer(Location loc, const HostView &view, Value inView, Value addr) {
     Value length = bufferLength.lookup(view.base.memref);
-    // With no size given (INT64_MAX) nothing is known below the pointer
-    // either (a negative stride may legitimately reach there): unchecked.
-    Value sizeUnknown = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, length,
-                                              cstIndex(loc, std::numeric_limits<int64_t>::max()));
     Value aboveStart = arith::OrIOp::create(
         b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, addr, cstIndex(loc, 0)),
-        sizeUnknown);
+        bufferUnsized.lookup(view.base.memref));
     Value ok = arith::AndIOp::create(
         b, loc, aboveStart, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, addr, length));
     Value bad = arith::AndIOp::create(
@@ -365,6 +365,8 @@ LogicalResult KernelLowering::run() {
   for (auto &[arg, p] : ptrs) {
     p.offset = zero;
     bufferLength[arg] = memref::DimOp::create(b, loc, arg, 0);
+    bufferUnsized[arg] = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bufferLength[arg],
+                                               cstIndex(loc, std::numeric_limits<int64_t>::max()));
   }
   fault = memref::GetGlobalOp::create(b, loc, MemRefType::get({2}, b.getI64Type()), kFaultSymbol);
   // Through the function, so that argument attributes (tile.positive) stay

@@ -84,6 +84,7 @@ struct SharedTile {
   Value parity;
   int64_t rows = 0, cols = 0, elemBytes = 0;
   unsigned swizzleBits = 0;
+  int64_t bytes() const { return rows * cols * elemBytes; }
   /// Index of the cp.async group that fills it; -1 once waited for.
   int64_t pendingGroup = -1;
 };
@@ -147,7 +148,7 @@ private:
   Value log2(Value x);
   Value combine(ReduceKind kind, Value a, Value b);
   int vectorWidth(const LinearLayout &layout, const ViewInfo &view, ValueRange offsets,
-                  int64_t elemBytes);
+                  Type elemType);
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
   void waitFor(Value tile);
@@ -174,6 +175,11 @@ private:
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
   SharedTile allocateShared(RankedTensorType type);
+  /// The next region of the shared-memory stack, 128-byte aligned.
+  SharedTile allocateRegion(int64_t rows, int64_t cols, int64_t elemBytes, unsigned swizzleBits);
+  /// Inline PTX with side effects (kept in order with barriers and waits).
+  Operation *inlinePtx(TypeRange results, ValueRange operands, StringRef text,
+                       StringRef constraints);
 
   // --- ops ----------------------------------------------------------------
   LogicalResult lowerBlock(Block &block);
@@ -289,6 +295,19 @@ SmallVector<Value> KernelLowering::threadCoords(const LinearLayout &layout) {
   return coords;
 }
 
+/// The bits of dimension `d` that lane/warp bases set, and that register
+/// bases set: where the two are disjoint, a coordinate is the sum of a
+/// thread part and a register part.
+static std::pair<int64_t, int64_t> threadAndRegisterBits(const LinearLayout &layout, unsigned d) {
+  int64_t threadBits = 0, regBits = 0;
+  for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
+    for (const auto &basis : *bases)
+      threadBits |= basis[d];
+  for (const auto &basis : layout.regBases())
+    regBits |= basis[d];
+  return {threadBits, regBits};
+}
+
 /// Coordinates of register `reg`: its constant part combined with the
 /// thread's. When the bits of the two parts are disjoint (every layout tilec
 /// builds), XOR is an add, which lets address arithmetic fold constants.
@@ -297,13 +316,7 @@ SmallVector<Value> KernelLowering::elementCoords(const LinearLayout &layout, Arr
   tilec::Coord regPart = layout.regCoord(reg);
   SmallVector<Value> coords;
   for (unsigned d = 0; d < layout.rank(); ++d) {
-    int64_t threadBits = 0, regBits = 0;
-    for (const auto &basis : layout.laneBases())
-      threadBits |= basis[d];
-    for (const auto &basis : layout.warpBases())
-      threadBits |= basis[d];
-    for (const auto &basis : layout.regBases())
-      regBits |= basis[d];
+    auto [threadBits, regBits] = threadAndRegisterBits(layout, d);
     if (regPart[d] == 0)
       coords.push_back(thread[d]);
     else if ((threadBits & regBits) == 0)
@@ -419,12 +432,7 @@ Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpo
   // short pointers (nvptx-short-ptr).
   constraints += "r";
   auto type = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(num, b.getI32Type()));
-  return LLVM::InlineAsmOp::create(b, type, ValueRange{base}, text, constraints,
-                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
-                                   ArrayAttr())
-      .getResult(0);
+  return inlinePtx(type, base, text, constraints)->getResult(0);
 }
 
 /// Byte address of element (row, col) of a swizzled row-major shared tile:
@@ -470,17 +478,34 @@ Value KernelLowering::combine(ReduceKind kind, Value x, Value y) {
 }
 
 SharedTile KernelLowering::allocateShared(RankedTensorType type) {
-  SharedTile tile;
-  tile.rows = type.getDimSize(0);
-  tile.cols = type.getDimSize(1);
-  tile.elemBytes = type.getElementTypeBitWidth() / 8;
-  int64_t chunksPerRow = tile.cols * tile.elemBytes / kChunkBytes;
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  int64_t elemBytes = type.getElementTypeBitWidth() / 8;
+  int64_t chunksPerRow = cols * elemBytes / kChunkBytes;
   auto encoding = cast<SharedLayoutAttr>(type.getEncoding());
-  tile.swizzleBits = std::min<unsigned>(encoding.getSwizzle(), std::max(0, tilec::log2Exact(chunksPerRow)));
+  return allocateRegion(rows, cols, elemBytes,
+                        std::min<unsigned>(encoding.getSwizzle(), std::max(0, tilec::log2Exact(chunksPerRow))));
+}
+
+SharedTile KernelLowering::allocateRegion(int64_t rows, int64_t cols, int64_t elemBytes,
+                                          unsigned swizzleBits) {
+  SharedTile tile;
+  tile.rows = rows;
+  tile.cols = cols;
+  tile.elemBytes = elemBytes;
+  tile.swizzleBits = swizzleBits;
   tile.offset = llvm::alignTo(sharedBytes, 128);
-  sharedBytes = tile.offset + tile.rows * tile.cols * tile.elemBytes;
+  sharedBytes = tile.offset + tile.bytes();
   sharedPeak = std::max(sharedPeak, sharedBytes);
   return tile;
+}
+
+Operation *KernelLowering::inlinePtx(TypeRange results, ValueRange operands, StringRef text,
+                                     StringRef constraints) {
+  return LLVM::InlineAsmOp::create(b, results, operands, text, constraints,
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
+                                   ArrayAttr());
 }
 
 void KernelLowering::waitFor(Value tileValue) {
@@ -510,7 +535,6 @@ void KernelLowering::barrierBeforeFill() {
     barrier();
 }
 
-
 SmallVector<std::pair<Value, int64_t>> KernelLowering::pendingSnapshot() {
   SmallVector<std::pair<Value, int64_t>> pending;
   for (auto &[value, tile] : sharedTiles)
@@ -529,7 +553,7 @@ void KernelLowering::assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pen
 /// before the next loop reuses the space): that copy must land first, or it
 /// could overwrite the new data.
 void KernelLowering::drainRegion(const SharedTile &tile) {
-  int64_t size = tile.rows * tile.cols * tile.elemBytes;
+  int64_t size = tile.bytes();
   int64_t latest = -1;
   SmallVector<int64_t, 2> regions = {tile.offset};
   if (tile.delta) // a ring tile: either of its two regions
@@ -588,7 +612,11 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
 /// (stride constant 1) and whole vectors are in or out of bounds (the size
 /// and offset of the last dimension are constant multiples of the width).
 int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view,
-                                ValueRange offsets, int64_t elemBytes) {
+                                ValueRange offsets, Type elemType) {
+  // Sub-byte elements (i1) move one at a time: a vector of them is bit-packed.
+  if (elemType.getIntOrFloatBitWidth() < 8)
+    return 1;
+  int64_t elemBytes = elemType.getIntOrFloatBitWidth() / 8;
   unsigned last = layout.rank() - 1;
   if (constantInt(view.strides[last]) != 1)
     return 1;
@@ -653,8 +681,8 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
   Type elemType = op.getResult().getType().getElementType();
   int64_t elemBytes = std::max<int64_t>(1, elemType.getIntOrFloatBitWidth() / 8);
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
-  // Sub-byte elements (i1) move one at a time: a vector of them is bit-packed.
-  int width = elemType.getIntOrFloatBitWidth() < 8 ? 1 : vectorWidth(layout, view, op.getOffsets(), elemBytes);
+  int width = vectorWidth(layout, view, op.getOffsets(), elemType);
+  noteAccess(view, width * elemBytes);
 
   Value padding;
   switch (op.getPadding()) {
@@ -687,7 +715,6 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      noteAccess(view, width * elemBytes);
       Value loaded = LLVM::LoadOp::create(b, vecType, elementAddress(view, index), width * elemBytes);
       scf::YieldOp::create(b, loaded);
       b.setInsertionPointToStart(&ifOp.getElseRegion().front());
@@ -800,10 +827,9 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   noteAccess(view, kChunkBytes);
   NVVM::CpAsyncCommitGroupOp::create(b);
   tile.pendingGroup = committedGroups++;
-  int64_t bytes = tile.rows * tile.cols * tile.elemBytes;
-  recordWriter(tile.offset, tile.pendingGroup, bytes);
+  recordWriter(tile.offset, tile.pendingGroup, tile.bytes());
   if (tile.delta) // a ring tile: it went to one of its two regions
-    recordWriter(tile.offset + tile.twinDistance, tile.pendingGroup, bytes);
+    recordWriter(tile.offset + tile.twinDistance, tile.pendingGroup, tile.bytes());
   sharedTiles[op.getResult()] = tile;
   return success();
 }
@@ -818,9 +844,10 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   Type elemType = value.getType().getElementType();
   int64_t elemBytes = std::max<int64_t>(1, elemType.getIntOrFloatBitWidth() / 8);
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
-  // Sub-byte elements (i1) move one at a time: a vector of them is bit-packed.
-  int width = elemType.getIntOrFloatBitWidth() < 8 ? 1 : vectorWidth(layout, view, op.getOffsets(), elemBytes);
+  int width = vectorWidth(layout, view, op.getOffsets(), elemType);
   SmallVector<Value> &values = regs[value];
+  if (smemEpilogue && width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
+    return success();
 
   // Replicated elements are written once: by the threads whose replicating
   // lane/warp bits are zero, from the first register holding them.
@@ -839,9 +866,7 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
     owner = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
   }
 
-  if (smemEpilogue && width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
-    return success();
-
+  noteAccess(view, width * elemBytes);
   SmallVector<Value> thread = threadCoords(layout);
   Type vecType = width > 1 ? VectorType::get({width}, elemType) : elemType;
   for (int64_t r = 0; r < layout.numRegs(); r += width) {
@@ -860,7 +885,6 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
       for (int i = 0; i < width; ++i)
         toStore = LLVM::InsertElementOp::create(b, toStore, values[r + i], i32(i));
     }
-    noteAccess(view, width * elemBytes);
     storeGlobalIf(ok, elementAddress(view, index), toStore, width * elemBytes);
   }
   return success();
@@ -899,9 +923,7 @@ void KernelLowering::storeGlobalIf(Value ok, Value address, Value value, int64_t
   std::string pred = "$" + std::to_string(operands.size() - 1);
   std::string text = "{ .reg .pred p; setp.ne.b32 p, " + pred + ", 0; @p st.global" + type + " [$0], " +
                      regs + "; }";
-  LLVM::InlineAsmOp::create(b, TypeRange{}, operands, text, constraints, /*has_side_effects=*/true,
-                            /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-                            LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT), ArrayAttr());
+  inlinePtx(TypeRange{}, operands, text, constraints);
 }
 
 /// FlashAttention-2's epilogue: a register tile whose threads hold only a few
@@ -930,36 +952,24 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     return failure();
   // Register and thread bits must not overlap (coordinates add), and a
   // thread's registers must come in runs along the row the write can use.
-  int64_t threadBits[2] = {0, 0}, regBits[2] = {0, 0};
-  for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
-    for (const auto &basis : *bases)
-      for (int d = 0; d < 2; ++d)
-        threadBits[d] |= basis[d];
-  for (const auto &basis : layout.regBases())
-    for (int d = 0; d < 2; ++d)
-      regBits[d] |= basis[d];
-  if ((threadBits[0] & regBits[0]) || (threadBits[1] & regBits[1]))
+  auto [rowThreadBits, rowRegBits] = threadAndRegisterBits(layout, 0);
+  auto [colThreadBits, colRegBits] = threadAndRegisterBits(layout, 1);
+  if ((rowThreadBits & rowRegBits) || (colThreadBits & colRegBits))
     return failure();
   int run = 1; // registers r, r+1, ... hold consecutive columns
   while (run < layout.numRegs() && static_cast<size_t>(tilec::log2Exact(run)) < layout.regBases().size() &&
          layout.regBases()[tilec::log2Exact(run)] == tilec::Coord{0, run} && (run * 2) * elemBytes <= 4)
     run *= 2;
-  if ((threadBits[1] & (run - 1)) || (threadBits[1] % run) != 0)
+  if (colThreadBits % run != 0)
     return failure();
 
-  SharedTile tile;
-  tile.rows = rows;
-  tile.cols = cols;
-  tile.elemBytes = elemBytes;
-  tile.swizzleBits = std::min(3, tilec::log2Exact(chunksPerRow));
-  int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
+  unsigned swizzleBits = std::min(3, tilec::log2Exact(chunksPerRow));
+  int64_t mask = (int64_t(1) << swizzleBits) - 1;
   for (int64_t r = 0; r < layout.numRegs(); r += run)
     if (layout.regCoord(r)[0] & mask)
       return failure(); // a register row would change the swizzle phase
   int64_t sharedMark = sharedBytes;
-  tile.offset = llvm::alignTo(sharedBytes, 128);
-  sharedBytes = tile.offset + rows * cols * elemBytes;
-  sharedPeak = std::max(sharedPeak, sharedBytes);
+  SharedTile tile = allocateRegion(rows, cols, elemBytes, swizzleBits);
 
   drainRegion(tile);
   barrierBeforeFill();
@@ -997,7 +1007,6 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
                                         ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * elemBytes});
     LLVM::StoreOp::create(b, word, address, run * elemBytes);
   }
-  sharedAccessSinceBarrier = true;
   barrier();
 
   // Whole chunks, consecutive threads along a row.
@@ -1041,9 +1050,9 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
         passStep = arith::MulIOp::create(b, view.strides[0], i64(threads / chunksPerRow));
       }
     }
-    noteAccess(view, kChunkBytes);
     storeGlobalIf(ok, address, data, kChunkBytes);
   }
+  noteAccess(view, kChunkBytes);
   // The chunk reads above: the next fill of this space needs a barrier.
   sharedAccessSinceBarrier = true;
   sharedBytes = sharedMark;
@@ -1412,7 +1421,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     after.pendingGroup = committedGroups - 1;
     sharedTiles[op.getResult(c.index)] = after;
     const SharedTile &first = sharedTiles[init];
-    int64_t bytes = first.rows * first.cols * first.elemBytes;
+    int64_t bytes = first.bytes();
     if (init.hasOneUse() && op.getResult(c.index).use_empty()) {
       dead.push_back({first.offset, bytes});
       if (c.ring)
@@ -1529,16 +1538,12 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   if (type.getRank() != 2)
     return op.emitError() << "layout conversion of a rank-" << type.getRank()
                           << " tile through shared memory is not supported";
-  SharedTile scratch;
-  scratch.rows = type.getDimSize(0);
-  scratch.cols = type.getDimSize(1);
-  scratch.elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  if (scratch.cols * scratch.elemBytes % kChunkBytes != 0)
+  int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  if (type.getDimSize(1) * elemBytes % kChunkBytes != 0)
     return op.emitError() << "layout conversion through shared memory needs rows of whole "
                              "16-byte chunks";
-  scratch.offset = llvm::alignTo(sharedBytes, 128);
-  sharedBytes = scratch.offset + scratch.rows * scratch.cols * scratch.elemBytes;
-  sharedPeak = std::max(sharedPeak, sharedBytes);
+  SharedTile scratch = allocateRegion(type.getDimSize(0), type.getDimSize(1), elemBytes,
+                                      /*swizzleBits=*/0);
   drainRegion(scratch);
   barrierBeforeFill();
   writeShared(scratch, from, regs[in]);

@@ -191,19 +191,20 @@ std::optional<unsigned> chainedResult(scf::ForOp previous, scf::ForOp loop, Load
       previous.getUpperBound() != loop.getLowerBound() || previous.getStep() != loop.getStep())
     return std::nullopt;
   Block *prevBody = previous.getBody();
+  // The prefetches load for iv + step; `load` for loop's own iv.
+  Value nextIv;
+  prevBody->walk([&](arith::AddIOp add) {
+    if (add.getLhs() == previous.getInductionVar() && add.getRhs() == previous.getStep())
+      nextIv = add.getResult();
+  });
+  if (!nextIv)
+    return std::nullopt;
   auto yield = cast<scf::YieldOp>(prevBody->getTerminator());
   for (auto [i, yielded] : llvm::enumerate(yield.getOperands())) {
     auto prefetch = yielded.getDefiningOp<LoadOp>();
-    if (!prefetch || prefetch->getBlock() != prevBody)
-      continue;
-    // The prefetch loads for iv + step; `load` for loop's own iv.
-    Value nextIv;
-    prevBody->walk([&](arith::AddIOp add) {
-      if (add.getLhs() == previous.getInductionVar() && add.getRhs() == previous.getStep())
-        nextIv = add.getResult();
-    });
-    if (nextIv && sameComputation(prefetch.getResult(), load.getResult(), nextIv,
-                                  loop.getInductionVar(), prevBody, loop.getBody()))
+    if (prefetch && prefetch->getBlock() == prevBody &&
+        sameComputation(prefetch.getResult(), load.getResult(), nextIv, loop.getInductionVar(),
+                        prevBody, loop.getBody()))
       return i;
   }
   return std::nullopt;
