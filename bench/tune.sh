@@ -21,6 +21,7 @@ if [ ! -d "$BUILD/python" ]; then
   cmake --build "$BUILD" >/dev/null
 fi
 export PYTHONPATH="$PWD/$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+rm -rf "$BUILD/tune"  # a warm machine keeps the last run's tables
 mkdir -p "$BUILD/tune"
 for dir in "$TUNE"/*/; do
   config=$(basename "$dir")

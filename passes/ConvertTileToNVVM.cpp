@@ -113,9 +113,9 @@ std::optional<int64_t> constantInt(Value v) {
 class KernelLowering {
 public:
   KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue,
-                 bool skipUnitRescale)
+                 bool skipUnitRescale, bool boundsPerTile)
       : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue),
-        skipUnitRescale(skipUnitRescale), ctx(func.getContext()),
+        skipUnitRescale(skipUnitRescale), boundsPerTile(boundsPerTile), ctx(func.getContext()),
         b(func.getLoc(), func.getContext()) {}
 
   LogicalResult run();
@@ -136,6 +136,7 @@ private:
   SmallVector<Value> threadCoords(const LinearLayout &layout);
   SmallVector<Value> elementCoords(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg);
   Value inBounds(const ViewInfo &view, ArrayRef<Value> index);
+  Value tileInsideView(const ViewInfo &view, ArrayRef<Value> offsets, ArrayRef<int64_t> extents);
   Value elementAddress(const ViewInfo &view, ArrayRef<Value> index);
   Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
   Value sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
@@ -209,6 +210,8 @@ private:
   /// Multiply by a broadcast only where a factor differs from 1 (see
   /// lowerRescale).
   bool skipUnitRescale;
+  /// Copies of tiles wholly inside their view skip per-chunk bounds.
+  bool boundsPerTile;
   MLIRContext *ctx;
   ImplicitLocOpBuilder b;
   int64_t numWarps = 4;
@@ -335,6 +338,24 @@ Value KernelLowering::inBounds(const ViewInfo &view, ArrayRef<Value> index) {
     ok = ok ? arith::AndIOp::create(b, ok, inside).getResult() : inside;
   }
   return ok;
+}
+
+/// Whether the tile [offsets, offsets + extents) lies inside the view in
+/// every dimension: one uniform test per tile instead of one per element. It
+/// folds to a constant where offsets and sizes are constants.
+Value KernelLowering::tileInsideView(const ViewInfo &view, ArrayRef<Value> offsets,
+                                     ArrayRef<int64_t> extents) {
+  Value all;
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    // 0 <= offset <= size - extent (signed: size - extent < 0 when the tile
+    // is larger than the view, and then nothing fits).
+    Value lastStart = b.createOrFold<arith::SubIOp>(view.sizes[d], i32(extents[d]));
+    Value notBefore = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sge, offsets[d], i32(0));
+    Value notPast = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sle, offsets[d], lastStart);
+    Value fits = b.createOrFold<arith::AndIOp>(notBefore, notPast);
+    all = all ? b.createOrFold<arith::AndIOp>(all, fits) : fits;
+  }
+  return all;
 }
 
 Value KernelLowering::elementAddress(const ViewInfo &view, ArrayRef<Value> index) {
@@ -703,20 +724,30 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
                           << " needs a float tile";
 
   SmallVector<Value> thread = threadCoords(layout);
-  SmallVector<Value> values(layout.numRegs());
   Type vecType = width > 1 ? VectorType::get({width}, elemType) : elemType;
-  for (int64_t r = 0; r < layout.numRegs(); r += width) {
-    SmallVector<Value> c = elementCoords(layout, thread, r);
-    SmallVector<Value> index;
+  auto elementIndex = [&](int64_t r) {
+    SmallVector<Value> c = elementCoords(layout, thread, r), index;
     for (size_t d = 0; d < c.size(); ++d)
       index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
-    Value ok = inBounds(view, index);
-    auto ifOp = scf::IfOp::create(b, TypeRange{vecType}, ok, /*withElse=*/true);
-    {
+    return index;
+  };
+  // One load (a `width` vector, or a scalar) per group of registers.
+  auto uncheckedLoads = [&] {
+    SmallVector<Value> loaded;
+    for (int64_t r = 0; r < layout.numRegs(); r += width)
+      loaded.push_back(LLVM::LoadOp::create(b, vecType, elementAddress(view, elementIndex(r)),
+                                            width * elemBytes));
+    return loaded;
+  };
+  auto checkedLoads = [&] {
+    SmallVector<Value> loaded;
+    for (int64_t r = 0; r < layout.numRegs(); r += width) {
+      SmallVector<Value> index = elementIndex(r);
+      auto ifOp = scf::IfOp::create(b, TypeRange{vecType}, inBounds(view, index), /*withElse=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      Value loaded = LLVM::LoadOp::create(b, vecType, elementAddress(view, index), width * elemBytes);
-      scf::YieldOp::create(b, loaded);
+      Value value = LLVM::LoadOp::create(b, vecType, elementAddress(view, index), width * elemBytes);
+      scf::YieldOp::create(b, value);
       b.setInsertionPointToStart(&ifOp.getElseRegion().front());
       Value pad = padding;
       if (width > 1)
@@ -728,14 +759,39 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
         pad = vec;
       }
       scf::YieldOp::create(b, pad);
+      loaded.push_back(ifOp.getResult(0));
     }
-    for (int i = 0; i < width; ++i)
-      values[r + i] = width > 1 ? LLVM::ExtractElementOp::create(b, ifOp.getResult(0), i32(i)).getResult()
-                                : ifOp.getResult(0);
+    return loaded;
+  };
+  // A tile wholly inside the view loads without per-element guards (see
+  // lowerLoadToShared); the uniform test picks the version at run time.
+  ArrayRef<int64_t> shape = op.getResult().getType().getShape();
+  Value inside = boundsPerTile ? tileInsideView(view, offsets, shape) : Value();
+  std::optional<int64_t> insideConst = inside ? getConstantIntValue(inside) : std::optional<int64_t>(0);
+  SmallVector<Value> loaded;
+  if (insideConst) {
+    loaded = *insideConst ? uncheckedLoads() : checkedLoads();
+  } else {
+    int64_t loads = (layout.numRegs() + width - 1) / width;
+    auto ifOp = scf::IfOp::create(b, SmallVector<Type>(loads, vecType), inside, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      scf::YieldOp::create(b, uncheckedLoads());
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      scf::YieldOp::create(b, checkedLoads());
+    }
+    loaded.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+  }
+  SmallVector<Value> values(layout.numRegs());
+  for (int64_t r = 0, i = 0; r < layout.numRegs(); r += width, ++i) {
+    for (int w = 0; w < width; ++w)
+      values[r + w] = width > 1 ? LLVM::ExtractElementOp::create(b, loaded[i], i32(w)).getResult()
+                                : loaded[i];
     // mma operands want element pairs packed in one register: remember the
     // loaded vector so packing them again costs nothing.
     if (width == 2)
-      packedPairs[{values[r], values[r + 1]}] = ifOp.getResult(0);
+      packedPairs[{values[r], values[r + 1]}] = loaded[i];
   }
   regs[op.getResult()] = values;
   return success();
@@ -785,44 +841,94 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     rowInPass = arith::DivUIOp::create(b, threadId, i32(chunksPerRow));
     chunkInRow = arith::RemUIOp::create(b, threadId, i32(chunksPerRow));
   }
-  for (int64_t first = 0; first < totalChunks; first += threads) {
+  // A tile wholly inside the view (every block of a loop but the last, in
+  // practice) needs no per-chunk bounds: its copies take the fast path,
+  // whose source addresses are one thread pointer plus a constant step per
+  // pass. Only a tile that may cross the view's edge pays for the checked
+  // copies (zero-filled chunks, addresses clamped into the view).
+  Value inside = boundsPerTile ? tileInsideView(view, {rowOffset, colOffset}, {tile.rows, tile.cols})
+                               : Value();
+  std::optional<int64_t> insideConst = inside ? getConstantIntValue(inside) : std::optional<int64_t>(0);
+  auto copyChunk = [&](int64_t first, Value dst, Value src, Value srcBytes) {
+    auto emit = [&] {
+      NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(kChunkBytes),
+                              NVVM::LoadCacheModifierKindAttr::get(ctx, NVVM::LoadCacheModifierKind::CG),
+                              srcBytes);
+    };
+    if (totalChunks % threads == 0 || first + threads <= totalChunks)
+      return emit();
     Value chunkId = arith::AddIOp::create(b, threadId, i32(first));
-    Value row = constantStride ? arith::AddIOp::create(b, rowInPass, i32(first / chunksPerRow)).getResult()
-                               : arith::DivUIOp::create(b, chunkId, i32(chunksPerRow)).getResult();
-    Value chunk = constantStride ? chunkInRow
-                                 : arith::RemUIOp::create(b, chunkId, i32(chunksPerRow)).getResult();
-    Value col = arith::MulIOp::create(b, chunk, i32(elemsPerChunk));
-    Value globalRow = arith::AddIOp::create(b, row, rowOffset);
-    Value globalCol = arith::AddIOp::create(b, col, colOffset);
-    // Bytes of this chunk inside the view: 0 when the row is outside,
-    // clamp((size - col) * elemBytes, 0, 16) otherwise.
-    // Unsigned compares also reject negative rows and columns.
-    Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalRow, view.sizes[0]);
-    Value colOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalCol, view.sizes[1]);
-    Value colsLeft = arith::SubIOp::create(b, view.sizes[1], globalCol);
-    Value bytesLeft = arith::MulIOp::create(b, colsLeft, i32(tile.elemBytes));
-    bytesLeft = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, bytesLeft, i32(kChunkBytes)), i32(0));
-    Value srcBytes = arith::SelectOp::create(b, arith::AndIOp::create(b, rowOk, colOk), bytesLeft, i32(0));
-    Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, srcBytes, i32(0));
-    // Never form an address outside the view, even for a zero-byte copy.
-    Value safeRow = arith::SelectOp::create(b, valid, globalRow, i32(0));
-    Value safeCol = arith::SelectOp::create(b, valid, globalCol, i32(0));
-    Value src = elementAddress(view, {safeRow, safeCol});
-    Value dst = constantStride ? sharedChunkAddress(tile, rowInPass, first / chunksPerRow, chunkInRow, 0)
-                               : sharedElementAddress(tile, row, col);
-    if (totalChunks % threads != 0 && first + threads > totalChunks) {
-      Value active = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, chunkId, i32(totalChunks));
-      auto ifOp = scf::IfOp::create(b, TypeRange{}, active, /*withElse=*/false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(kChunkBytes),
-                              NVVM::LoadCacheModifierKindAttr::get(ctx, NVVM::LoadCacheModifierKind::CG),
-                              srcBytes);
-    } else {
-      NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(kChunkBytes),
-                              NVVM::LoadCacheModifierKindAttr::get(ctx, NVVM::LoadCacheModifierKind::CG),
-                              srcBytes);
+    Value active = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, chunkId, i32(totalChunks));
+    auto ifOp = scf::IfOp::create(b, TypeRange{}, active, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    emit();
+  };
+  auto chunkRowCol = [&](int64_t first) -> std::pair<Value, Value> {
+    if (constantStride)
+      return {arith::AddIOp::create(b, rowInPass, i32(first / chunksPerRow)), chunkInRow};
+    Value chunkId = arith::AddIOp::create(b, threadId, i32(first));
+    return {arith::DivUIOp::create(b, chunkId, i32(chunksPerRow)),
+            arith::RemUIOp::create(b, chunkId, i32(chunksPerRow))};
+  };
+  auto chunkDst = [&](int64_t first, Value row, Value col) {
+    return constantStride ? sharedChunkAddress(tile, rowInPass, first / chunksPerRow, chunkInRow, 0)
+                          : sharedElementAddress(tile, row, col);
+  };
+  auto uncheckedCopies = [&] {
+    Value srcBytes = i32(kChunkBytes), src;
+    Value passStep; // elements between a thread's chunks in consecutive passes
+    if (constantStride)
+      passStep = arith::MulIOp::create(b, view.strides[0], i64(rowsPerPass));
+    for (int64_t first = 0; first < totalChunks; first += threads) {
+      auto [row, chunk] = chunkRowCol(first);
+      Value col = arith::MulIOp::create(b, chunk, i32(elemsPerChunk));
+      if (!constantStride || first == 0)
+        src = elementAddress(view, {arith::AddIOp::create(b, row, rowOffset),
+                                    arith::AddIOp::create(b, col, colOffset)});
+      else {
+        // Each pass's pointer is the previous one plus a step (two adds),
+        // hidden from LLVM: seen through, loop strength reduction makes
+        // every pass's pointer its own induction variable (two registers
+        // each, 16 per 64x128 tile, live across the whole loop).
+        src = LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType, src,
+                                  ValueRange{passStep});
+        src = inlinePtx(src.getType(), src, "mov.b64 $0, $1;", "=l,l")->getResult(0);
+      }
+      copyChunk(first, chunkDst(first, row, col), src, srcBytes);
     }
+  };
+  auto checkedCopies = [&] {
+    for (int64_t first = 0; first < totalChunks; first += threads) {
+      auto [row, chunk] = chunkRowCol(first);
+      Value col = arith::MulIOp::create(b, chunk, i32(elemsPerChunk));
+      Value globalRow = arith::AddIOp::create(b, row, rowOffset);
+      Value globalCol = arith::AddIOp::create(b, col, colOffset);
+      // Bytes of this chunk inside the view: 0 when the row is outside,
+      // clamp((size - col) * elemBytes, 0, 16) otherwise.
+      // Unsigned compares also reject negative rows and columns.
+      Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalRow, view.sizes[0]);
+      Value colOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalCol, view.sizes[1]);
+      Value colsLeft = arith::SubIOp::create(b, view.sizes[1], globalCol);
+      Value bytesLeft = arith::MulIOp::create(b, colsLeft, i32(tile.elemBytes));
+      bytesLeft = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, bytesLeft, i32(kChunkBytes)), i32(0));
+      Value srcBytes = arith::SelectOp::create(b, arith::AndIOp::create(b, rowOk, colOk), bytesLeft, i32(0));
+      Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, srcBytes, i32(0));
+      // Never form an address outside the view, even for a zero-byte copy.
+      Value safeRow = arith::SelectOp::create(b, valid, globalRow, i32(0));
+      Value safeCol = arith::SelectOp::create(b, valid, globalCol, i32(0));
+      copyChunk(first, chunkDst(first, row, col), elementAddress(view, {safeRow, safeCol}), srcBytes);
+    }
+  };
+  if (insideConst)
+    *insideConst ? uncheckedCopies() : checkedCopies();
+  else {
+    auto ifOp = scf::IfOp::create(b, TypeRange{}, inside, /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    uncheckedCopies();
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    checkedCopies();
   }
   noteAccess(view, kChunkBytes);
   NVVM::CpAsyncCommitGroupOp::create(b);
@@ -1944,7 +2050,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
                                     /*isConstant=*/false, LLVM::Linkage::External, kSharedSymbol,
                                     Attribute(), /*alignment=*/128, kSharedAddressSpace);
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale).run()))
+      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, boundsPerTile).run()))
         return signalPassFailure();
     module->setAttr("tile.target", builder.getStringAttr(arch));
   }

@@ -162,7 +162,8 @@ func.func @q_in_shared_memory(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !ti
 // it waits for everything (group 0), then the barrier, then the reads.
 // CHECK-LABEL: llvm.func @zerotrip
 // CHECK:         scf.for
-// CHECK:         }
+// CHECK:           scf.yield {{.*}} : f32
+// CHECK-NEXT:    }
 // CHECK:         nvvm.cp.async.wait.group 0
 // CHECK-NEXT:    nvvm.barrier0
 // CHECK:         llvm.inline_asm {{.*}}ldmatrix
