@@ -36,6 +36,7 @@
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <map>
 #include <tuple>
@@ -110,12 +111,19 @@ std::optional<int64_t> constantInt(Value v) {
   return std::nullopt;
 }
 
+/// How loads respect their view's bounds (the copy-bounds option).
+enum class CopyBounds {
+  Chunk, ///< every chunk or element tested; copy addresses clamped
+  Tile,  ///< one uniform test per tile: unchecked or checked version
+  Row,   ///< cp.async sized 16 or 0 by row, no branch; else as Tile
+};
+
 class KernelLowering {
 public:
   KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue,
-                 bool skipUnitRescale, bool boundsPerTile)
+                 bool skipUnitRescale, CopyBounds copyBounds)
       : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue),
-        skipUnitRescale(skipUnitRescale), boundsPerTile(boundsPerTile), ctx(func.getContext()),
+        skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), ctx(func.getContext()),
         b(func.getLoc(), func.getContext()) {}
 
   LogicalResult run();
@@ -136,7 +144,9 @@ private:
   SmallVector<Value> threadCoords(const LinearLayout &layout);
   SmallVector<Value> elementCoords(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg);
   Value inBounds(const ViewInfo &view, ArrayRef<Value> index);
-  Value tileInsideView(const ViewInfo &view, ArrayRef<Value> offsets, ArrayRef<int64_t> extents);
+  /// Dimensions firstDim, firstDim + 1, ... of the view against offsets and extents.
+  Value tileInsideView(const ViewInfo &view, ArrayRef<Value> offsets, ArrayRef<int64_t> extents,
+                       unsigned firstDim = 0);
   Value elementAddress(const ViewInfo &view, ArrayRef<Value> index);
   Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
   Value sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
@@ -210,8 +220,7 @@ private:
   /// Multiply by a broadcast only where a factor differs from 1 (see
   /// lowerRescale).
   bool skipUnitRescale;
-  /// Copies of tiles wholly inside their view skip per-chunk bounds.
-  bool boundsPerTile;
+  CopyBounds copyBounds;
   MLIRContext *ctx;
   ImplicitLocOpBuilder b;
   int64_t numWarps = 4;
@@ -344,14 +353,15 @@ Value KernelLowering::inBounds(const ViewInfo &view, ArrayRef<Value> index) {
 /// every dimension: one uniform test per tile instead of one per element. It
 /// folds to a constant where offsets and sizes are constants.
 Value KernelLowering::tileInsideView(const ViewInfo &view, ArrayRef<Value> offsets,
-                                     ArrayRef<int64_t> extents) {
+                                     ArrayRef<int64_t> extents, unsigned firstDim) {
   Value all;
-  for (size_t d = 0; d < offsets.size(); ++d) {
+  for (size_t d = firstDim; d < firstDim + offsets.size(); ++d) {
     // 0 <= offset <= size - extent (signed: size - extent < 0 when the tile
     // is larger than the view, and then nothing fits).
-    Value lastStart = b.createOrFold<arith::SubIOp>(view.sizes[d], i32(extents[d]));
-    Value notBefore = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sge, offsets[d], i32(0));
-    Value notPast = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sle, offsets[d], lastStart);
+    Value offset = offsets[d - firstDim];
+    Value lastStart = b.createOrFold<arith::SubIOp>(view.sizes[d], i32(extents[d - firstDim]));
+    Value notBefore = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sge, offset, i32(0));
+    Value notPast = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sle, offset, lastStart);
     Value fits = b.createOrFold<arith::AndIOp>(notBefore, notPast);
     all = all ? b.createOrFold<arith::AndIOp>(all, fits) : fits;
   }
@@ -766,7 +776,7 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
   // A tile wholly inside the view loads without per-element guards (see
   // lowerLoadToShared); the uniform test picks the version at run time.
   ArrayRef<int64_t> shape = op.getResult().getType().getShape();
-  Value inside = boundsPerTile ? tileInsideView(view, offsets, shape) : Value();
+  Value inside = copyBounds != CopyBounds::Chunk ? tileInsideView(view, offsets, shape) : Value();
   std::optional<int64_t> insideConst = inside ? getConstantIntValue(inside) : std::optional<int64_t>(0);
   SmallVector<Value> loaded;
   if (insideConst) {
@@ -846,8 +856,9 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   // whose source addresses are one thread pointer plus a constant step per
   // pass. Only a tile that may cross the view's edge pays for the checked
   // copies (zero-filled chunks, addresses clamped into the view).
-  Value inside = boundsPerTile ? tileInsideView(view, {rowOffset, colOffset}, {tile.rows, tile.cols})
-                               : Value();
+  Value inside = copyBounds != CopyBounds::Chunk
+                     ? tileInsideView(view, {rowOffset, colOffset}, {tile.rows, tile.cols})
+                     : Value();
   std::optional<int64_t> insideConst = inside ? getConstantIntValue(inside) : std::optional<int64_t>(0);
   auto copyChunk = [&](int64_t first, Value dst, Value src, Value srcBytes) {
     auto emit = [&] {
@@ -920,7 +931,37 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
       copyChunk(first, chunkDst(first, row, col), elementAddress(view, {safeRow, safeCol}), srcBytes);
     }
   };
-  if (insideConst)
+  // 'row': no branch. Each chunk copies 16 bytes or none by whether its row
+  // is inside the view, from a pointer chained like the unchecked copies'.
+  // A zero-byte cp.async reads nothing, so the address of a row past the
+  // view is formed but never used. Needs whole rows per pass and the
+  // columns inside at compile time (else a chunk could be partly inside).
+  Value colsInside = tileInsideView(view, {colOffset}, {tile.cols}, /*firstDim=*/1);
+  auto rowPredicatedCopies = [&] {
+    Value passStep = arith::MulIOp::create(b, view.strides[0], i64(rowsPerPass)), src;
+    Value col = arith::MulIOp::create(b, chunkInRow, i32(elemsPerChunk));
+    Value firstRow = arith::AddIOp::create(b, rowInPass, rowOffset);
+    for (int64_t first = 0; first < totalChunks; first += threads) {
+      Value globalRow = arith::AddIOp::create(b, firstRow, i32(first / chunksPerRow));
+      // Unsigned: negative rows are outside too.
+      Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalRow, view.sizes[0]);
+      Value srcBytes = arith::SelectOp::create(b, rowOk, i32(kChunkBytes), i32(0));
+      if (first == 0) {
+        src = elementAddress(view, {firstRow, arith::AddIOp::create(b, col, colOffset)});
+      } else {
+        src = LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType, src,
+                                  ValueRange{passStep});
+        src = inlinePtx(src.getType(), src, "mov.b64 $0, $1;", "=l,l")->getResult(0);
+      }
+      copyChunk(first, chunkDst(first, nullptr, nullptr), src, srcBytes);
+    }
+  };
+  // (i1 constants read as 0 and -1.)
+  bool staticallyInside = insideConst && *insideConst;
+  if (copyBounds == CopyBounds::Row && constantStride && !staticallyInside &&
+      getConstantIntValue(colsInside).value_or(0) != 0)
+    rowPredicatedCopies();
+  else if (insideConst)
     *insideConst ? uncheckedCopies() : checkedCopies();
   else {
     auto ifOp = scf::IfOp::create(b, TypeRange{}, inside, /*withElse=*/true);
@@ -2049,8 +2090,17 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
                                     LLVM::LLVMArrayType::get(builder.getI8Type(), 0),
                                     /*isConstant=*/false, LLVM::Linkage::External, kSharedSymbol,
                                     Attribute(), /*alignment=*/128, kSharedAddressSpace);
+    std::optional<CopyBounds> bounds = llvm::StringSwitch<std::optional<CopyBounds>>(copyBounds)
+                                           .Case("chunk", CopyBounds::Chunk)
+                                           .Case("tile", CopyBounds::Tile)
+                                           .Case("row", CopyBounds::Row)
+                                           .Default(std::nullopt);
+    if (!bounds) {
+      module.emitError() << "copy-bounds must be chunk, tile or row, got '" << copyBounds << "'";
+      return signalPassFailure();
+    }
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, boundsPerTile).run()))
+      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, *bounds).run()))
         return signalPassFailure();
     module->setAttr("tile.target", builder.getStringAttr(arch));
   }

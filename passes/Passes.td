@@ -69,10 +69,13 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "multiply a tile by a row or column broadcast (the online softmax's O "
            "rescale) only in warps where some factor is not exactly 1 (a vote and a "
            "branch; exact). Experimental: not measured yet">,
-    Option<"boundsPerTile", "bounds-per-tile", "bool", /*default=*/"true",
-           "copy a tile that lies wholly inside its view without per-chunk bounds "
-           "(one uniform test per tile picks the fast or the checked copies; false: "
-           "every chunk is checked)">,
+    Option<"copyBounds", "copy-bounds", "std::string", /*default=*/"\"row\"",
+           "how global->shared copies respect the view's bounds: 'chunk' (every "
+           "chunk tested, addresses clamped into the view), 'tile' (one uniform "
+           "test per tile branches to unchecked or checked copies), 'row' (no "
+           "branch: each chunk's size is 16 or 0 by its row, addresses chained, "
+           "when the columns are inside at compile time; else as 'tile'). "
+           "Register tiles: one test per tile except with 'chunk'">,
     Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"true",
            "store register tiles holding under 16 bytes of a row per thread through "
            "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,

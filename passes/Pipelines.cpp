@@ -29,7 +29,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   lowering.arch = options.arch;
   lowering.smemEpilogue = options.smemEpilogue;
   lowering.skipUnitRescale = options.skipUnitRescale;
-  lowering.boundsPerTile = options.boundsPerTile;
+  lowering.copyBounds = options.copyBounds;
   pm.addPass(createConvertTileToNVVM(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -24,10 +24,10 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                llvm::cl::desc("skip multiplies by a broadcast of exact ones "
                                               "(warp vote; experimental)"),
                                llvm::cl::init(false)};
-  Option<bool> boundsPerTile{*this, "bounds-per-tile",
-                             llvm::cl::desc("copy tiles wholly inside their view without "
-                                            "per-chunk bounds checks"),
-                             llvm::cl::init(true)};
+  Option<std::string> copyBounds{*this, "copy-bounds",
+                                 llvm::cl::desc("bounds of global->shared copies: chunk, tile "
+                                                "or row (see convert-tile-to-nvvm)"),
+                                 llvm::cl::init("row")};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

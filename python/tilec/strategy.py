@@ -63,10 +63,15 @@ CANDIDATES = (
     FlashConfig(128, 64, 4, 2, False, "skip-unit-rescale=true"),
     FlashConfig(128, 64, 4, 2, True, "skip-unit-rescale=true"),
     FlashConfig(128, 128, 8, 2, True, "skip-unit-rescale=true"),
-    # A/B of the per-tile bounds test (the default): every chunk checked.
-    FlashConfig(128, 64, 4, 2, False, "bounds-per-tile=false"),
-    FlashConfig(128, 64, 4, 2, True, "bounds-per-tile=false"),
-    FlashConfig(128, 128, 8, 2, True, "bounds-per-tile=false"),
+    # A/B of how copies respect the view's bounds (copy-bounds; the default
+    # 'row' sizes each chunk 16 or 0 by its row, without a branch): 'tile'
+    # branches once per tile to unchecked or checked copies, 'chunk' checks
+    # and clamps every chunk (the code before 2026-11-29).
+    FlashConfig(128, 64, 4, 2, False, "copy-bounds=tile"),
+    FlashConfig(128, 64, 4, 2, False, "copy-bounds=chunk"),
+    FlashConfig(128, 64, 4, 2, True, "copy-bounds=tile"),
+    FlashConfig(128, 64, 4, 2, True, "copy-bounds=chunk"),
+    FlashConfig(128, 128, 8, 2, True, "copy-bounds=chunk"),
 )
 
 DEFAULT = FlashConfig(64, 64, 4)

@@ -1,28 +1,56 @@
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="bounds-per-tile=false" | FileCheck %s --check-prefix=EVERY
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s --check-prefixes=ROW,REG
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="copy-bounds=tile" | FileCheck %s --check-prefixes=TILE,REG
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="copy-bounds=chunk" | FileCheck %s --check-prefix=EVERY
+// RUN: not tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="copy-bounds=never" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// Bounds are tested once per tile: a tile wholly inside its view loads
-// without per-element guards. Q is a 64x64 tile at (0, 0) of a 64x64 view:
-// inside at compile time, so its register loads carry no guard at all. K
-// starts at row j*64 of an n-row view: one uniform test (0 <= j*64 <= n - 64)
-// picks between unguarded 16-byte copies (the full 16 bytes, no selects)
-// and the checked copies (zero-fill and clamped addresses, per chunk).
-// CHECK-LABEL: llvm.func @edge
-// CHECK-NOT:     scf.if
-// CHECK:         llvm.load {{.*}} -> vector<2xf16>
-// CHECK-NOT:     scf.if
-// CHECK:         %[[GE:.*]] = arith.cmpi sge, %[[ROW:.*]], %{{.*}} : i32
-// CHECK:         %[[LE:.*]] = arith.cmpi sle, %[[ROW]], %{{.*}} : i32
-// CHECK:         %[[IN:.*]] = arith.andi %[[GE]], %[[LE]] : i1
-// CHECK:         scf.if %[[IN]] {
-// CHECK-NOT:       arith.select
-// CHECK-COUNT-4:   nvvm.cp.async.shared.global {{.*}}, 16, cache = cg, %c16_i32{{[_0-9]*}} :
-// CHECK-NEXT:    } else {
-// CHECK-COUNT-4:   nvvm.cp.async.shared.global {{.*}}, 16, cache = cg, %{{[0-9]+}} :
-// CHECK-NEXT:    }
-// CHECK-NEXT:    nvvm.cp.async.commit.group
-// With the option off, every element and chunk is checked: guarded loads,
-// and copies whose size comes from a select.
+// BAD: copy-bounds must be chunk, tile or row, got 'never'
+
+// Q is a 64x64 tile at (0, 0) of a 64x64 view: inside at compile time, so
+// its register loads carry no guard at all (row and tile). K starts at row
+// j*64 of an n-row view.
+//
+// row (the default): no branch; each 16-byte chunk copies 16 bytes or none
+// by its row (one unsigned compare against n), and a thread's pointer for
+// the next pass is the last one plus a step, through an opaque mov.
+// ROW-LABEL: llvm.func @edge
+// ROW-NOT:     scf.if
+// ROW:         llvm.load {{.*}} -> vector<2xf16>
+// ROW-NOT:     scf.if
+// ROW:         %[[OK:.*]] = arith.cmpi ult, %{{.*}}, %arg3 : i32
+// ROW:         %[[SIZE:.*]] = arith.select %[[OK]], %c16_i32{{[_0-9]*}}, %c0_i32{{[_0-9]*}} : i32
+// ROW:         nvvm.cp.async.shared.global {{.*}}, 16, cache = cg, %[[SIZE]] :
+// ROW:         arith.cmpi ult, %{{.*}}, %arg3 : i32
+// ROW:         "mov.b64 $0, $1;"
+// ROW:         nvvm.cp.async.shared.global
+// ROW:         arith.cmpi ult, %{{.*}}, %arg3 : i32
+// ROW:         "mov.b64 $0, $1;"
+// ROW:         nvvm.cp.async.shared.global
+// ROW:         arith.cmpi ult, %{{.*}}, %arg3 : i32
+// ROW:         "mov.b64 $0, $1;"
+// ROW:         nvvm.cp.async.shared.global
+// ROW-NOT:     scf.if
+// ROW:         nvvm.cp.async.commit.group
+//
+// tile: one uniform test (0 <= j*64 <= n - 64) picks between unguarded
+// copies (the full 16 bytes, no selects) and the checked copies (zero-fill
+// and clamped addresses, per chunk).
+// TILE-LABEL: llvm.func @edge
+// TILE-NOT:     scf.if
+// TILE:         llvm.load {{.*}} -> vector<2xf16>
+// TILE-NOT:     scf.if
+// TILE:         %[[GE:.*]] = arith.cmpi sge, %[[R:.*]], %{{.*}} : i32
+// TILE:         %[[LE:.*]] = arith.cmpi sle, %[[R]], %{{.*}} : i32
+// TILE:         %[[IN:.*]] = arith.andi %[[GE]], %[[LE]] : i1
+// TILE:         scf.if %[[IN]] {
+// TILE-NOT:       arith.select
+// TILE-COUNT-4:   nvvm.cp.async.shared.global {{.*}}, 16, cache = cg, %c16_i32{{[_0-9]*}} :
+// TILE-NEXT:    } else {
+// TILE-COUNT-4:   nvvm.cp.async.shared.global {{.*}}, 16, cache = cg, %{{[0-9]+}} :
+// TILE-NEXT:    }
+// TILE-NEXT:    nvvm.cp.async.commit.group
+//
+// chunk: every element and chunk is checked: guarded loads, and copies
+// whose size comes from a select.
 // EVERY-LABEL: llvm.func @edge
 // EVERY:         scf.if {{.*}} -> (vector<2xf16>)
 // EVERY-NOT:     arith.cmpi sge
@@ -51,16 +79,16 @@ func.func @edge(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %
 // A register tile at a run-time offset: the test picks, at run time, the
 // unguarded loads or the guarded ones; both yield every loaded pair. Padding
 // other than zero stays on the checked side only.
-// CHECK-LABEL: llvm.func @runtime_offset
-// CHECK:         %[[IN:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
-// CHECK:         %{{.*}}:16 = scf.if %[[IN]] -> (vector<2xf16>, vector<2xf16>
-// CHECK-NOT:       scf.if
-// CHECK:           llvm.load {{.*}} -> vector<2xf16>
-// CHECK:         } else {
-// CHECK:           scf.if {{.*}} -> (vector<2xf16>)
-// CHECK:             llvm.load {{.*}} -> vector<2xf16>
-// CHECK:           } else {
-// CHECK:             llvm.insertelement
+// REG-LABEL: llvm.func @runtime_offset
+// REG:         %[[IN:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
+// REG:         %{{.*}}:16 = scf.if %[[IN]] -> (vector<2xf16>, vector<2xf16>
+// REG-NOT:       scf.if
+// REG:           llvm.load {{.*}} -> vector<2xf16>
+// REG:         } else {
+// REG:           scf.if {{.*}} -> (vector<2xf16>)
+// REG:             llvm.load {{.*}} -> vector<2xf16>
+// REG:           } else {
+// REG:             llvm.insertelement
 func.func @runtime_offset(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32, %i: i32)
     attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
   %c0 = arith.constant 0 : i32
