@@ -25,7 +25,7 @@ def _name(DTYPE, HEAD_DIM, CAUSAL, **_):
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", 1), name=_name, num_warps="NUM_WARPS",
-           num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
+           num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE", copy_bounds="COPY_BOUNDS",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "block_m": "BLOCK_M"})
 def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
               lse: tl.ptr(tl.float32), seqlen_q: tl.int32, seqlen_k: tl.int32,
@@ -38,7 +38,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
               CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
-              SMEM_EPILOGUE: tl.constexpr = True):
+              SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
     tl.assume(scale > 0)  # FA2's scale folding needs it; flash_attn_func maps scale <= 0 onto it
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)

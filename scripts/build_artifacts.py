@@ -96,6 +96,7 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                                                num_warps=args.num_warps or config.num_warps,
                                                num_stages=config.num_stages,
                                                smem_epilogue=config.smem_epilogue,
+                                               copy_bounds=config.copy_bounds,
                                                lowering_options=config.lowering_options,
                                                run_tile_passes=not args.no_tile_passes)
                 except tilec.CompilationError as e:

@@ -178,16 +178,26 @@ def write_artifacts(kernel, folder, extras=True):
     return Artifact(folder, name)
 
 
+COPY_BOUNDS = ("row", "tile", "chunk")
+
+
 def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-            num_stages=2, smem_epilogue=True, lowering_options=""):
+            num_stages=2, smem_epilogue=True, lowering_options="", copy_bounds="row"):
     """Compiles MLIR text; returns the list of result dicts (see _tilec.compile).
     num_stages: shared buffers per prefetched K/V tile (1 or 2, tile-pipeline).
     smem_epilogue: store narrow register tiles (O) through shared memory as
-    16-byte chunks. lowering_options: more tile-to-nvvm options, verbatim
+    16-byte chunks. copy_bounds: how global->shared copies respect the view's
+    bounds, one of COPY_BOUNDS (convert-tile-to-nvvm's copy-bounds option:
+    'row' sizes each 16-byte chunk 16 or 0 by its row, 'tile' branches once
+    per tile to unchecked or checked copies, 'chunk' checks every chunk).
+    lowering_options: more tile-to-nvvm options, verbatim
     ("skip-unit-rescale=true"), for experiments."""
+    if copy_bounds not in COPY_BOUNDS:
+        raise ValueError(f"copy_bounds must be one of {COPY_BOUNDS}, got {copy_bounds!r}")
+    options = f"copy-bounds={copy_bounds} {lowering_options}".strip()
     return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
                  stages=num_stages, smem_epilogue=bool(smem_epilogue),
-                 lowering_options=lowering_options,
+                 lowering_options=options,
                  run_tile_passes=run_tile_passes,
                  print_ir_after_all=_dump_ir(),
                  crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""))
@@ -200,20 +210,21 @@ def _dump_ir():
 _memory_cache = {}
 
 
-def cache_key(text, arch, num_warps, run_tile_passes, num_stages=2, smem_epilogue=True):
+def cache_key(text, arch, num_warps, run_tile_passes, num_stages=2, smem_epilogue=True,
+              copy_bounds="row"):
     h = hashlib.sha256()
     for part in (version(), arch, str(num_warps), str(num_stages), str(bool(smem_epilogue)),
-                 str(run_tile_passes), text):
+                 copy_bounds, str(run_tile_passes), text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
 
 
 def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-                   num_stages=2, smem_epilogue=True):
+                   num_stages=2, smem_epilogue=True, copy_bounds="row"):
     """Like compile(), but returns Artifacts and reuses earlier results from
     memory or from the disk cache."""
-    key = cache_key(text, arch, num_warps, run_tile_passes, num_stages, smem_epilogue)
+    key = cache_key(text, arch, num_warps, run_tile_passes, num_stages, smem_epilogue, copy_bounds)
     if key in _memory_cache and not _dump_ir():
         return _memory_cache[key]
     entry = cache_dir() / key[:2] / key
@@ -224,7 +235,7 @@ def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_t
             _memory_cache[key] = arts
             return arts
     kernels = compile(text, source_name, arch, num_warps, run_tile_passes, num_stages,
-                      smem_epilogue)
+                      smem_epilogue, copy_bounds=copy_bounds)
     # Write to a private folder, then rename: concurrent compilers of the same
     # kernel never see a half-written entry.
     entry.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ class JITFunction:
     of constexprs is a different kernel."""
 
     def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2,
-                 smem_epilogue=True):
+                 smem_epilogue=True, copy_bounds="row"):
         self.fn = fn
         self.grid = grid
         self.name = name
@@ -25,6 +25,7 @@ class JITFunction:
         self.num_warps = num_warps
         self.num_stages = num_stages
         self.smem_epilogue = smem_epilogue
+        self.copy_bounds = copy_bounds
         self._kernels = {}
         functools.update_wrapper(self, fn)
 
@@ -61,6 +62,7 @@ class JITFunction:
             kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full)
             kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full)
             kernel.smem_epilogue = bool(self._launch_knob("smem_epilogue", self.smem_epilogue, full))
+            kernel.copy_bounds = self._copy_bounds(full)
             self._kernels[key] = kernel
         return kernel
 
@@ -73,6 +75,20 @@ class JITFunction:
                                 f"'{value}', which the kernel does not declare")
             return int(constexprs[value])
         return int(value)
+
+    def _copy_bounds(self, constexprs):
+        """`copy_bounds` is one of compiler.COPY_BOUNDS or, when it is not,
+        the name of a constexpr holding one."""
+        value = self.copy_bounds
+        if value not in compiler.COPY_BOUNDS:
+            if value not in constexprs:
+                raise TypeError(f"{self.fn.__name__}: copy_bounds must be one of "
+                                f"{compiler.COPY_BOUNDS} or name a constexpr, got {value!r}")
+            value = constexprs[value]
+            if value not in compiler.COPY_BOUNDS:
+                raise ValueError(f"{self.fn.__name__}: copy_bounds must be one of "
+                                 f"{compiler.COPY_BOUNDS}, got {value!r}")
+        return value
 
     def mlir(self, **constexprs):
         return self.specialize(**constexprs).ir
@@ -97,6 +113,7 @@ class Kernel:
         self.num_warps = jit_fn.num_warps if isinstance(jit_fn.num_warps, int) else 4
         self.num_stages = jit_fn.num_stages if isinstance(jit_fn.num_stages, int) else 2
         self.smem_epilogue = jit_fn.smem_epilogue if isinstance(jit_fn.smem_epilogue, bool) else True
+        self.copy_bounds = jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS else "row"
         self._compiled = {}
         self._launchers = {}
 
@@ -115,7 +132,7 @@ class Kernel:
         compiler.parse_and_verify(self.ir, self.source_name)
 
     def compile(self, arch=None, num_warps=None, run_tile_passes=True, num_stages=None,
-                smem_epilogue=None):
+                smem_epilogue=None, copy_bounds=None):
         """The compiled artifact (a compiler.Artifact) for `arch` (default:
         $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
         disk. Without the compiler extension, a prebuilt artifact of the same
@@ -131,12 +148,14 @@ class Kernel:
         num_warps = num_warps or self.num_warps
         num_stages = num_stages or self.num_stages
         smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
-        key = (arch, num_warps, num_stages, smem_epilogue, run_tile_passes)
+        copy_bounds = copy_bounds or self.copy_bounds
+        key = (arch, num_warps, num_stages, smem_epilogue, copy_bounds, run_tile_passes)
         art = self._compiled.get(key)
         if art is None:
             art = compiler.compile_cached(self.ir, self.source_name, arch=arch,
                                           num_warps=num_warps, run_tile_passes=run_tile_passes,
-                                          num_stages=num_stages, smem_epilogue=smem_epilogue)
+                                          num_stages=num_stages, smem_epilogue=smem_epilogue,
+                                          copy_bounds=copy_bounds)
             if len(art) != 1:
                 raise CompilationError(f"expected one kernel from {self.name}, got {len(art)}")
             art = art[0]
@@ -221,7 +240,7 @@ def _check_buffer(what, dtype, value, cpu):
 
 
 def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=2,
-        smem_epilogue=True):
+        smem_epilogue=True, copy_bounds="row"):
     """Marks a tile-language kernel.
 
     grid: up to three grid expressions over the kernel's integer parameters
@@ -239,10 +258,15 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=
     smem_epilogue: store register tiles holding under 16 bytes of a row per
       thread (the O accumulator) through shared memory, as 16-byte chunks
       along rows (a bool or the name of a constexpr).
+    copy_bounds: how global->shared copies respect their view's bounds: "row"
+      (each 16-byte chunk copies 16 or 0 bytes by its row, no branch),
+      "tile" (one test per tile branches to unchecked or checked copies) or
+      "chunk" (every chunk checked), or the name of a constexpr holding one.
     """
     def wrap(f):
         return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps,
-                           num_stages=num_stages, smem_epilogue=smem_epilogue)
+                           num_stages=num_stages, smem_epilogue=smem_epilogue,
+                           copy_bounds=copy_bounds)
 
     return wrap(fn) if fn is not None else wrap
 

@@ -23,7 +23,9 @@ class FlashConfig:
     num_warps: int
     num_stages: int = 2   # shared buffers per K/V tile (tile-pipeline stages)
     smem_epilogue: bool = True  # O leaves through shared memory, 16-byte chunks
-    # More tile-to-nvvm options for an experiment ("skip-unit-rescale=true");
+    # How K/V copies respect the view's bounds (compiler.COPY_BOUNDS).
+    copy_bounds: str = "row"
+    # More tile-to-nvvm options for an experiment (lowering_options="skip-unit-rescale=true");
     # the tuner compiles them in, flash_attn_func's kernels never do.
     lowering_options: str = ""
 
@@ -35,8 +37,13 @@ class FlashConfig:
         -skip-unit-rescale)."""
         extra = "".join("-" + opt.replace("=true", "").replace("=", "-")
                         for opt in self.lowering_options.split())
+        bounds = "" if self.copy_bounds == "row" else f"-copy-bounds-{self.copy_bounds}"
         return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
-                + ("e" if self.smem_epilogue else "") + extra)
+                + ("e" if self.smem_epilogue else "") + bounds + extra)
+
+    def __post_init__(self):
+        if self.copy_bounds not in ("row", "tile", "chunk"):
+            raise ValueError(f"copy_bounds must be row, tile or chunk, got {self.copy_bounds!r}")
 
     def valid(self):
         """Split-Q gives every warp whole m16 row tiles."""
@@ -44,7 +51,8 @@ class FlashConfig:
 
     def constexprs(self):
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "NUM_WARPS": self.num_warps,
-                "NUM_STAGES": self.num_stages, "SMEM_EPILOGUE": self.smem_epilogue}
+                "NUM_STAGES": self.num_stages, "SMEM_EPILOGUE": self.smem_epilogue,
+                "COPY_BOUNDS": self.copy_bounds}
 
 
 # What the tuner may try. Registers bound the choice: each warp holds its
@@ -60,18 +68,19 @@ CANDIDATES = (
     # Measured 2026-11-29 11:04 (bench/RESULTS.md): the O rescale skipped in
     # warps whose factors are all 1. Mixed: +2-4% for causal head_dim 128 on
     # 128x64 blocks, -5..-11% elsewhere (8 warps, non-causal).
-    FlashConfig(128, 64, 4, 2, False, "skip-unit-rescale=true"),
-    FlashConfig(128, 64, 4, 2, True, "skip-unit-rescale=true"),
-    FlashConfig(128, 128, 8, 2, True, "skip-unit-rescale=true"),
+    FlashConfig(128, 64, 4, 2, False, lowering_options="skip-unit-rescale=true"),
+    FlashConfig(128, 64, 4, 2, True, lowering_options="skip-unit-rescale=true"),
+    FlashConfig(128, 128, 8, 2, True, lowering_options="skip-unit-rescale=true"),
     # A/B of how copies respect the view's bounds (copy-bounds; the default
     # 'row' sizes each chunk 16 or 0 by its row, without a branch): 'tile'
     # branches once per tile to unchecked or checked copies, 'chunk' checks
     # and clamps every chunk (the code before 2026-11-29).
-    FlashConfig(128, 64, 4, 2, False, "copy-bounds=tile"),
-    FlashConfig(128, 64, 4, 2, False, "copy-bounds=chunk"),
-    FlashConfig(128, 64, 4, 2, True, "copy-bounds=tile"),
-    FlashConfig(128, 64, 4, 2, True, "copy-bounds=chunk"),
-    FlashConfig(128, 128, 8, 2, True, "copy-bounds=chunk"),
+    FlashConfig(128, 64, 4, 2, False, copy_bounds="tile"),
+    FlashConfig(128, 64, 4, 2, False, copy_bounds="chunk"),
+    FlashConfig(128, 64, 4, 2, True, copy_bounds="tile"),
+    FlashConfig(128, 64, 4, 2, True, copy_bounds="chunk"),
+    FlashConfig(128, 128, 8, 2, True, copy_bounds="chunk"),
+    FlashConfig(128, 128, 8, 2, True, copy_bounds="tile"),
 )
 
 DEFAULT = FlashConfig(64, 64, 4)
@@ -89,11 +98,17 @@ DEFAULT = FlashConfig(64, 64, 4)
 # against 311-316 for 128x64 over 4 warps; with O through shared memory it is
 # the best of the four d128 candidates from 1k to 8k in the full-seqlen sweep
 # (bench/RESULTS.md, 10:05 UTC) and within 1% at 16k.
+# How the K/V copies respect the view's bounds (copy_bounds) was measured
+# per variant on 2026-11-29 (bench/RESULTS.md, Session 3): the default
+# 'row' (no branch) is as fast as the others at head_dim 64; the non-causal
+# head_dim-128 kernel, at ptxas's 255-register limit, is 1-2% faster with
+# 'chunk' (the per-chunk checks; 'tile''s branch cost it 2%); the 8-warp
+# causal one is 1-3% faster with 'tile'.
 TABLE = {
     ("sm_80", 64, False): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 64, True): FlashConfig(128, 64, 4, 2, True),
-    ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False),
-    ("sm_80", 128, True): FlashConfig(128, 128, 8, 2, True),
+    ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False, copy_bounds="chunk"),
+    ("sm_80", 128, True): FlashConfig(128, 128, 8, 2, True, copy_bounds="tile"),
 }
 
 

@@ -24,7 +24,8 @@ def spill_bytes(head_dim, causal, stages):
                                            **constexprs)
     [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
                                 num_warps=config.num_warps, num_stages=stages,
-                                smem_epilogue=config.smem_epilogue)
+                                smem_epilogue=config.smem_epilogue,
+                                copy_bounds=config.copy_bounds)
     if not result["cubin"]:
         pytest.skip("ptxas (CUDA toolkit) not found: no register report")
     log = result["ptxas_log"]
