@@ -105,3 +105,49 @@ func.func @runtime_offset(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.p
   tile.store %s, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
+
+// -----
+
+// Inside a loop each mode is what its name says. K's block j of an n-row
+// view: 'row' sizes each chunk by its row (no branch), 'tile' branches once
+// per tile, 'chunk' checks every chunk (sizes from selects, no tile test).
+// ROW-LABEL: llvm.func @in_loop
+// ROW:         scf.for
+// ROW-NOT:       scf.if
+// ROW:           arith.cmpi ult, %{{.*}}, %arg3 : i32
+// ROW-NOT:       scf.if
+// ROW:           nvvm.cp.async.commit.group
+// TILE-LABEL: llvm.func @in_loop
+// TILE:         scf.for
+// TILE:           arith.cmpi sge
+// TILE:           scf.if
+// TILE-COUNT-4:     nvvm.cp.async.shared.global {{.*}}, 16, cache = cg, %c16_i32{{[_0-9]*}} :
+// EVERY-LABEL: llvm.func @in_loop
+// EVERY:         scf.for
+// EVERY-NOT:       arith.cmpi sge
+// EVERY-NOT:       scf.if
+// EVERY:           arith.select
+// EVERY:           nvvm.cp.async.shared.global {{.*}}, 16, cache = cg, %{{[0-9]+}} :
+// EVERY-NOT:       scf.if
+// EVERY:           nvvm.cp.async.commit.group
+func.func @in_loop(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32, %m: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc = scf.for %j = %c0 to %m step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  tile.store %acc, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}
