@@ -2,10 +2,11 @@
 """Compiles the flagship DSL kernel (kernels/flash_fwd.py) for every variant
 -- f16/bf16 x head_dim 64/128 x causal/non-causal -- into <out>/ as the
 runtime's artifact set: <kernel>.json (launch manifest), <kernel>.ptx and
-<kernel>.cubin (when ptxas exists), plus <kernel>.irhash, which lets
-tilec.flash_attn_func on a GPU host without LLVM find these prebuilt kernels. This folder is what travels to the GPU
-machine, where bench/gpu.sh runs bench/check_flash.py over every flash_fwd*
-manifest.
+<kernel>.cubin (when ptxas exists), plus <kernel>.irhash (a digest of the
+IR and the compile options it was built with), which lets
+tilec.flash_attn_func on a GPU host without LLVM find these prebuilt
+kernels. This folder is what travels to the GPU machine, where bench/gpu.sh
+runs bench/check_flash.py over every flash_fwd* manifest.
 
     scripts/build_artifacts.py [--arch sm_80] [--out build/artifacts]
 
@@ -105,7 +106,9 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                     continue
                 for result in results:
                     compiler.write_artifacts(result, out, extras=False)
-                    compiler.write_digest(out, result["name"], kernel.ir)
+                    compiler.write_digest(out, result["name"], kernel.ir, compiler.build_options(
+                        args.num_warps or config.num_warps, config.num_stages, config.smem_epilogue,
+                        config.copy_bounds, config.lowering_options))
                     files = ".json .ptx" + (" .cubin" if result["cubin"] else " (no cubin: ptxas not found)")
                     print(f"{out.name}/{result['name']} [{config.tag}]: {files} "
                           f"({time.time() - start:.1f}s)")

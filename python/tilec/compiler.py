@@ -194,6 +194,9 @@ def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_pas
     ("skip-unit-rescale=true"), for experiments."""
     if copy_bounds not in COPY_BOUNDS:
         raise ValueError(f"copy_bounds must be one of {COPY_BOUNDS}, got {copy_bounds!r}")
+    if "copy-bounds=" in lowering_options:
+        raise ValueError("pass the copy-bounds mode as copy_bounds=, not in lowering_options "
+                         f"({lowering_options!r})")
     options = f"copy-bounds={copy_bounds} {lowering_options}".strip()
     return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
                  stages=num_stages, smem_epilogue=bool(smem_epilogue),
@@ -256,25 +259,39 @@ def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_t
     return arts
 
 
-def ir_digest(text):
+def build_options(num_warps=4, num_stages=2, smem_epilogue=True, copy_bounds="row",
+                  lowering_options=""):
+    """The compile options that change a kernel's code, as one canonical
+    string: part of a prebuilt artifact's digest, so that two builds of the
+    same IR (the tuner's configurations) are told apart."""
+    return (f"num_warps={int(num_warps)} num_stages={int(num_stages)} "
+            f"smem_epilogue={bool(smem_epilogue)} copy_bounds={copy_bounds} {lowering_options}").strip()
+
+
+def ir_digest(text, options=""):
     """Hash of IR text without its locations (which hold absolute paths), so
-    prebuilt artifacts match the same kernel checked out elsewhere."""
-    return hashlib.sha256(re.sub(r'loc\("[^"]*":\d+:\d+\)', "", text).encode()).hexdigest()
+    prebuilt artifacts match the same kernel checked out elsewhere, and of
+    the compile options (build_options) it was built with."""
+    h = hashlib.sha256(re.sub(r'loc\("[^"]*":\d+:\d+\)', "", text).encode())
+    h.update(b"\0" + options.encode())
+    return h.hexdigest()
 
 
-def write_digest(folder, name, text):
-    (Path(folder) / f"{name}.irhash").write_text(ir_digest(text) + "\n")
+def write_digest(folder, name, text, options):
+    (Path(folder) / f"{name}.irhash").write_text(ir_digest(text, options) + "\n")
 
 
-def find_prebuilt(name, text, arch=None):
-    """An artifact set for this exact IR written by scripts/build_artifacts.py,
-    in $TILEC_ARTIFACTS (folders separated by ':') or <repo>/build/artifacts
-    (and its extra/ folder of other head dims); None if there is none. Lets a
-    GPU host without LLVM launch DSL kernels."""
+def find_prebuilt(name, text, arch=None, options=None):
+    """An artifact set for this exact IR and these compile options
+    (build_options(); default: the defaults) written by
+    scripts/build_artifacts.py, in $TILEC_ARTIFACTS (folders separated by
+    ':') or <repo>/build/artifacts (and its extra/ folder of other head
+    dims); None if there is none. Lets a GPU host without LLVM launch DSL
+    kernels."""
     folders = os.environ.get("TILEC_ARTIFACTS")
     default = Path(__file__).resolve().parents[2] / "build" / "artifacts"
     folders = folders.split(os.pathsep) if folders else [default, default / "extra"]
-    digest = ir_digest(text)
+    digest = ir_digest(text, build_options() if options is None else options)
     for folder in folders:
         folder = Path(folder)
         stamp = folder / f"{name}.irhash"

@@ -117,6 +117,11 @@ class Kernel:
         self._compiled = {}
         self._launchers = {}
 
+    def build_options(self):
+        """compiler.build_options() of this kernel's own knobs."""
+        return compiler.build_options(self.num_warps, self.num_stages, self.smem_epilogue,
+                                      self.copy_bounds)
+
     def __repr__(self):
         sig = ", ".join(f"{n}: {t}" for n, t in self.params)
         return f"<tilec.Kernel {self.name}({sig})>"
@@ -137,18 +142,19 @@ class Kernel:
         $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
         disk. Without the compiler extension, a prebuilt artifact of the same
         IR (compiler.find_prebuilt) is used instead."""
-        if not compiler.available():
-            # No compiler here (a GPU host without LLVM): use artifacts that
-            # scripts/build_artifacts.py built from this same IR.
-            art = compiler.find_prebuilt(self.name, self.ir, arch)
-            if art is None:
-                compiler.native()  # raises ImportError saying how to build it
-            return art
-        arch = arch or compiler.default_arch()
         num_warps = num_warps or self.num_warps
         num_stages = num_stages or self.num_stages
         smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
         copy_bounds = copy_bounds or self.copy_bounds
+        if not compiler.available():
+            # No compiler here (a GPU host without LLVM): use artifacts that
+            # scripts/build_artifacts.py built from this same IR and options.
+            options = compiler.build_options(num_warps, num_stages, smem_epilogue, copy_bounds)
+            art = compiler.find_prebuilt(self.name, self.ir, arch, options)
+            if art is None:
+                compiler.native()  # raises ImportError saying how to build it
+            return art
+        arch = arch or compiler.default_arch()
         key = (arch, num_warps, num_stages, smem_epilogue, copy_bounds, run_tile_passes)
         art = self._compiled.get(key)
         if art is None:

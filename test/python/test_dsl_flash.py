@@ -226,7 +226,7 @@ def test_prebuilt_artifacts_serve_hosts_without_compiler(tmp_path, monkeypatch):
     kernel = flash_fwd_kernel().specialize(HEAD_DIM=64, CAUSAL=True)
     (result,) = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80")
     compiler.write_artifacts(result, tmp_path, extras=False)
-    compiler.write_digest(tmp_path, result["name"], kernel.ir)
+    compiler.write_digest(tmp_path, result["name"], kernel.ir, kernel.build_options())
     monkeypatch.setenv("TILEC_ARTIFACTS", str(tmp_path))
     monkeypatch.setattr(compiler, "available", lambda: False)
     kernel._compiled.clear()
@@ -234,7 +234,13 @@ def test_prebuilt_artifacts_serve_hosts_without_compiler(tmp_path, monkeypatch):
     assert art.manifest_path == str(tmp_path / "flash_fwd_f16_d64_causal.json")
     # A different kernel (other IR) is not served from these files.
     other = flash_fwd_kernel().specialize(HEAD_DIM=64, CAUSAL=False)
-    assert compiler.find_prebuilt(kernel.name, other.ir) is None
+    assert compiler.find_prebuilt(kernel.name, other.ir, options=kernel.build_options()) is None
+    # Nor is the same IR asked for with other compile options (a tuner
+    # configuration built into the same folder must not stand in for it).
+    other_mode = "chunk" if kernel.copy_bounds != "chunk" else "row"
+    assert compiler.find_prebuilt(kernel.name, kernel.ir, options=compiler.build_options(
+        kernel.num_warps, kernel.num_stages, kernel.smem_epilogue, other_mode)) is None
+    assert compiler.find_prebuilt(kernel.name, kernel.ir, options=kernel.build_options()) is not None
 
 
 class _FakeCudaTensor:

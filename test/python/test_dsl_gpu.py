@@ -37,7 +37,7 @@ def _have_kernel(dtype, head_dim, causal):
     if compiler.available():
         return True
     k = _flash_kernel(dtype, head_dim, causal)
-    return compiler.find_prebuilt(k.name, k.ir) is not None
+    return compiler.find_prebuilt(k.name, k.ir, options=k.build_options()) is not None
 
 
 def reference(q, k, v, scale, causal):
