@@ -121,9 +121,10 @@ enum class CopyBounds {
 class KernelLowering {
 public:
   KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue,
-                 bool skipUnitRescale, CopyBounds copyBounds)
+                 bool skipUnitRescale, CopyBounds copyBounds, bool storeTranspose)
       : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue),
-        skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), ctx(func.getContext()),
+        skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), storeTranspose(storeTranspose),
+        ctx(func.getContext()),
         b(func.getLoc(), func.getContext()) {}
 
   LogicalResult run();
@@ -142,6 +143,9 @@ private:
   }
   Value scalar(Value old) { return mapping.lookup(old); }
   SmallVector<Value> threadCoords(const LinearLayout &layout);
+  /// Exchanges registers between lanes (shuffles) so that each thread holds
+  /// longer runs of a row, up to 16 bytes; updates layout and values.
+  void widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType);
   SmallVector<Value> elementCoords(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg);
   Value inBounds(const ViewInfo &view, ArrayRef<Value> index);
   /// Dimensions firstDim, firstDim + 1, ... of the view against offsets and extents.
@@ -221,6 +225,8 @@ private:
   /// lowerRescale).
   bool skipUnitRescale;
   CopyBounds copyBounds;
+  /// Widen direct stores to 16 bytes by exchanging registers between lanes.
+  bool storeTranspose;
   MLIRContext *ctx;
   ImplicitLocOpBuilder b;
   int64_t numWarps = 4;
@@ -981,6 +987,118 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   return success();
 }
 
+/// Register/lane bit swaps that lengthen each thread's runs along a row
+/// (the last dimension) to 16 bytes, for 16-byte stores without shared
+/// memory. The mma accumulator holds 2 consecutive columns per thread, the
+/// next columns in lane bits and columns 8, 16, ... in register bits.
+/// Swapping the lane bit of the next column with such a register bit is a
+/// 2x2 transpose between lane pairs: one shuffle per pair of 32-bit words.
+/// With lane bit x and words w0 (register bit 0) and w1 (bit 1):
+///   send = x ? w0 : w1;  got = shfl.bfly(send);
+///   w0' = x ? got : w0;  w1' = x ? w1 : got
+/// and the swapped register bit moves down to extend the run.
+void KernelLowering::widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType) {
+  if (layout.rank() != 2 || elemType.getIntOrFloatBitWidth() % 8 != 0)
+    return;
+  int64_t elemBytes = elemType.getIntOrFloatBitWidth() / 8;
+  auto pureColumn = [](const tilec::Coord &c) { return c[0] == 0 && c[1] > 0; };
+  auto runOf = [&](const LinearLayout &l) {
+    int64_t run = 1;
+    for (const auto &basis : l.regBases()) {
+      if (basis != tilec::Coord{0, run})
+        break;
+      run *= 2;
+    }
+    return run;
+  };
+  int64_t run = runOf(layout);
+  if (run * elemBytes != 4)
+    return; // shuffles move 32-bit words of whole runs
+  int64_t wordRegs = run;
+  unsigned wordBits = tilec::log2Exact(wordRegs);
+  Type i32Type = b.getI32Type(), wordVec = VectorType::get({wordRegs}, elemType);
+  // Pack the runs into words once.
+  int64_t numWords = layout.numRegs() / wordRegs;
+  SmallVector<Value> words(numWords);
+  for (int64_t w = 0; w < numWords; ++w) {
+    Value packed = values[w * wordRegs];
+    if (wordRegs > 1) {
+      packed = LLVM::UndefOp::create(b, wordVec);
+      for (int64_t i = 0; i < wordRegs; ++i)
+        packed = LLVM::InsertElementOp::create(b, packed, values[w * wordRegs + i], i32(i));
+    }
+    words[w] = packed.getType() == i32Type ? packed : LLVM::BitcastOp::create(b, i32Type, packed);
+  }
+  Value fullMask = i32(-1), clamp = i32(0x1f);
+  bool changed = false;
+  while (run * elemBytes < kChunkBytes) {
+    const auto &lanes = layout.laneBases();
+    auto laneIt = llvm::find(lanes, tilec::Coord{0, run});
+    if (laneIt == lanes.end())
+      break;
+    unsigned laneBit = laneIt - lanes.begin();
+    unsigned runBits = tilec::log2Exact(run);
+    std::optional<unsigned> regBit;
+    for (unsigned j = runBits; j < layout.regBases().size(); ++j)
+      if (pureColumn(layout.regBases()[j]) && layout.regBases()[j][1] > run) {
+        regBit = j;
+        break;
+      }
+    if (!regBit)
+      break;
+    unsigned wordBit = *regBit - wordBits;
+    Value x = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::ne,
+        arith::AndIOp::create(b, laneId, i32(int64_t(1) << laneBit)), i32(0));
+    for (int64_t w = 0; w < numWords; ++w) {
+      if (w & (int64_t(1) << wordBit))
+        continue;
+      int64_t w1 = w | (int64_t(1) << wordBit);
+      Value send = arith::SelectOp::create(b, x, words[w], words[w1]);
+      Value got = NVVM::ShflOp::create(b, i32Type, fullMask, send, i32(int64_t(1) << laneBit),
+                                       clamp, NVVM::ShflKindAttr::get(ctx, NVVM::ShflKind::bfly),
+                                       UnitAttr());
+      Value w0New = arith::SelectOp::create(b, x, got, words[w]);
+      Value w1New = arith::SelectOp::create(b, x, words[w1], got);
+      words[w] = w0New;
+      words[w1] = w1New;
+    }
+    // The new layout: lane bit laneBit takes the register bit's column;
+    // the register bit (now column `run`) moves down to position runBits.
+    std::vector<tilec::Coord> regs = layout.regBases(), lanesNew = layout.laneBases();
+    lanesNew[laneBit] = regs[*regBit];
+    regs.erase(regs.begin() + *regBit);
+    regs.insert(regs.begin() + runBits, tilec::Coord{0, run});
+    // Word indices follow their register bits: bit wordBit moves to runBits - wordBits.
+    unsigned to = runBits - wordBits;
+    SmallVector<Value> moved(numWords);
+    for (int64_t w = 0; w < numWords; ++w) {
+      int64_t bit = (w >> wordBit) & 1;
+      int64_t low = w & ((int64_t(1) << wordBit) - 1), high = w >> (wordBit + 1);
+      int64_t rest = low | (high << wordBit); // w without bit wordBit
+      int64_t restLow = rest & ((int64_t(1) << to) - 1), restHigh = rest >> to;
+      moved[restLow | (bit << to) | (restHigh << (to + 1))] = words[w];
+    }
+    words = std::move(moved);
+    layout = tilec::LinearLayout(layout.rank(), regs, lanesNew, layout.warpBases());
+    run *= 2;
+    changed = true;
+  }
+  if (!changed)
+    return;
+  // Unpack the words into per-element registers of the new layout.
+  for (int64_t w = 0; w < numWords; ++w) {
+    Value word = words[w];
+    if (wordRegs == 1) {
+      values[w] = word.getType() == elemType ? word : LLVM::BitcastOp::create(b, elemType, word);
+      continue;
+    }
+    Value vec = LLVM::BitcastOp::create(b, wordVec, word);
+    for (int64_t i = 0; i < wordRegs; ++i)
+      values[w * wordRegs + i] = LLVM::ExtractElementOp::create(b, vec, i32(i));
+  }
+}
+
 LogicalResult KernelLowering::lowerStore(StoreOp op) {
   TypedValue<RankedTensorType> value = op.getValue();
   if (isShared(value))
@@ -992,9 +1110,13 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   int64_t elemBytes = std::max<int64_t>(1, elemType.getIntOrFloatBitWidth() / 8);
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
   int width = vectorWidth(layout, view, op.getOffsets(), elemType);
-  SmallVector<Value> &values = regs[value];
+  SmallVector<Value> values = regs[value];
   if (smemEpilogue && width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
     return success();
+  if (storeTranspose && width * elemBytes < kChunkBytes) {
+    widenRowRuns(layout, values, elemType);
+    width = vectorWidth(layout, view, op.getOffsets(), elemType);
+  }
 
   // Replicated elements are written once: by the threads whose replicating
   // lane/warp bits are zero, from the first register holding them.
@@ -2100,7 +2222,9 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
       return signalPassFailure();
     }
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, *bounds).run()))
+      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, *bounds,
+                                storeTranspose)
+                     .run()))
         return signalPassFailure();
     module->setAttr("tile.target", builder.getStringAttr(arch));
   }

@@ -30,6 +30,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   lowering.smemEpilogue = options.smemEpilogue;
   lowering.skipUnitRescale = options.skipUnitRescale;
   lowering.copyBounds = options.copyBounds;
+  lowering.storeTranspose = options.storeTranspose;
   pm.addPass(createConvertTileToNVVM(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

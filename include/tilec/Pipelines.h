@@ -28,6 +28,10 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                  llvm::cl::desc("bounds of global->shared copies: chunk, tile "
                                                 "or row (see convert-tile-to-nvvm)"),
                                  llvm::cl::init("row")};
+  Option<bool> storeTranspose{*this, "store-transpose",
+                              llvm::cl::desc("widen direct register-tile stores to 16 bytes "
+                                             "with lane shuffles (experimental)"),
+                              llvm::cl::init(false)};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

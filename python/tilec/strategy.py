@@ -81,6 +81,12 @@ CANDIDATES = (
     FlashConfig(128, 64, 4, 2, True, copy_bounds="chunk"),
     FlashConfig(128, 128, 8, 2, True, copy_bounds="chunk"),
     FlashConfig(128, 128, 8, 2, True, copy_bounds="tile"),
+    # Not measured yet: O stored straight from registers as 16-byte chunks
+    # after lane shuffles (store-transpose), against the d128 epilogue's 64
+    # four-byte stores per thread that ncu showed stalled on a full
+    # global-memory queue (bench/RESULTS.md, Session 3).
+    FlashConfig(128, 64, 4, 2, False, copy_bounds="chunk", lowering_options="store-transpose=true"),
+    FlashConfig(128, 64, 4, 2, False, lowering_options="store-transpose=true"),
 )
 
 DEFAULT = FlashConfig(64, 64, 4)
