@@ -145,7 +145,8 @@ private:
   SmallVector<Value> threadCoords(const LinearLayout &layout);
   /// Exchanges registers between lanes (shuffles) so that each thread holds
   /// longer runs of a row, up to 16 bytes; updates layout and values.
-  void widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType);
+  void widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType,
+                    int64_t maxRun);
   SmallVector<Value> elementCoords(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg);
   Value inBounds(const ViewInfo &view, ArrayRef<Value> index);
   /// Dimensions firstDim, firstDim + 1, ... of the view against offsets and extents.
@@ -164,6 +165,7 @@ private:
   Value combine(ReduceKind kind, Value a, Value b);
   int vectorWidth(const LinearLayout &layout, const ViewInfo &view, ValueRange offsets,
                   Type elemType);
+  int viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType);
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
   void waitFor(Value tile);
@@ -648,6 +650,23 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
 /// the thread's part keeps vectors aligned, the last dimension is contiguous
 /// (stride constant 1) and whole vectors are in or out of bounds (the size
 /// and offset of the last dimension are constant multiples of the width).
+/// The most elements along the view's last dimension one access may move
+/// (up to 16 bytes): the view's size and the offset must be constant
+/// multiples of it, so that a vector is wholly inside or outside the view.
+int KernelLowering::viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType) {
+  if (elemType.getIntOrFloatBitWidth() < 8)
+    return 1;
+  unsigned last = view.sizes.size() - 1;
+  if (constantInt(view.strides[last]) != 1)
+    return 1;
+  int width = kChunkBytes / (elemType.getIntOrFloatBitWidth() / 8);
+  auto size = constantInt(view.sizes[last]);
+  auto offset = constantInt(offsets[last]);
+  while (width > 1 && (!size || !offset || *size % width || *offset % width))
+    width /= 2;
+  return width;
+}
+
 int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view,
                                 ValueRange offsets, Type elemType) {
   // Sub-byte elements (i1) move one at a time: a vector of them is bit-packed.
@@ -665,10 +684,7 @@ int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view
       break;
     width *= 2;
   }
-  auto size = constantInt(view.sizes[last]);
-  auto offset = constantInt(offsets[last]);
-  while (width > 1 && (!size || !offset || *size % width || *offset % width))
-    width /= 2;
+  width = std::min<int>(width, viewWidthLimit(view, offsets, elemType));
   for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
     for (const auto &basis : *bases)
       while (width > 1 && basis[last] % width)
@@ -997,7 +1013,8 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
 ///   send = x ? w0 : w1;  got = shfl.bfly(send);
 ///   w0' = x ? got : w0;  w1' = x ? w1 : got
 /// and the swapped register bit moves down to extend the run.
-void KernelLowering::widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType) {
+void KernelLowering::widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType,
+                                  int64_t maxRun) {
   if (layout.rank() != 2 || elemType.getIntOrFloatBitWidth() % 8 != 0)
     return;
   int64_t elemBytes = elemType.getIntOrFloatBitWidth() / 8;
@@ -1012,8 +1029,8 @@ void KernelLowering::widenRowRuns(LinearLayout &layout, SmallVector<Value> &valu
     return run;
   };
   int64_t run = runOf(layout);
-  if (run * elemBytes != 4)
-    return; // shuffles move 32-bit words of whole runs
+  if (run * elemBytes != 4 || run * 2 > maxRun)
+    return; // shuffles move 32-bit words of whole runs; the view caps the width
   int64_t wordRegs = run;
   unsigned wordBits = tilec::log2Exact(wordRegs);
   Type i32Type = b.getI32Type(), wordVec = VectorType::get({wordRegs}, elemType);
@@ -1031,7 +1048,7 @@ void KernelLowering::widenRowRuns(LinearLayout &layout, SmallVector<Value> &valu
   }
   Value fullMask = i32(-1), clamp = i32(0x1f);
   bool changed = false;
-  while (run * elemBytes < kChunkBytes) {
+  while (run * elemBytes < kChunkBytes && run * 2 <= maxRun) {
     const auto &lanes = layout.laneBases();
     auto laneIt = llvm::find(lanes, tilec::Coord{0, run});
     if (laneIt == lanes.end())
@@ -1114,7 +1131,7 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   if (smemEpilogue && width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
     return success();
   if (storeTranspose && width * elemBytes < kChunkBytes) {
-    widenRowRuns(layout, values, elemType);
+    widenRowRuns(layout, values, elemType, viewWidthLimit(view, op.getOffsets(), elemType));
     width = vectorWidth(layout, view, op.getOffsets(), elemType);
   }
 
