@@ -645,14 +645,11 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
   }
 }
 
-/// Number of consecutive registers that one vector access can move: the
-/// leading register bases walk the last dimension one element at a time,
-/// the thread's part keeps vectors aligned, the last dimension is contiguous
-/// (stride constant 1) and whole vectors are in or out of bounds (the size
-/// and offset of the last dimension are constant multiples of the width).
 /// The most elements along the view's last dimension one access may move
-/// (up to 16 bytes): the view's size and the offset must be constant
-/// multiples of it, so that a vector is wholly inside or outside the view.
+/// (up to 16 bytes): the dimension is contiguous (stride constant 1) and
+/// the view's size and the offset are constant multiples of it, so that a
+/// vector is wholly inside or outside the view. Sub-byte elements (i1) move
+/// one at a time: a vector of them is bit-packed.
 int KernelLowering::viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType) {
   if (elemType.getIntOrFloatBitWidth() < 8)
     return 1;
@@ -667,15 +664,17 @@ int KernelLowering::viewWidthLimit(const ViewInfo &view, ValueRange offsets, Typ
   return width;
 }
 
+/// Number of consecutive registers that one vector access can move: the
+/// leading register bases walk the last dimension one element at a time,
+/// the thread's part keeps vectors aligned, and the view allows the width
+/// (viewWidthLimit).
 int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view,
                                 ValueRange offsets, Type elemType) {
-  // Sub-byte elements (i1) move one at a time: a vector of them is bit-packed.
-  if (elemType.getIntOrFloatBitWidth() < 8)
+  int limit = viewWidthLimit(view, offsets, elemType);
+  if (limit == 1)
     return 1;
   int64_t elemBytes = elemType.getIntOrFloatBitWidth() / 8;
   unsigned last = layout.rank() - 1;
-  if (constantInt(view.strides[last]) != 1)
-    return 1;
   int width = 1;
   for (const auto &basis : layout.regBases()) {
     tilec::Coord unit(layout.rank(), 0);
@@ -684,7 +683,7 @@ int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view
       break;
     width *= 2;
   }
-  width = std::min<int>(width, viewWidthLimit(view, offsets, elemType));
+  width = std::min(width, limit);
   for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
     for (const auto &basis : *bases)
       while (width > 1 && basis[last] % width)
@@ -908,6 +907,15 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     return constantStride ? sharedChunkAddress(tile, rowInPass, first / chunksPerRow, chunkInRow, 0)
                           : sharedElementAddress(tile, row, col);
   };
+  // The next pass's source pointer: the previous one plus `step` elements
+  // (two adds), hidden from LLVM: seen through, loop strength reduction
+  // makes every pass's pointer its own induction variable (two registers
+  // each, 16 per 64x128 tile, live across the whole loop).
+  auto nextPassPointer = [&](Value previous, Value step) -> Value {
+    Value next = LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType, previous,
+                                     ValueRange{step});
+    return inlinePtx(next.getType(), next, "mov.b64 $0, $1;", "=l,l")->getResult(0);
+  };
   auto uncheckedCopies = [&] {
     Value srcBytes = i32(kChunkBytes), src;
     Value passStep; // elements between a thread's chunks in consecutive passes
@@ -916,18 +924,10 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     for (int64_t first = 0; first < totalChunks; first += threads) {
       auto [row, chunk] = chunkRowCol(first);
       Value col = arith::MulIOp::create(b, chunk, i32(elemsPerChunk));
-      if (!constantStride || first == 0)
-        src = elementAddress(view, {arith::AddIOp::create(b, row, rowOffset),
-                                    arith::AddIOp::create(b, col, colOffset)});
-      else {
-        // Each pass's pointer is the previous one plus a step (two adds),
-        // hidden from LLVM: seen through, loop strength reduction makes
-        // every pass's pointer its own induction variable (two registers
-        // each, 16 per 64x128 tile, live across the whole loop).
-        src = LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType, src,
-                                  ValueRange{passStep});
-        src = inlinePtx(src.getType(), src, "mov.b64 $0, $1;", "=l,l")->getResult(0);
-      }
+      src = !constantStride || first == 0
+                ? elementAddress(view, {arith::AddIOp::create(b, row, rowOffset),
+                                        arith::AddIOp::create(b, col, colOffset)})
+                : nextPassPointer(src, passStep);
       copyChunk(first, chunkDst(first, row, col), src, srcBytes);
     }
   };
@@ -958,7 +958,6 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   // A zero-byte cp.async reads nothing, so the address of a row past the
   // view is formed but never used. Needs whole rows per pass and the
   // columns inside at compile time (else a chunk could be partly inside).
-  Value colsInside = tileInsideView(view, {colOffset}, {tile.cols}, /*firstDim=*/1);
   auto rowPredicatedCopies = [&] {
     Value passStep = arith::MulIOp::create(b, view.strides[0], i64(rowsPerPass)), src;
     Value col = arith::MulIOp::create(b, chunkInRow, i32(elemsPerChunk));
@@ -968,20 +967,18 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
       // Unsigned: negative rows are outside too.
       Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalRow, view.sizes[0]);
       Value srcBytes = arith::SelectOp::create(b, rowOk, i32(kChunkBytes), i32(0));
-      if (first == 0) {
-        src = elementAddress(view, {firstRow, arith::AddIOp::create(b, col, colOffset)});
-      } else {
-        src = LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType, src,
-                                  ValueRange{passStep});
-        src = inlinePtx(src.getType(), src, "mov.b64 $0, $1;", "=l,l")->getResult(0);
-      }
+      src = first == 0 ? elementAddress(view, {firstRow, arith::AddIOp::create(b, col, colOffset)})
+                       : nextPassPointer(src, passStep);
       copyChunk(first, chunkDst(first, nullptr, nullptr), src, srcBytes);
     }
   };
   // (i1 constants read as 0 and -1.)
   bool staticallyInside = insideConst && *insideConst;
-  if (copyBounds == CopyBounds::Row && constantStride && !staticallyInside &&
-      getConstantIntValue(colsInside).value_or(0) != 0)
+  auto colsInside = [&] {
+    Value test = tileInsideView(view, {colOffset}, {tile.cols}, /*firstDim=*/1);
+    return getConstantIntValue(test).value_or(0) != 0;
+  };
+  if (copyBounds == CopyBounds::Row && constantStride && !staticallyInside && colsInside())
     rowPredicatedCopies();
   else if (insideConst)
     *insideConst ? uncheckedCopies() : checkedCopies();

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import compiler
+
 
 @dataclass(frozen=True)
 class FlashConfig:
@@ -42,8 +44,9 @@ class FlashConfig:
                 + ("e" if self.smem_epilogue else "") + bounds + extra)
 
     def __post_init__(self):
-        if self.copy_bounds not in ("row", "tile", "chunk"):
-            raise ValueError(f"copy_bounds must be row, tile or chunk, got {self.copy_bounds!r}")
+        if self.copy_bounds not in compiler.COPY_BOUNDS:
+            raise ValueError(f"copy_bounds must be one of {compiler.COPY_BOUNDS}, "
+                             f"got {self.copy_bounds!r}")
 
     def valid(self):
         """Split-Q gives every warp whole m16 row tiles."""
