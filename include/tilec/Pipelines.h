@@ -30,8 +30,8 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                  llvm::cl::init("row")};
   Option<bool> storeTranspose{*this, "store-transpose",
                               llvm::cl::desc("widen direct register-tile stores to 16 bytes "
-                                             "with lane shuffles (experimental)"),
-                              llvm::cl::init(false)};
+                                             "with lane shuffles"),
+                              llvm::cl::init(true)};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

@@ -84,12 +84,10 @@ CANDIDATES = (
     FlashConfig(128, 64, 4, 2, True, copy_bounds="chunk"),
     FlashConfig(128, 128, 8, 2, True, copy_bounds="chunk"),
     FlashConfig(128, 128, 8, 2, True, copy_bounds="tile"),
-    # Not measured yet: O stored straight from registers as 16-byte chunks
-    # after lane shuffles (store-transpose), against the d128 epilogue's 64
-    # four-byte stores per thread that ncu showed stalled on a full
-    # global-memory queue (bench/RESULTS.md, Session 3).
-    FlashConfig(128, 64, 4, 2, False, copy_bounds="chunk", lowering_options="store-transpose=true"),
-    FlashConfig(128, 64, 4, 2, False, lowering_options="store-transpose=true"),
+    # O stored straight from registers as 4-byte stores (store-transpose off;
+    # it is on by default since 2026-11-29, see TABLE), for the A/B.
+    FlashConfig(128, 64, 4, 2, False, copy_bounds="chunk", lowering_options="store-transpose=false"),
+    FlashConfig(128, 64, 4, 2, False, lowering_options="store-transpose=false"),
 )
 
 DEFAULT = FlashConfig(64, 64, 4)
@@ -102,22 +100,27 @@ DEFAULT = FlashConfig(64, 64, 4)
 # (stages=2) beat one buffer by 3-6%. Storing O through shared memory won 1-4%
 # at head_dim 64 and lost 2-9% at 128, where the kernel sits at ptxas's
 # 255-register limit and the epilogue's registers cost spills inside the
-# loop. Causal head_dim 128 is the exception: 128x128 blocks over 8 warps (16
-# rows each, no spills, one CTA per SM) measured 347-357 TFLOP/s at 16k
-# against 311-316 for 128x64 over 4 warps; with O through shared memory it is
-# the best of the four d128 candidates from 1k to 8k in the full-seqlen sweep
-# (bench/RESULTS.md, 10:05 UTC) and within 1% at 16k.
+# loop. Causal head_dim 128 was the exception until store-transpose:
+# 128x128 blocks over 8 warps (16 rows each, no spills, one CTA per SM) led
+# at 2k-16k (bench/RESULTS.md, 10:05 UTC); it still leads at 16k causal.
+# 256-row blocks over 8 warps lost 6-21% (Session 4).
 # How the K/V copies respect the view's bounds (copy_bounds) was measured
 # per variant on 2026-11-29 (bench/RESULTS.md, Session 3): the default
 # 'row' (no branch) is as fast as the others at head_dim 64; the non-causal
 # head_dim-128 kernel, at ptxas's 255-register limit, is 1-2% faster with
 # 'chunk' (the per-chunk checks; 'tile''s branch cost it 2%); the 8-warp
 # causal one is 1-3% faster with 'tile'.
+# Since store-transpose (O leaves registers as 16-byte stores after lane
+# shuffles, the default since 2026-11-29 12:20) the direct-store 128x64 kernels
+# win at head_dim 128 (bench/RESULTS.md, Session 4): non-causal with 'row'
+# (+7% at 512, +2% at 2k, level at 16k against the 'chunk' entry before),
+# causal with 'chunk' (+15% at 512, +7% at 2k, +4% at 4k, level at 8k and
+# 3-7% behind the 8-warp kernel at 16k, still ahead of FA2 there).
 TABLE = {
     ("sm_80", 64, False): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 64, True): FlashConfig(128, 64, 4, 2, True),
-    ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False, copy_bounds="chunk"),
-    ("sm_80", 128, True): FlashConfig(128, 128, 8, 2, True, copy_bounds="tile"),
+    ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False),
+    ("sm_80", 128, True): FlashConfig(128, 64, 4, 2, False, copy_bounds="chunk"),
 }
 
 

@@ -1,7 +1,7 @@
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="smem-epilogue=false store-transpose=true" | FileCheck %s
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="smem-epilogue=false" | FileCheck %s --check-prefix=PLAIN
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="smem-epilogue=false" | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="smem-epilogue=false store-transpose=false" | FileCheck %s --check-prefix=PLAIN
 
-// store-transpose (experimental): an mma accumulator, converted to f16,
+// store-transpose (on by default): an mma accumulator, converted to f16,
 // holds 2 consecutive columns (4 bytes) per thread and row; columns 2 and 4
 // are lane bits, columns 8, 16, 32 register bits. Two lane/register swaps,
 // each a shuffle per pair of 32-bit words (lane masks 1, then 2), leave 8

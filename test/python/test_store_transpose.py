@@ -1,4 +1,4 @@
-"""store-transpose (experimental lowering option): the O accumulator stored
+"""store-transpose (a lowering option, on by default): the O accumulator stored
 straight from registers leaves as 16-byte chunks after lane shuffles
 instead of 4-byte stores. The shuffle network itself is pinned by lit
 (test/passes/store-transpose.mlir); its numerics need a GPU (bench/tune.sh
@@ -26,7 +26,7 @@ def flash_d128_ptx(lowering_options):
 
 
 def test_o_leaves_in_16_byte_stores_after_64_shuffles():
-    plain, wide = flash_d128_ptx(""), flash_d128_ptx("store-transpose=true")
+    plain, wide = flash_d128_ptx("store-transpose=false"), flash_d128_ptx("")
     # O: 128x128 f16 over 128 threads = 256 bytes per thread.
     assert len(re.findall(r"st\.global\.v4\.b32", wide["ptx"])) == 16
     assert len(re.findall(r"st\.global\.v4\.b32", plain["ptx"])) == 0
