@@ -1863,7 +1863,8 @@ LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
 /// emitted) where it does not apply.
 bool KernelLowering::lowerRescale(arith::MulFOp op) {
   auto type = dyn_cast<RankedTensorType>(op.getType());
-  if (!skipUnitRescale || !type || !type.getElementType().isF32())
+  if (!(skipUnitRescale || op->hasAttr("tile.skip_unit_rescale")) || !type ||
+      !type.getElementType().isF32())
     return false;
   for (unsigned k = 0; k < 2; ++k) {
     Value factors = op->getOperand(k), other = op->getOperand(1 - k);

@@ -44,6 +44,7 @@
 
 namespace tilec {
 #define GEN_PASS_DEF_TILEMINIMIZENONMATMUL
+#define GEN_PASS_DEF_TILELAZYRESCALE
 #include "passes/Passes.h.inc"
 } // namespace tilec
 
@@ -52,6 +53,9 @@ using namespace mlir;
 namespace {
 
 constexpr llvm::StringLiteral kFallbackAttr = "tile.softmax_fallback";
+/// On a multiply by a row broadcast that tile-lazy-rescale made exactly 1 in
+/// most rows: convert-tile-to-nvvm skips it in warps where every factor is 1.
+constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_rescale";
 
 //===----------------------------------------------------------------------===//
 // Scalars that a whole tile equals
@@ -478,6 +482,127 @@ struct TileMinimizeNonmatmul final
           p.add<ContractToFma<arith::SubFOp>, ContractToFma<arith::AddFOp>, RowReciprocal>(ctx);
         })))
       signalPassFailure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// tile-lazy-rescale
+//===----------------------------------------------------------------------===//
+
+/// The running max of one FA2-form loop, found from its yield:
+/// `mNew = maximumf(mArg, rowMax)`, `scaled = mNew * c`, `negScaled =
+/// -scaled` feeding the scores and `alphaIn = fma(mArg, c, negScaled)`,
+/// `alpha = exp2(alphaIn)`.
+struct RunningMax {
+  BlockArgument mArg;
+  arith::MaximumFOp mNew;
+  arith::MulFOp scaled;
+  arith::NegFOp negScaled;
+  math::FmaOp alphaIn;
+  math::Exp2Op alpha;
+};
+
+std::optional<RunningMax> matchRunningMax(scf::ForOp loop, unsigned i) {
+  RunningMax r;
+  r.mArg = loop.getRegionIterArgs()[i];
+  Value yielded = loop.getBody()->getTerminator()->getOperand(i);
+  r.mNew = yielded.getDefiningOp<arith::MaximumFOp>();
+  if (!r.mNew || r.mNew->getBlock() != loop.getBody() ||
+      !llvm::is_contained(r.mNew->getOperands(), Value(r.mArg)) || !r.mNew.getResult().hasNUses(2))
+    return std::nullopt;
+  for (Operation *user : r.mNew->getUsers())
+    if (auto mul = dyn_cast<arith::MulFOp>(user))
+      r.scaled = mul;
+  if (!r.scaled || !r.scaled->hasOneUse())
+    return std::nullopt;
+  Value c = r.scaled.getLhs() == r.mNew.getResult() ? r.scaled.getRhs() : r.scaled.getLhs();
+  r.negScaled = dyn_cast<arith::NegFOp>(*r.scaled->getUsers().begin());
+  if (!r.negScaled)
+    return std::nullopt;
+  for (Operation *user : r.negScaled->getUsers())
+    if (auto fma = dyn_cast<math::FmaOp>(user);
+        fma && fma.getA() == r.mArg && fma.getB() == c && fma.getC() == r.negScaled.getResult() &&
+        fma->hasOneUse())
+      r.alphaIn = fma;
+  if (!r.alphaIn)
+    return std::nullopt;
+  r.alpha = dyn_cast<math::Exp2Op>(*r.alphaIn->getUsers().begin());
+  if (!r.alpha)
+    return std::nullopt;
+  return r;
+}
+
+/// The full-tile multiplies by a row broadcast of `alpha` (O's rescale).
+SmallVector<arith::MulFOp> rescalesBy(Value alpha) {
+  SmallVector<arith::MulFOp> muls;
+  for (Operation *expand : alpha.getUsers())
+    if (isa<tile::ExpandDimsOp>(expand))
+      for (Operation *broadcast : expand->getUsers())
+        if (isa<tile::BroadcastOp>(broadcast))
+          for (Operation *user : broadcast->getUsers())
+            if (auto mul = dyn_cast<arith::MulFOp>(user))
+              muls.push_back(mul);
+  return muls;
+}
+
+/// m' = grow ? max : m with grow = alpha < 2^-threshold; alpha' = grow ?
+/// alpha : 1; the scores subtract the kept max. See Passes.td.
+void makeRescaleLazy(RunningMax r, double threshold) {
+  // alpha depends on mArg, c and negScaled only: compute it right after
+  // negScaled so the kept max exists before the scores' uses of it.
+  r.alphaIn->moveAfter(r.negScaled);
+  r.alpha->moveAfter(r.alphaIn);
+  OpBuilder b(r.alpha->getContext());
+  b.setInsertionPointAfter(r.alpha);
+  Location loc = r.alpha.getLoc();
+  auto rowType = cast<RankedTensorType>(r.mArg.getType());
+  auto splat = [&](double value) {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(rowType, b.getFloatAttr(rowType.getElementType(), value)));
+  };
+  Value alpha = r.alpha.getResult();
+  Value grow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, alpha,
+                                     splat(std::exp2(-threshold)));
+  Value kept = arith::SelectOp::create(b, loc, grow, r.mNew, r.mArg);
+  Value c = r.scaled.getLhs() == r.mNew.getResult() ? r.scaled.getRhs() : r.scaled.getLhs();
+  Value negKept = arith::NegFOp::create(b, loc, arith::MulFOp::create(b, loc, kept, c));
+  Value lazyAlpha = arith::SelectOp::create(b, loc, grow, alpha, splat(1.0));
+  r.negScaled.getResult().replaceUsesWithIf(
+      negKept, [&](OpOperand &use) { return use.getOwner() != r.alphaIn.getOperation(); });
+  alpha.replaceUsesWithIf(lazyAlpha, [&](OpOperand &use) {
+    return use.getOwner() != grow.getDefiningOp() && use.getOwner() != lazyAlpha.getDefiningOp();
+  });
+  r.mNew.getResult().replaceUsesWithIf(kept, [&](OpOperand &use) {
+    return isa<scf::YieldOp>(use.getOwner());
+  });
+  for (arith::MulFOp mul : rescalesBy(lazyAlpha))
+    mul->setAttr(kSkipUnitRescaleAttr, b.getUnitAttr());
+}
+
+struct TileLazyRescale final : tilec::impl::TileLazyRescaleBase<TileLazyRescale> {
+  using TileLazyRescaleBase::TileLazyRescaleBase;
+  void runOnOperation() override {
+    if (!(threshold > 0 && threshold < 64)) {
+      getOperation().emitError() << "tile-lazy-rescale: threshold must be in (0, 64), got "
+                                 << threshold;
+      return signalPassFailure();
+    }
+    int64_t threads = 32 * numWarps;
+    getOperation().walk([&](scf::ForOp loop) {
+      if (loop->hasAttr(kFallbackAttr))
+        return;
+      for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i) {
+        auto running = matchRunningMax(loop, i);
+        if (!running)
+          continue;
+        // Worth it only where the skipped multiplies outweigh the vote.
+        int64_t registers = 0;
+        for (arith::MulFOp mul : rescalesBy(running->alpha))
+          registers += cast<RankedTensorType>(mul.getType()).getNumElements() / threads;
+        if (registers > 0 && registers >= minRegisters)
+          makeRescaleLazy(*running, threshold);
+      }
+    });
   }
 };
 

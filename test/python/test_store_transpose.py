@@ -26,7 +26,9 @@ def flash_d128_ptx(lowering_options):
 
 
 def test_o_leaves_in_16_byte_stores_after_64_shuffles():
-    plain, wide = flash_d128_ptx("store-transpose=false"), flash_d128_ptx("")
+    # Lazy rescale off in both: its branch moves ptxas's spills on its own.
+    plain = flash_d128_ptx("store-transpose=false lazy-rescale=false")
+    wide = flash_d128_ptx("lazy-rescale=false")
     # O: 128x128 f16 over 128 threads = 256 bytes per thread.
     assert len(re.findall(r"st\.global\.v4\.b32", wide["ptx"])) == 16
     assert len(re.findall(r"st\.global\.v4\.b32", plain["ptx"])) == 0

@@ -1,0 +1,32 @@
+// RUN: tile-opt %S/../../kernels/flash_fwd.mlir --tile-optimize --tile-lazy-rescale="num-warps=2 min-registers=128" | FileCheck %s
+// RUN: tile-opt %S/../../kernels/flash_fwd.mlir --tile-optimize --tile-lazy-rescale="num-warps=4 min-registers=128" | FileCheck %s --check-prefix=SMALL
+// RUN: not tile-opt %S/../../kernels/flash_fwd.mlir --tile-lazy-rescale="threshold=0" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// tile-lazy-rescale on the flagship loop in FA2's form: a row keeps its max
+// (m' = grow ? max : m) unless the true rescale factor alpha falls below
+// 2^-8; the scores subtract the kept max; l and O are rescaled by alpha'
+// (exactly 1 for kept rows) and O's multiply is marked for the GPU
+// lowering's warp-uniform skip. 64x128 f32 O over 2 warps = 128 registers
+// per thread: rewritten.
+// CHECK:       scf.for
+// CHECK:         %[[MAX:.*]] = arith.maximumf %[[M:arg[0-9]+]], %{{.*}} : tensor<64xf32>
+// CHECK:         %[[ALPHA:.*]] = math.exp2 %{{.*}} : tensor<64xf32>
+// CHECK:         %[[LIMIT:.*]] = arith.constant dense<3.906250e-03> : tensor<64xf32>
+// CHECK:         %[[GROW:.*]] = arith.cmpf olt, %[[ALPHA]], %[[LIMIT]]
+// CHECK:         %[[KEPT:.*]] = arith.select %[[GROW]], %[[MAX]], %[[M]]
+// CHECK:         %[[SCALED:.*]] = arith.mulf %[[KEPT]], %{{.*}} : tensor<64xf32>
+// CHECK:         %[[NEG:.*]] = arith.negf %[[SCALED]]
+// CHECK:         %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<64xf32>
+// CHECK:         %[[LAZY:.*]] = arith.select %[[GROW]], %[[ALPHA]], %[[ONE]]
+// CHECK:         tile.expand_dims %[[NEG]]
+// CHECK:         math.fma %{{.*}}, %[[LAZY]], %{{.*}} : tensor<64xf32>
+// CHECK:         tile.expand_dims %[[LAZY]]
+// CHECK:         arith.mulf %{{.*}}, %{{.*}} {tile.skip_unit_rescale} : tensor<64x128xf32>
+// CHECK:         scf.yield %[[KEPT]],
+
+// Over 4 warps O is 64 registers per thread: the vote would cost more than
+// the multiplies it skips, so nothing changes.
+// SMALL-NOT: tile.skip_unit_rescale
+// SMALL-NOT: dense<3.906250e-03>
+
+// BAD: tile-lazy-rescale: threshold must be in (0, 64), got 0
