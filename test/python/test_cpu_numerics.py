@@ -318,3 +318,47 @@ def test_sliding_window_split(sq, sk, window, run_tile_passes):
     ref = np.where(keep, np.exp(x.astype(np.float64)), 0.0).sum(axis=1)
     assert np.isnan(l_full[sq:]).all()
     np.testing.assert_allclose(l, ref, rtol=1e-5, atol=0)
+
+
+LAZY_PIPELINE = "builtin.module(tile-optimize,tile-lazy-rescale{num-warps=2 min-registers=128})"
+
+
+@pytest.mark.parametrize("file,kernel,causal", [("flash_fwd.mlir", "flash_fwd", False),
+                                                 ("flash_fwd_causal.mlir", "flash_fwd_causal", True)],
+                         ids=["full", "causal"])
+def test_lazy_rescale_matches_float64(file, kernel, causal):
+    """tile-lazy-rescale keeps a row's stale max until the new one is 2^8
+    larger. Keys whose scores climb block by block exercise both paths: a
+    ramp of +1 per 64 keys (kept max: the scores reach e^k, up to 2^8) and
+    jumps of +12 every fourth block (new max). The rewritten tile IR runs
+    on the CPU runner against float64."""
+    source = (KERNELS / file).read_text()
+    rewritten = _tilec.run_pipeline(source, LAZY_PIPELINE, file)
+    assert "tile.skip_unit_rescale" in rewritten, "the pass did not rewrite the loop"
+    rng = np.random.default_rng()
+    b, h, d, s = 1, 2, 128, 700
+    scale = 1.0 / np.sqrt(d)
+    block = np.arange(s) // 64
+    climb = block * 1.0 + (block // 4) * 12.0            # score offset of each key (natural log)
+    q = (0.25 * rng.standard_normal((b, s, h, d))).astype(np.float16)
+    k = (0.25 * rng.standard_normal((b, s, h, d))).astype(np.float16)
+    v = rng.standard_normal((b, s, h, d)).astype(np.float16)
+    q[..., 0] = 4.0
+    k[..., 0] = (climb / (4.0 * scale))[None, :, None]
+    path = pathlib.Path(f"/lazy/{file}")
+    o_full, o = poisoned((b, s, h, d), np.float16)
+    lse_full, lse = poisoned((b, h, s), np.float32)
+    args = [q, k, v, o, lse, ("i32", s), ("i32", s), ("i32", h), ("i32", b)]
+    for t in (q, k, v, o):
+        args += [("i64", st // 2) for st in t.strides[:3]]
+    args += [("i64", lse.strides[0] // 4), ("i64", lse.strides[1] // 4), ("f32", scale)]
+    run_cpu(rewritten, kernel, args, (-(-s // 64), b * h, 1), run_tile_passes=False,
+            buffer_name=str(path))
+    assert np.isnan(o_full[o.size:]).all() and np.isnan(lse_full[lse.size:]).all()
+    o_ref, lse_ref = reference(q, k, v, scale, causal)
+    assert not np.isnan(o).any() and not np.isnan(lse).any(), "unwritten or NaN outputs"
+    rel = np.linalg.norm(o.astype(np.float64) - o_ref) / np.linalg.norm(o_ref)
+    assert rel <= O_REL_TOL, f"||o - ref|| / ||ref|| = {rel:.2e}"
+    # lse reaches ~100 here: the f32 bound scales with it.
+    lse_err = np.abs(lse.astype(np.float64) - lse_ref).max()
+    assert lse_err <= LSE_ABS_TOL * max(1.0, np.abs(lse_ref).max()), f"max |lse - ref| = {lse_err:.2e}"
