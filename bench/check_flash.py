@@ -50,7 +50,11 @@ OUT_SENTINEL = -1024.0  # exact in f16, bf16 and f32
 
 # (batch, heads, seqlen_q, seqlen_k, layout, amplitude of q). Amplitude 8
 # spreads the scores (std 8) so the online softmax rescales often and exp
-# would overflow without the max subtraction.
+# would overflow without the max subtraction. "climb": scores that rise by
+# 1.8 per 64 keys and jump by 12 every 256, so that lazy rescale (a row's
+# max kept until the new one is 2^8 larger) both keeps stale maxima, with
+# scores up to ~2^7.8, and takes new ones; warps then skip O's rescale in
+# some iterations and not in others.
 CASES = [
     (1, 1, 1, 1, "padded", 1),
     (2, 3, 17, 17, "padded", 1),
@@ -58,6 +62,7 @@ CASES = [
     (1, 4, 4096, 4096, "contiguous", 1),
     (2, 2, 257, 257, "padded", 1),
     (1, 2, 1000, 1000, "contiguous", 8),
+    (1, 2, 1000, 1000, "padded", "climb"),
 ]
 NONCAUSAL_CASES = [
     (2, 3, 17, 1000, "padded", 1),
@@ -199,14 +204,22 @@ def run_case(fk, case, seed):
     q, _ = make_tensor((b, sq, h, d), fk.dtype, layout, nan, 1, 2)
     k, _ = make_tensor((b, sk, h, d), fk.dtype, layout, nan, 1, 2)
     v, _ = make_tensor((b, sk, h, d), fk.dtype, layout, nan, 1, 2)
-    q.copy_(randn(q.shape) * amp)
-    k.copy_(randn(k.shape))
+    scale = d ** -0.5
+    if amp == "climb":
+        block = torch.arange(sk, device="cuda") // 64
+        climb = block * 1.8 + (block // 4) * 12.0  # each key's score offset (natural log)
+        q.copy_(randn(q.shape) * 0.25)
+        k.copy_(randn(k.shape) * 0.25)
+        q[..., 0] = 4.0
+        k[..., 0] = (climb / (4.0 * scale))[None, :, None]
+    else:
+        q.copy_(randn(q.shape) * amp)
+        k.copy_(randn(k.shape))
     v.copy_(randn(v.shape))
     o, o_buf = make_tensor((b, sq, h, d), fk.dtype, layout, OUT_SENTINEL, 1, 2)
     lse, lse_buf = make_tensor((b, h, sq), torch.float32, layout, OUT_SENTINEL, 2, 1)
     o.fill_(nan)
     lse.fill_(nan)
-    scale = d ** -0.5
 
     fk(q, k, v, o, lse, scale)
     torch.cuda.synchronize()

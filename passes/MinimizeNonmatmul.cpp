@@ -529,6 +529,22 @@ std::optional<RunningMax> matchRunningMax(scf::ForOp loop, unsigned i) {
   r.alpha = dyn_cast<math::Exp2Op>(*r.alphaIn->getUsers().begin());
   if (!r.alpha)
     return std::nullopt;
+  // Nothing else may read the old max (a second, un-CSE'd max or score
+  // computation would keep using it), and the scores must subtract exactly
+  // negScaled: every other user broadcasts it along the rows.
+  for (Operation *user : r.mArg.getUsers())
+    if (user != r.mNew.getOperation() && user != r.alphaIn.getOperation())
+      return std::nullopt;
+  bool feedsScores = false;
+  for (Operation *user : r.negScaled->getUsers()) {
+    if (user == r.alphaIn.getOperation())
+      continue;
+    if (!isa<tile::ExpandDimsOp>(user))
+      return std::nullopt;
+    feedsScores = true;
+  }
+  if (!feedsScores)
+    return std::nullopt;
   return r;
 }
 
@@ -582,8 +598,10 @@ void makeRescaleLazy(RunningMax r, double threshold) {
 struct TileLazyRescale final : tilec::impl::TileLazyRescaleBase<TileLazyRescale> {
   using TileLazyRescaleBase::TileLazyRescaleBase;
   void runOnOperation() override {
-    if (!(threshold > 0 && threshold < 64)) {
-      getOperation().emitError() << "tile-lazy-rescale: threshold must be in (0, 64), got "
+    // Kept rows' scores reach 2^threshold and are rounded to f16/bf16 for the
+    // second dot: f16 stops at 65504.
+    if (!(threshold > 0 && threshold <= 15)) {
+      getOperation().emitError() << "tile-lazy-rescale: threshold must be in (0, 15], got "
                                  << threshold;
       return signalPassFailure();
     }

@@ -132,7 +132,8 @@ def TileLazyRescale : Pass<"tile-lazy-rescale", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"threshold", "threshold", "double", /*default=*/"8.0",
-           "log2 of the largest factor a kept max may leave in the scores">,
+           "log2 of the largest factor a kept max may leave in the scores (at "
+           "most 15: the scores are rounded to f16/bf16 for the second dot)">,
     Option<"numWarps", "num-warps", "int64_t", /*default=*/"4",
            "warps per program (to count the O rescale's registers per thread)">,
     Option<"minRegisters", "min-registers", "int64_t", /*default=*/"0",

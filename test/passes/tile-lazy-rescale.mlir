@@ -1,6 +1,9 @@
 // RUN: tile-opt %S/../../kernels/flash_fwd.mlir --tile-optimize --tile-lazy-rescale="num-warps=2 min-registers=128" | FileCheck %s
 // RUN: tile-opt %S/../../kernels/flash_fwd.mlir --tile-optimize --tile-lazy-rescale="num-warps=4 min-registers=128" | FileCheck %s --check-prefix=SMALL
+// RUN: tile-opt %S/../../kernels/flash_fwd_causal.mlir --tile-optimize --tile-lazy-rescale="num-warps=2 min-registers=128" | FileCheck %s --check-prefix=CHAINED
+// RUN: tile-opt %S/Inputs/lazy-rescale-second-max.mlir --tile-lazy-rescale="num-warps=2 min-registers=128" | FileCheck %s --check-prefix=PARTIAL
 // RUN: not tile-opt %S/../../kernels/flash_fwd.mlir --tile-lazy-rescale="threshold=0" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not tile-opt %S/../../kernels/flash_fwd.mlir --tile-lazy-rescale="threshold=16" 2>&1 | FileCheck %s --check-prefix=BAD16
 
 // tile-lazy-rescale on the flagship loop in FA2's form: a row keeps its max
 // (m' = grow ? max : m) unless the true rescale factor alpha falls below
@@ -29,4 +32,31 @@
 // SMALL-NOT: tile.skip_unit_rescale
 // SMALL-NOT: dense<3.906250e-03>
 
-// BAD: tile-lazy-rescale: threshold must be in (0, 64), got 0
+// Both loops tile-split-masked-loops chains (unmasked blocks, then the
+// masked diagonal ones) are rewritten; the loops of the negative-scale
+// fallback (tile.softmax_fallback) are not.
+// CHAINED:     scf.for
+// CHAINED:       arith.cmpf olt
+// CHAINED:       {tile.skip_unit_rescale}
+// CHAINED:       scf.yield
+// CHAINED:     scf.for
+// CHAINED:       arith.cmpf olt
+// CHAINED:       {tile.skip_unit_rescale}
+// CHAINED:       scf.yield
+// CHAINED-NOT: tile.skip_unit_rescale
+// CHAINED:     tile.softmax_fallback
+
+// A loop that reads the old max a second time (in this input the first
+// loop's scores come from an un-CSE'd copy of the max -> scaled -> negated
+// chain) only partly matches: keeping the max would leave that copy stale,
+// so that loop is left alone (rewriting it gave an O error of 0.24 on the
+// CPU runner); the second loop, which matches, is rewritten.
+// PARTIAL:     scf.for
+// PARTIAL-NOT: tile.skip_unit_rescale
+// PARTIAL:     tile.blocks = "full"
+// PARTIAL:     scf.for
+// PARTIAL:     {tile.skip_unit_rescale}
+// PARTIAL:     tile.blocks = "partial"
+
+// BAD: tile-lazy-rescale: threshold must be in (0, 15], got 0
+// BAD16: tile-lazy-rescale: threshold must be in (0, 15], got 1.6
