@@ -261,6 +261,18 @@ private:
   /// Swizzled row/chunk base addresses per (tile, row, chunk, low chunk bits).
   using ChunkBaseKey = std::tuple<int64_t, void *, void *, int64_t, void *>;
   std::map<ChunkBaseKey, Value> chunkBaseCache;
+  /// Ring-shifted bases (base + this iteration's delta) created in loop
+  /// bodies; lowerFor turns those of its own body into loop-carried values.
+  struct RingShift {
+    Value shifted, base, delta;
+    ChunkBaseKey key;
+  };
+  SmallVector<RingShift> ringShifts;
+  /// Set while lowering a dot (only ldmatrix bases are carried) in a loop
+  /// whose accumulators leave registers short (see lowerFor).
+  bool carryShifts = false;
+  bool loopShortOfRegisters = false;
+  void carryRingShifts(scf::ForOp &loop, Value parityInit);
   /// When set, new chunk bases are computed at the insertion point and kept
   /// here instead (see sharedChunkBase).
   std::map<ChunkBaseKey, Value> *localChunkBases = nullptr;
@@ -444,6 +456,8 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
     b.setInsertionPointAfterValue(tile.delta);
     shifted = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
                                   ValueRange{tile.delta});
+    if (carryShifts)
+      ringShifts.push_back({shifted, base, tile.delta, key});
   }
   return {shifted, constant};
 }
@@ -1408,6 +1422,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     aRow = arith::AddIOp::create(b, arith::MulIOp::create(b, warpId, i32(rowsPerWarp)), vRow);
   }
   int numMatrices = nTiles >= 2 ? 4 : 2;
+  carryShifts = loopShortOfRegisters;
+  llvm::scope_exit stopCarrying([&] { carryShifts = false; });
 
   for (int64_t ki = 0; ki < kTiles; ++ki) {
     SmallVector<SmallVector<Value>> aFrags(mTiles);
@@ -1635,6 +1651,15 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   auto pendingBefore = pendingSnapshot();
   bool bodyFills = false;
   op.getBody()->walk([&](LoadOp load) { bodyFills |= isShared(load.getResult()); });
+  // Carry the ring's ldmatrix addresses (carryRingShifts) where an
+  // accumulator takes 128 or more registers per thread (O at head_dim 128
+  // over 4 warps): there they save ptxas's spills; at head_dim 64 they
+  // measured no gain and cost spills outside the loop.
+  bool shortBefore = loopShortOfRegisters;
+  llvm::scope_exit restoreShort([&] { loopShortOfRegisters = shortBefore; });
+  op.getBody()->walk([&](DotOp dot) {
+    loopShortOfRegisters |= dot.getAcc().getType().getNumElements() / (32 * numWarps) >= 128;
+  });
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = newFor.getBody();
@@ -1681,6 +1706,9 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       yielded.push_back(arith::XOrIOp::create(b, parity, i32(1)));
     scf::YieldOp::create(b, yielded);
   }
+  int64_t loopResults = newFor.getNumResults(); // before carried bases are added
+  if (hasRing)
+    carryRingShifts(newFor, inits.back());
   sharedBytes = sharedMark;
   completeThrough = completeBefore;
   visibleThrough = visibleBefore;
@@ -1688,7 +1716,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   assumeCommittedLast(pendingBefore);
   if (bodyFills) // zero trips commit nothing: indices shift between paths
     renumberPendingWriters();
-  unflatten(op.getResults(), newFor.getResults().take_front(newFor.getNumResults() - (hasRing ? 1 : 0)));
+  unflatten(op.getResults(), newFor.getResults().take_front(loopResults - (hasRing ? 1 : 0)));
 
   // The regions of carried tiles nothing reads after the loop (the first
   // iteration's tile, the ring's twin) die with it: pop them off the stack.
@@ -1697,7 +1725,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     Value init = op.getInitArgs()[c.index];
     SharedTile after = sharedTiles[c.reload.getResult()];
     if (c.ring) { // the last region written: parity after the loop
-      after.parity = newFor.getResults().back();
+      after.parity = newFor.getResult(loopResults - 1);
       after.delta = arith::MulIOp::create(b, after.parity, i32(after.twinDistance));
     }
     // Uses after the loop wait for everything committed before they run.
@@ -1720,6 +1748,82 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       }
   }
   return success();
+}
+
+/// A ring tile's ldmatrix and copy addresses are base + delta, delta =
+/// parity * twin (or twin - that, for the region being refilled), the bases
+/// loop-invariant. Kept as they are, each base is live through the loop and
+/// its shifted copy through the iteration: two registers per address. Here
+/// each shifted address becomes a loop-carried value instead, started at
+/// base + delta(parity on entry) and advanced by delta(next parity) -
+/// delta(parity) at the back edge, so the base dies before the loop (at
+/// head_dim 128: 8 registers fewer for K and V, which ptxas had spilled).
+void KernelLowering::carryRingShifts(scf::ForOp &loop, Value parityInit) {
+  Block *body = loop.getBody();
+  Value parity = body->getArguments().back();
+  // delta as a function of the parity: p * twin, or twin - p * twin.
+  auto rebuild = [&](OpBuilder &at, Value delta, Value p) -> Value {
+    auto constant = [&](Value v) -> std::optional<int64_t> {
+      APInt value;
+      if (matchPattern(v, m_ConstantInt(&value)))
+        return value.getSExtValue();
+      return std::nullopt;
+    };
+    auto times = [&](Value v) -> std::optional<int64_t> { // v = parity * twin
+      auto mul = v.getDefiningOp<arith::MulIOp>();
+      if (!mul || mul.getLhs() != parity)
+        return std::nullopt;
+      return constant(mul.getRhs());
+    };
+    Location loc = delta.getLoc();
+    auto c = [&](int64_t v) { return arith::ConstantIntOp::create(at, loc, v, 32).getResult(); };
+    if (auto twin = times(delta))
+      return arith::MulIOp::create(at, loc, p, c(*twin));
+    if (auto sub = delta.getDefiningOp<arith::SubIOp>()) {
+      auto twin = constant(sub.getLhs());
+      if (twin && times(sub.getRhs()) == twin)
+        return arith::SubIOp::create(at, loc, c(*twin), arith::MulIOp::create(at, loc, p, c(*twin)));
+    }
+    return Value();
+  };
+  SmallVector<RingShift> moved;
+  SmallVector<Value> initial;
+  OpBuilder before(loop);
+  for (RingShift &shift : ringShifts) {
+    if (shift.shifted.getParentBlock() != body ||
+        loop.getRegion().isAncestor(shift.base.getParentRegion()))
+      continue;
+    Value delta = rebuild(before, shift.delta, parityInit);
+    if (!delta)
+      continue;
+    initial.push_back(LLVM::GEPOp::create(before, shift.delta.getLoc(), ptrType(kSharedAddressSpace),
+                                          b.getI8Type(), shift.base, ValueRange{delta}));
+    moved.push_back(shift);
+  }
+  llvm::erase_if(ringShifts, [&](RingShift &shift) { return shift.shifted.getParentBlock() == body; });
+  if (moved.empty())
+    return;
+  IRRewriter rewriter(b);
+  auto advanced = [&](OpBuilder &at, Location loc, ArrayRef<BlockArgument> carried) {
+    Value next = arith::XOrIOp::create(at, loc, parity, arith::ConstantIntOp::create(at, loc, 1, 32));
+    SmallVector<Value> values;
+    for (auto [shift, address] : llvm::zip_equal(moved, carried)) {
+      Value step = arith::SubIOp::create(at, loc, rebuild(at, shift.delta, next), shift.delta);
+      values.push_back(LLVM::GEPOp::create(at, loc, ptrType(kSharedAddressSpace), at.getI8Type(),
+                                           address, ValueRange{step}));
+    }
+    return values;
+  };
+  FailureOr<LoopLikeOpInterface> widened =
+      loop.replaceWithAdditionalYields(rewriter, initial, /*replaceInitOperandUsesInLoop=*/false, advanced);
+  assert(succeeded(widened) && "scf.for takes more loop-carried values");
+  loop = cast<scf::ForOp>(widened->getOperation());
+  auto carried = loop.getRegionIterArgs().take_back(moved.size());
+  for (auto [shift, address] : llvm::zip_equal(moved, carried)) {
+    chunkBaseCache.erase(shift.key);
+    shift.shifted.replaceAllUsesWith(address);
+    shift.shifted.getDefiningOp()->erase();
+  }
 }
 
 LogicalResult KernelLowering::lowerIf(scf::IfOp op) {

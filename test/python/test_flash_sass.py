@@ -1,11 +1,11 @@
 """Machine code of the strategy table's flash kernels (the ones
 flash_attn_func runs), read with cuobjdump: every K/V loop issues HMMA,
-LDSM and LDGSTS; the head_dim-64 loops touch no local memory; the
-head_dim-128 loops (ptxas's 255-register limit) only reload a few
-loop-invariant values (LDL, no STL) -- 3 and 5 per iteration on 2026-11-29
-(bench/RESULTS.md, Session 4), bounded here so a regression shows.
-test/Target/flash-loop-spills.mlir runs the same checker on the .mlir
-flagship."""
+LDSM and LDGSTS and touches no local memory (issue 6's SASS target). The
+head_dim-128 kernels sit at ptxas's 255-register limit: they spill a few
+values outside the loops, and until the ring's ldmatrix addresses were
+carried through the loop (convert-tile-to-nvvm, carryRingShifts) they
+reloaded 3-5 values per iteration. test/Target/flash-loop-spills.mlir runs
+the same checker on the .mlir flagship."""
 import glob
 import os
 import re
@@ -86,9 +86,7 @@ def test_table_kernel_loops(head_dim, causal):
     for body in bodies:
         assert count(body, r"HMMA\.16816\.F32") > 0
         assert count(body, r"LDSM\.16\.M88\.4") > 0 and count(body, r"LDGSTS\.E\.BYPASS\.128") > 0
-        assert count(body, "STL") == 0, "a spill store inside a K/V loop"
-        assert count(body, "LDL") <= (0 if head_dim == 64 else 5)
+        assert count(body, "STL") == 0 and count(body, "LDL") == 0, "local memory in a K/V loop"
     checked = subprocess.run([sys.executable, str(CHECKER)], input=sass, capture_output=True,
                              text=True)
-    assert (re.search(r" 0 inside loops", checked.stdout) is not None) == (head_dim == 64), \
-        checked.stdout
+    assert checked.returncode == 0 and re.search(r" 0 inside loops", checked.stdout), checked.stdout
