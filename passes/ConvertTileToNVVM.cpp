@@ -121,9 +121,11 @@ enum class CopyBounds {
 class KernelLowering {
 public:
   KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue,
-                 bool skipUnitRescale, CopyBounds copyBounds, bool storeTranspose)
+                 bool skipUnitRescale, CopyBounds copyBounds, bool storeTranspose,
+                 bool carryRingAddresses)
       : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue),
         skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), storeTranspose(storeTranspose),
+        carryRingAddresses(carryRingAddresses),
         ctx(func.getContext()),
         b(func.getLoc(), func.getContext()) {}
 
@@ -229,6 +231,7 @@ private:
   CopyBounds copyBounds;
   /// Widen direct stores to 16 bytes by exchanging registers between lanes.
   bool storeTranspose;
+  bool carryRingAddresses;
   MLIRContext *ctx;
   ImplicitLocOpBuilder b;
   int64_t numWarps = 4;
@@ -1651,15 +1654,17 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   auto pendingBefore = pendingSnapshot();
   bool bodyFills = false;
   op.getBody()->walk([&](LoadOp load) { bodyFills |= isShared(load.getResult()); });
-  // Carry the ring's ldmatrix addresses (carryRingShifts) where an
-  // accumulator takes 128 or more registers per thread (O at head_dim 128
-  // over 4 warps): there they save ptxas's spills; at head_dim 64 they
-  // measured no gain and cost spills outside the loop.
+  // carry-ring-addresses (experiment, off): carry the ring's ldmatrix
+  // addresses (carryRingShifts) where an accumulator takes 128 or more
+  // registers per thread (O at head_dim 128 over 4 warps). It removes the
+  // last local-memory loads from the d128 loops but measured 2-5% slower;
+  // at head_dim 64 it only added spills outside the loop.
   bool shortBefore = loopShortOfRegisters;
   llvm::scope_exit restoreShort([&] { loopShortOfRegisters = shortBefore; });
-  op.getBody()->walk([&](DotOp dot) {
-    loopShortOfRegisters |= dot.getAcc().getType().getNumElements() / (32 * numWarps) >= 128;
-  });
+  if (carryRingAddresses)
+    op.getBody()->walk([&](DotOp dot) {
+      loopShortOfRegisters |= dot.getAcc().getType().getNumElements() / (32 * numWarps) >= 128;
+    });
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = newFor.getBody();
@@ -1758,6 +1763,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
 /// base + delta(parity on entry) and advanced by delta(next parity) -
 /// delta(parity) at the back edge, so the base dies before the loop (at
 /// head_dim 128: 8 registers fewer for K and V, which ptxas had spilled).
+/// Experiment carry-ring-addresses: no LDL left in the d128 loops, but
+/// measured 2-5% slower than the 3-5 L1-hit reloads it replaces.
 void KernelLowering::carryRingShifts(scf::ForOp &loop, Value parityInit) {
   Block *body = loop.getBody();
   Value parity = body->getArguments().back();
@@ -2342,7 +2349,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
     }
     for (func::FuncOp func : kernels)
       if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, *bounds,
-                                storeTranspose)
+                                storeTranspose, carryRingAddresses)
                      .run()))
         return signalPassFailure();
     module->setAttr("tile.target", builder.getStringAttr(arch));

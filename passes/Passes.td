@@ -82,6 +82,11 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "exchange registers between lanes with shuffles first so that each "
            "store moves 16 bytes (measured 2026-11-29: +2-7% at head_dim 128 up "
            "to 2k keys, level at 16k; false keeps the narrow stores)">,
+    Option<"carryRingAddresses", "carry-ring-addresses", "bool", /*default=*/"false",
+           "in loops whose accumulators take >= 128 registers per thread, carry the "
+           "K/V ring's ldmatrix addresses as loop values instead of keeping their "
+           "loop-invariant bases live: no local memory left in the d128 loops, but "
+           "measured 2-5% slower (2026-11-29, bench/RESULTS.md Session 4), so off">,
     Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"true",
            "store register tiles holding under 16 bytes of a row per thread through "
            "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,

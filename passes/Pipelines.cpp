@@ -40,6 +40,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   lowering.skipUnitRescale = options.skipUnitRescale;
   lowering.copyBounds = options.copyBounds;
   lowering.storeTranspose = options.storeTranspose;
+  lowering.carryRingAddresses = options.carryRingAddresses;
   pm.addPass(createConvertTileToNVVM(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

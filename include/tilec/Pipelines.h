@@ -38,6 +38,11 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                               llvm::cl::desc("widen direct register-tile stores to 16 bytes "
                                              "with lane shuffles"),
                               llvm::cl::init(true)};
+  Option<bool> carryRingAddresses{*this, "carry-ring-addresses",
+                                  llvm::cl::desc("carry the K/V ring's ldmatrix addresses through "
+                                                 "loops short of registers (experiment: no local "
+                                                 "memory in the d128 loops, 2-5% slower)"),
+                                  llvm::cl::init(false)};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

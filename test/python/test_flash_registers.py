@@ -50,9 +50,9 @@ def test_d128_eight_warp_candidate_does_not_spill(causal):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_d128_production_spills_stay_small(causal):
-    # 2026-11-29: 40 (non-causal) and 56 (causal) bytes of spill stores plus
-    # loads, all outside the loops (test_flash_sass); 132 and 300 before lazy
-    # rescale; 308 before store-transpose.
+    # 2026-11-29: 36 (non-causal) and 60 (causal) bytes of spill stores plus
+    # loads with lazy rescale (its O multiply sits in a branch); 132 and 300
+    # without; 308 before store-transpose.
     config = strategy.flash_fwd_config("sm_80", "f16", 128, causal)
     assert (config.block_m, config.num_warps) == (128, 4)
     assert spill_bytes(128, causal, stages=config.num_stages) <= 64

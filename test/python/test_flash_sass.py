@@ -1,11 +1,12 @@
 """Machine code of the strategy table's flash kernels (the ones
 flash_attn_func runs), read with cuobjdump: every K/V loop issues HMMA,
-LDSM and LDGSTS and touches no local memory (issue 6's SASS target). The
-head_dim-128 kernels sit at ptxas's 255-register limit: they spill a few
-values outside the loops, and until the ring's ldmatrix addresses were
-carried through the loop (convert-tile-to-nvvm, carryRingShifts) they
-reloaded 3-5 values per iteration. test/Target/flash-loop-spills.mlir runs
-the same checker on the .mlir flagship."""
+LDSM and LDGSTS; the head_dim-64 loops touch no local memory; the
+head_dim-128 loops (ptxas's 255-register limit) only reload a few
+loop-invariant ldmatrix bases (LDL, no STL) -- 3 and 5 per iteration on
+2026-11-29 (bench/RESULTS.md, Session 4), bounded here so a regression
+shows. The experiment carry-ring-addresses removes those reloads (and
+measured 2-5% slower); its test pins that it does. test/Target/
+flash-loop-spills.mlir runs the same checker on the .mlir flagship."""
 import glob
 import os
 import re
@@ -43,7 +44,7 @@ def find_cuobjdump():
     return None
 
 
-def table_sass(head_dim, causal):
+def table_sass(head_dim, causal, extra_options=""):
     config = strategy.flash_fwd_config("sm_80", "f16", head_dim, causal)
     kernel = flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=head_dim, CAUSAL=causal,
                                            **config.constexprs())
@@ -51,7 +52,7 @@ def table_sass(head_dim, causal):
                                 num_warps=config.num_warps, num_stages=config.num_stages,
                                 smem_epilogue=config.smem_epilogue,
                                 copy_bounds=config.copy_bounds,
-                                lowering_options=config.lowering_options)
+                                lowering_options=f"{config.lowering_options} {extra_options}".strip())
     if not result["cubin"]:
         pytest.skip("ptxas (CUDA toolkit) not found: no cubin to read")
     cuobjdump = find_cuobjdump()
@@ -86,7 +87,18 @@ def test_table_kernel_loops(head_dim, causal):
     for body in bodies:
         assert count(body, r"HMMA\.16816\.F32") > 0
         assert count(body, r"LDSM\.16\.M88\.4") > 0 and count(body, r"LDGSTS\.E\.BYPASS\.128") > 0
-        assert count(body, "STL") == 0 and count(body, "LDL") == 0, "local memory in a K/V loop"
+        assert count(body, "STL") == 0, "a spill store inside a K/V loop"
+        assert count(body, "LDL") <= (0 if head_dim == 64 else 5)
     checked = subprocess.run([sys.executable, str(CHECKER)], input=sass, capture_output=True,
                              text=True)
-    assert checked.returncode == 0 and re.search(r" 0 inside loops", checked.stdout), checked.stdout
+    assert (re.search(r" 0 inside loops", checked.stdout) is not None) == (head_dim == 64), \
+        checked.stdout
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_carried_ring_addresses_leave_no_local_memory_in_d128_loops(causal):
+    sass = table_sass(128, causal, "carry-ring-addresses=true")
+    checked = subprocess.run([sys.executable, str(CHECKER)], input=sass, capture_output=True,
+                             text=True)
+    assert checked.returncode == 0 and re.search(r" 0 inside loops", checked.stdout), \
+        checked.stdout
