@@ -1974,7 +1974,7 @@ LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
 /// emitted) where it does not apply.
 bool KernelLowering::lowerRescale(arith::MulFOp op) {
   auto type = dyn_cast<RankedTensorType>(op.getType());
-  if (!(skipUnitRescale || op->hasAttr("tile.skip_unit_rescale")) || !type ||
+  if (!(skipUnitRescale || op->hasAttr(tilec::kSkipUnitRescaleAttr)) || !type ||
       !type.getElementType().isF32())
     return false;
   for (unsigned k = 0; k < 2; ++k) {

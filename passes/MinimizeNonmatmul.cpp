@@ -53,9 +53,6 @@ using namespace mlir;
 namespace {
 
 constexpr llvm::StringLiteral kFallbackAttr = "tile.softmax_fallback";
-/// On a multiply by a row broadcast that tile-lazy-rescale made exactly 1 in
-/// most rows: convert-tile-to-nvvm skips it in warps where every factor is 1.
-constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_rescale";
 
 //===----------------------------------------------------------------------===//
 // Scalars that a whole tile equals
@@ -497,6 +494,7 @@ struct RunningMax {
   BlockArgument mArg;
   arith::MaximumFOp mNew;
   arith::MulFOp scaled;
+  Value c; // the scale (scale * log2 e) of `scaled`
   arith::NegFOp negScaled;
   math::FmaOp alphaIn;
   math::Exp2Op alpha;
@@ -515,13 +513,13 @@ std::optional<RunningMax> matchRunningMax(scf::ForOp loop, unsigned i) {
       r.scaled = mul;
   if (!r.scaled || !r.scaled->hasOneUse())
     return std::nullopt;
-  Value c = r.scaled.getLhs() == r.mNew.getResult() ? r.scaled.getRhs() : r.scaled.getLhs();
+  r.c = r.scaled.getLhs() == r.mNew.getResult() ? r.scaled.getRhs() : r.scaled.getLhs();
   r.negScaled = dyn_cast<arith::NegFOp>(*r.scaled->getUsers().begin());
   if (!r.negScaled)
     return std::nullopt;
   for (Operation *user : r.negScaled->getUsers())
     if (auto fma = dyn_cast<math::FmaOp>(user);
-        fma && fma.getA() == r.mArg && fma.getB() == c && fma.getC() == r.negScaled.getResult() &&
+        fma && fma.getA() == r.mArg && fma.getB() == r.c && fma.getC() == r.negScaled.getResult() &&
         fma->hasOneUse())
       r.alphaIn = fma;
   if (!r.alphaIn)
@@ -580,8 +578,7 @@ void makeRescaleLazy(RunningMax r, double threshold) {
   Value grow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, alpha,
                                      splat(std::exp2(-threshold)));
   Value kept = arith::SelectOp::create(b, loc, grow, r.mNew, r.mArg);
-  Value c = r.scaled.getLhs() == r.mNew.getResult() ? r.scaled.getRhs() : r.scaled.getLhs();
-  Value negKept = arith::NegFOp::create(b, loc, arith::MulFOp::create(b, loc, kept, c));
+  Value negKept = arith::NegFOp::create(b, loc, arith::MulFOp::create(b, loc, kept, r.c));
   Value lazyAlpha = arith::SelectOp::create(b, loc, grow, alpha, splat(1.0));
   r.negScaled.getResult().replaceUsesWithIf(
       negKept, [&](OpOperand &use) { return use.getOwner() != r.alphaIn.getOperation(); });
@@ -592,7 +589,7 @@ void makeRescaleLazy(RunningMax r, double threshold) {
     return isa<scf::YieldOp>(use.getOwner());
   });
   for (arith::MulFOp mul : rescalesBy(lazyAlpha))
-    mul->setAttr(kSkipUnitRescaleAttr, b.getUnitAttr());
+    mul->setAttr(tilec::kSkipUnitRescaleAttr, b.getUnitAttr());
 }
 
 struct TileLazyRescale final : tilec::impl::TileLazyRescaleBase<TileLazyRescale> {

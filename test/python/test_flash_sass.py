@@ -25,6 +25,8 @@ from tilec.flash_attn import flash_fwd_kernel
 pytestmark = pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
 
 CHECKER = Path(__file__).resolve().parents[1] / "Target" / "Inputs" / "loop_spills.py"
+sys.path.insert(0, str(CHECKER.parent))
+import loop_spills  # noqa: E402  (the lit checker's SASS parsing)
 
 
 def find_cuobjdump():
@@ -67,15 +69,9 @@ def table_sass(head_dim, causal, extra_options=""):
 
 
 def loops(sass):
-    """(instructions of each loop body) from backward branches."""
-    insts = [(int(m.group(1), 16), m.group(2))
-             for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", sass)]
-    bodies = []
-    for addr, text in insts:
-        b = re.search(r"\bBRA\s+0x([0-9a-f]+)", text)
-        if b and int(b.group(1), 16) < addr:
-            bodies.append([t for a, t in insts if int(b.group(1), 16) <= a <= addr])
-    return bodies
+    """(instructions of each loop body), loops as loop_spills finds them."""
+    insts = loop_spills.instructions(sass.splitlines())
+    return [[t for a, t in insts if lo <= a <= hi] for lo, hi in loop_spills.loop_ranges(insts)]
 
 
 @pytest.mark.parametrize("head_dim,causal", [(64, False), (64, True), (128, False), (128, True)])
