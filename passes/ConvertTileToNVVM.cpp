@@ -59,6 +59,8 @@ constexpr int64_t kChunkBytes = 16; // cp.async and ldmatrix move 16-byte rows
 constexpr unsigned kGlobalAddressSpace = 1;
 constexpr unsigned kSharedAddressSpace = 3;
 constexpr llvm::StringLiteral kSharedSymbol = "tile_dynamic_smem";
+/// Alignment of the shared window's start and of every tile region in it.
+constexpr int64_t kSharedAlignment = 128;
 
 /// A view: base pointer plus runtime sizes (i32) and strides (i64).
 struct ViewInfo {
@@ -160,7 +162,7 @@ private:
                            Value chunkRuntime, int64_t chunkConst);
   std::pair<Value, int64_t> sharedChunkBase(const SharedTile &tile, Value rowRuntime,
                                             int64_t rowConst, Value chunkRuntime,
-                                            int64_t chunkConst);
+                                            int64_t chunkConst, bool chunkRuntimeIsBit = false);
   Value ldmatrix(Value base, int64_t offset, int num, bool transpose);
   Value exp2(Value x);
   Value log2(Value x);
@@ -421,11 +423,40 @@ Value KernelLowering::sharedChunkAddress(const SharedTile &tile, Value rowRuntim
 
 std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile, Value rowRuntime,
                                                           int64_t rowConst, Value chunkRuntime,
-                                                          int64_t chunkConst) {
+                                                          int64_t chunkConst, bool chunkRuntimeIsBit) {
   int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
   assert((rowConst & mask) == 0 && "row offset must keep the swizzle phase");
   int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
   int64_t rowBytes = tile.cols * tile.elemBytes;
+  // Carried ring addresses (carry-ring-addresses): carry only the low-chunk-0
+  // address and derive the others by XOR each iteration, one register per
+  // (tile, row, chunk) instead of 2^swizzleBits. Valid when the runtime
+  // chunk is a 0/1 lane bit and chunkLow is even (cr + cl = cr ^ cl, so the
+  // swizzled chunk is chunk_0 ^ cl) and nothing else in the address has a
+  // bit where the chunk sits: rows, the region, the twin distance and the
+  // shared window's alignment (128) are multiples of the swizzle period.
+  int64_t period = kChunkBytes << tile.swizzleBits;
+  if (carryShifts && tile.delta && chunkRuntimeIsBit && chunkLow != 0 && chunkLow % 2 == 0 &&
+      rowBytes % period == 0 && tile.offset % period == 0 && tile.twinDistance % period == 0 &&
+      kSharedAlignment % period == 0) {
+    auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
+                               chunkRuntime.getAsOpaquePointer(), chunkLow,
+                               tile.delta.getAsOpaquePointer());
+    auto [first, constant] =
+        sharedChunkBase(tile, rowRuntime, rowConst, chunkRuntime, chunkConst & ~mask, true);
+    Value &derived = chunkBaseCache[key];
+    if (!derived) {
+      // At the first use, unless that is inside a branch later uses would
+      // not see (then right after the carried address).
+      OpBuilder::InsertionGuard guard(b);
+      if (b.getInsertionBlock() != first.getParentBlock())
+        b.setInsertionPointAfterValue(first);
+      Value address = LLVM::PtrToIntOp::create(b, b.getI32Type(), first);
+      address = arith::XOrIOp::create(b, address, i32(chunkLow * kChunkBytes));
+      derived = LLVM::IntToPtrOp::create(b, ptrType(kSharedAddressSpace), address);
+    }
+    return {derived, constant};
+  }
   auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
                              chunkRuntime.getAsOpaquePointer(), chunkLow, static_cast<void *>(nullptr));
   // Bases are hoisted to the entry block, where loops read them every
@@ -549,7 +580,7 @@ SharedTile KernelLowering::allocateRegion(int64_t rows, int64_t cols, int64_t el
   tile.cols = cols;
   tile.elemBytes = elemBytes;
   tile.swizzleBits = swizzleBits;
-  tile.offset = llvm::alignTo(sharedBytes, 128);
+  tile.offset = llvm::alignTo(sharedBytes, kSharedAlignment);
   sharedBytes = tile.offset + tile.bytes();
   sharedPeak = std::max(sharedPeak, sharedBytes);
   return tile;
@@ -1432,7 +1463,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     SmallVector<SmallVector<Value>> aFrags(mTiles);
     for (int64_t mi = 0; mi < mTiles; ++mi) {
       if (aShared) {
-        auto [base, offset] = sharedChunkBase(sharedTiles[op.getA()], aRow, 16 * mi, matrixHigh, 2 * ki);
+        auto [base, offset] =
+            sharedChunkBase(sharedTiles[op.getA()], aRow, 16 * mi, matrixHigh, 2 * ki, true);
         Value ld = ldmatrix(base, offset, 4, /*transpose=*/false);
         for (int i = 0; i < 4; ++i)
           aFrags[mi].push_back(fromLdmatrix(LLVM::ExtractValueOp::create(b, ld, i)));
@@ -1448,9 +1480,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       auto [base, offset] =
           transposeB
               // B = tileᵀ, the tile is N x K row-major (K): matrices (n-block, k-half).
-              ? sharedChunkBase(bTile, kRow, 8 * ni, matrixLow, 2 * ki)
+              ? sharedChunkBase(bTile, kRow, 8 * ni, matrixLow, 2 * ki, true)
               // The tile is K x N row-major (V): ldmatrix.trans of (k-half, n-block).
-              : sharedChunkBase(bTile, vRow, 16 * ki, matrixHigh, ni);
+              : sharedChunkBase(bTile, vRow, 16 * ki, matrixHigh, ni, true);
       Value ld = ldmatrix(base, offset, numMatrices, /*transpose=*/!transposeB);
       SmallVector<Value> words;
       for (int i = 0; i < numMatrices; ++i)
@@ -1654,11 +1686,12 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   auto pendingBefore = pendingSnapshot();
   bool bodyFills = false;
   op.getBody()->walk([&](LoadOp load) { bodyFills |= isShared(load.getResult()); });
-  // carry-ring-addresses (experiment, off): carry the ring's ldmatrix
-  // addresses (carryRingShifts) where an accumulator takes 128 or more
-  // registers per thread (O at head_dim 128 over 4 warps). It removes the
-  // last local-memory loads from the d128 loops but measured 2-5% slower;
-  // at head_dim 64 it only added spills outside the loop.
+  // carry-ring-addresses (on): carry the ring's ldmatrix addresses
+  // (carryRingShifts; one per tile, the other swizzle phases XOR-derived in
+  // sharedChunkBase) where an accumulator takes 128 or more registers per
+  // thread (O at head_dim 128 over 4 warps). It removes the last
+  // local-memory loads from the d128 hot loops; at head_dim 64 it only added
+  // spills outside the loop.
   bool shortBefore = loopShortOfRegisters;
   llvm::scope_exit restoreShort([&] { loopShortOfRegisters = shortBefore; });
   if (carryRingAddresses)
@@ -1747,7 +1780,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   for (bool popped = true; popped;) {
     popped = false;
     for (auto [offset, bytes] : dead)
-      if (offset + bytes == sharedBytes || (offset < sharedBytes && int64_t(llvm::alignTo(offset + bytes, 128)) == sharedBytes)) {
+      if (offset + bytes == sharedBytes || (offset < sharedBytes && int64_t(llvm::alignTo(offset + bytes, kSharedAlignment)) == sharedBytes)) {
         sharedBytes = offset;
         popped = true;
       }
@@ -1763,8 +1796,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
 /// base + delta(parity on entry) and advanced by delta(next parity) -
 /// delta(parity) at the back edge, so the base dies before the loop (at
 /// head_dim 128: 8 registers fewer for K and V, which ptxas had spilled).
-/// Experiment carry-ring-addresses: no LDL left in the d128 loops, but
-/// measured 2-5% slower than the 3-5 L1-hit reloads it replaces.
+/// With sharedChunkBase's XOR derivation only one address per tile is left
+/// to carry (carrying all eight measured 2-5% slower: run 7).
 void KernelLowering::carryRingShifts(scf::ForOp &loop, Value parityInit) {
   Block *body = loop.getBody();
   Value parity = body->getArguments().back();
@@ -2337,7 +2370,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
       smem = LLVM::GlobalOp::create(builder, module.getLoc(),
                                     LLVM::LLVMArrayType::get(builder.getI8Type(), 0),
                                     /*isConstant=*/false, LLVM::Linkage::External, kSharedSymbol,
-                                    Attribute(), /*alignment=*/128, kSharedAddressSpace);
+                                    Attribute(), kSharedAlignment, kSharedAddressSpace);
     std::optional<CopyBounds> bounds = llvm::StringSwitch<std::optional<CopyBounds>>(copyBounds)
                                            .Case("chunk", CopyBounds::Chunk)
                                            .Case("tile", CopyBounds::Tile)

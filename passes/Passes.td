@@ -82,11 +82,13 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "exchange registers between lanes with shuffles first so that each "
            "store moves 16 bytes (measured 2026-11-29: +2-7% at head_dim 128 up "
            "to 2k keys, level at 16k; false keeps the narrow stores)">,
-    Option<"carryRingAddresses", "carry-ring-addresses", "bool", /*default=*/"false",
-           "in loops whose accumulators take >= 128 registers per thread, carry the "
-           "K/V ring's ldmatrix addresses as loop values instead of keeping their "
-           "loop-invariant bases live: no local memory left in the d128 loops, but "
-           "measured 2-5% slower (2026-11-29, bench/RESULTS.md Session 4), so off">,
+    Option<"carryRingAddresses", "carry-ring-addresses", "bool", /*default=*/"true",
+           "in loops whose accumulators take >= 128 registers per thread, carry one "
+           "ldmatrix address per K/V ring tile as a loop value and derive the other "
+           "swizzle phases from it by XOR, instead of keeping 2^swizzle loop-invariant "
+           "bases live: no local memory left in the d128 hot loops; measured level "
+           "to +3% non-causal, level to -2.5% causal (2026-11-29, bench/RESULTS.md "
+           "Session 5); false keeps the invariant bases">,
     Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"true",
            "store register tiles holding under 16 bytes of a row per thread through "
            "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,

@@ -39,10 +39,11 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                              "with lane shuffles"),
                               llvm::cl::init(true)};
   Option<bool> carryRingAddresses{*this, "carry-ring-addresses",
-                                  llvm::cl::desc("carry the K/V ring's ldmatrix addresses through "
-                                                 "loops short of registers (experiment: no local "
-                                                 "memory in the d128 loops, 2-5% slower)"),
-                                  llvm::cl::init(false)};
+                                  llvm::cl::desc("carry one ldmatrix address per K/V ring tile "
+                                                 "through loops short of registers, the other "
+                                                 "swizzle phases XOR-derived (no local memory "
+                                                 "in the d128 hot loops)"),
+                                  llvm::cl::init(true)};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

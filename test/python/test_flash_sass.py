@@ -1,12 +1,14 @@
 """Machine code of the strategy table's flash kernels (the ones
 flash_attn_func runs), read with cuobjdump: every K/V loop issues HMMA,
-LDSM and LDGSTS; the head_dim-64 loops touch no local memory; the
-head_dim-128 loops (ptxas's 255-register limit) only reload a few
-loop-invariant ldmatrix bases (LDL, no STL) -- 3 and 5 per iteration on
-2026-11-29 (bench/RESULTS.md, Session 4), bounded here so a regression
-shows. The experiment carry-ring-addresses removes those reloads (and
-measured 2-5% slower); its test pins that it does. test/Target/
-flash-loop-spills.mlir runs the same checker on the .mlir flagship."""
+LDSM and LDGSTS and stores nothing to local memory; the hot loop (the
+unmasked blocks, where the time goes) touches no local memory at all.
+At head_dim 128 (ptxas's 255-register limit) that takes
+carry-ring-addresses (on by default): with it off, the hot loops reload
+3 (non-causal) and 5 (causal) loop-invariant ldmatrix bases per iteration
+(bench/RESULTS.md, Session 4), which a test here pins so the A/B stays
+meaningful. The masked loop (at most two iterations per program) may
+reload one value. test/Target/flash-loop-spills.mlir runs the same checker
+on the .mlir flagship."""
 import glob
 import os
 import re
@@ -74,6 +76,10 @@ def loops(sass):
     return [[t for a, t in insts if lo <= a <= hi] for lo, hi in loop_spills.loop_ranges(insts)]
 
 
+def local_memory(body):
+    return sum(1 for t in body if re.search(r"\b(LDL|STL)\b", t))
+
+
 @pytest.mark.parametrize("head_dim,causal", [(64, False), (64, True), (128, False), (128, True)])
 def test_table_kernel_loops(head_dim, causal):
     sass = table_sass(head_dim, causal)
@@ -84,17 +90,16 @@ def test_table_kernel_loops(head_dim, causal):
         assert count(body, r"HMMA\.16816\.F32") > 0
         assert count(body, r"LDSM\.16\.M88\.4") > 0 and count(body, r"LDGSTS\.E\.BYPASS\.128") > 0
         assert count(body, "STL") == 0, "a spill store inside a K/V loop"
-        assert count(body, "LDL") <= (0 if head_dim == 64 else 5)
-    checked = subprocess.run([sys.executable, str(CHECKER)], input=sass, capture_output=True,
-                             text=True)
-    assert (re.search(r" 0 inside loops", checked.stdout) is not None) == (head_dim == 64), \
-        checked.stdout
+        # d64 fits in registers; d128's masked loop reloads one global pointer.
+        assert count(body, "LDL") <= (0 if head_dim == 64 else 1)
+    # The unmasked loop is the shortest: masking only adds instructions.
+    hot = min(bodies, key=len)
+    assert local_memory(hot) == 0, [t for t in hot if re.search(r"\b(LDL|STL)\b", t)]
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_carried_ring_addresses_leave_no_local_memory_in_d128_loops(causal):
-    sass = table_sass(128, causal, "carry-ring-addresses=true")
-    checked = subprocess.run([sys.executable, str(CHECKER)], input=sass, capture_output=True,
-                             text=True)
-    assert checked.returncode == 0 and re.search(r" 0 inside loops", checked.stdout), \
-        checked.stdout
+def test_invariant_ring_bases_reload_in_d128_hot_loop(causal):
+    """The A/B baseline: without carry-ring-addresses the d128 hot loop
+    reloads some of its 12 loop-invariant ldmatrix bases every iteration."""
+    bodies = loops(table_sass(128, causal, "carry-ring-addresses=false"))
+    assert local_memory(min(bodies, key=len)) > 0

@@ -1,0 +1,51 @@
+// RUN: tile-opt %s -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm="carry-ring-addresses=false" | FileCheck %s --check-prefix=PLAIN
+
+// A 128x128 f32 accumulator over 4 warps takes 128 registers per thread, so
+// the loop is short of registers and carry-ring-addresses (on by default)
+// applies: the K ring's ldmatrix address (row, lane chunk bit, parity region)
+// is one loop-carried !llvm.ptr<3>. The other three swizzle phases of a
+// 256-byte row (chunks +2, +4, +6) are that address XOR 32, 64, 96, derived
+// where used; the carried address steps to the other ring region at the back
+// edge. Q, not a ring, keeps its loop-invariant bases.
+// CHECK-LABEL: llvm.func @carry
+// CHECK:         scf.for {{.*}}, %[[ADDR:arg[0-9]+]] = %{{[0-9]+}}) -> ({{.*}}f32, i32, !llvm.ptr<3>)
+// CHECK:           llvm.inline_asm {{.*}}ldmatrix.sync.aligned.m8n8.x4.shared.b16{{.*}} %[[ADDR]] :
+// CHECK:           %[[I32:[0-9]+]] = llvm.ptrtoint %[[ADDR]] : !llvm.ptr<3> to i32
+// CHECK-NEXT:      %[[M32:.*]] = arith.constant 32 : i32
+// CHECK-NEXT:      %[[X32:[0-9]+]] = arith.xori %[[I32]], %[[M32]] : i32
+// CHECK-NEXT:      %[[P32:[0-9]+]] = llvm.inttoptr %[[X32]] : i32 to !llvm.ptr<3>
+// CHECK-NEXT:      llvm.inline_asm {{.*}}ldmatrix{{.*}} %[[P32]] :
+// CHECK:           arith.constant 64 : i32
+// CHECK-NEXT:      arith.xori
+// CHECK:           arith.constant 96 : i32
+// CHECK-NEXT:      arith.xori
+// CHECK:           %[[NEXT:[0-9]+]] = llvm.getelementptr %[[ADDR]][%{{[0-9]+}}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
+// CHECK-NEXT:      scf.yield {{.*}}, %[[NEXT]] : {{.*}}, i32, !llvm.ptr<3>
+// Off: the loop carries only the parity; no address arithmetic through integers.
+// PLAIN-LABEL: llvm.func @carry
+// PLAIN:         scf.for {{.*}} -> ({{.*}}f32, i32) : i32 {
+// PLAIN-NOT:     llvm.ptrtoint
+// PLAIN:         scf.yield
+func.func @carry(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c128 = arith.constant 128 : i32
+  %one = arith.constant 1 : i64
+  %s128 = arith.constant 128 : i64
+  %qv = tile.view %qp sizes(%c128, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c128, %c128) strides(%s128, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x128xf32>
+  %blocks = arith.divui %n, %c128 : i32
+  %a = scf.for %j = %c0 to %blocks step %c1 iter_args(%o = %zero) -> (tensor<128x128xf32>) : i32 {
+    %row = arith.muli %j, %c128 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<128x128xf16>, tensor<128x128xf16> -> tensor<128x128xf32>
+    scf.yield %s : tensor<128x128xf32>
+  }
+  tile.store %a, %ov[%c0, %c0] : tensor<128x128xf32>, !tile.view<f32, 2>
+  return
+}
