@@ -429,8 +429,9 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
   int64_t rowBytes = tile.cols * tile.elemBytes;
   // Carried ring addresses (carry-ring-addresses): carry only the low-chunk-0
-  // address and derive the others by XOR each iteration, one register per
-  // (tile, row, chunk) instead of 2^swizzleBits. Valid when the runtime
+  // address and derive the others by XOR each iteration: one carried
+  // register per (tile, dot) instead of one per even low chunk (4 at
+  // swizzleBits 3). Valid when the runtime
   // chunk is a 0/1 lane bit and chunkLow is even (cr + cl = cr ^ cl, so the
   // swizzled chunk is chunk_0 ^ cl) and nothing else in the address has a
   // bit where the chunk sits: rows, the region, the twin distance and the
@@ -439,8 +440,10 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   if (carryShifts && tile.delta && chunkRuntimeIsBit && chunkLow != 0 && chunkLow % 2 == 0 &&
       rowBytes % period == 0 && tile.offset % period == 0 && tile.twinDistance % period == 0 &&
       kSharedAlignment % period == 0) {
+    // -chunkLow: apart from the ring-shifted bases' keys (below), which
+    // have the same shape.
     auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
-                               chunkRuntime.getAsOpaquePointer(), chunkLow,
+                               chunkRuntime.getAsOpaquePointer(), -chunkLow,
                                tile.delta.getAsOpaquePointer());
     auto [first, constant] =
         sharedChunkBase(tile, rowRuntime, rowConst, chunkRuntime, chunkConst & ~mask, true);

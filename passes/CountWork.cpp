@@ -91,9 +91,9 @@ llvm::SmallVector<tilec::KernelWork> tilec::countWork(ModuleOp module) {
       if (auto loop = dyn_cast<scf::ForOp>(op); loop && holdsDot(loop)) {
         LoopWork lw;
         lw.loop = loop;
-        if (auto blocks = loop->getAttrOfType<StringAttr>("tile.blocks"))
+        if (auto blocks = loop->getAttrOfType<StringAttr>(tilec::kBlocksAttr))
           lw.blocks = blocks.str();
-        lw.fallback = loop->hasAttr("tile.softmax_fallback");
+        lw.fallback = loop->hasAttr(tilec::kSoftmaxFallbackAttr);
         kw.loops.push_back(lw);
       }
       WorkCount own;

@@ -52,7 +52,6 @@ using namespace mlir;
 
 namespace {
 
-constexpr llvm::StringLiteral kFallbackAttr = "tile.softmax_fallback";
 
 //===----------------------------------------------------------------------===//
 // Scalars that a whole tile equals
@@ -212,7 +211,7 @@ bool isLoopInvariant(OpFoldResult k, scf::ForOp loop) {
 struct VersionLoopOnScaleSign : OpRewritePattern<scf::ForOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(scf::ForOp loop, PatternRewriter &rewriter) const override {
-    if (loop->hasAttr(kFallbackAttr))
+    if (loop->hasAttr(tilec::kSoftmaxFallbackAttr))
       return failure();
     Value scale;
     loop.getBody()->walk([&](tile::ReduceOp reduce) {
@@ -240,7 +239,7 @@ struct VersionLoopOnScaleSign : OpRewritePattern<scf::ForOp> {
     scf::YieldOp::create(rewriter, loc, fast->getResults());
     rewriter.setInsertionPointToStart(ifOp.elseBlock());
     Operation *slow = rewriter.clone(*loop);
-    slow->setAttr(kFallbackAttr, rewriter.getUnitAttr());
+    slow->setAttr(tilec::kSoftmaxFallbackAttr, rewriter.getUnitAttr());
     scf::YieldOp::create(rewriter, loc, slow->getResults());
     rewriter.replaceOp(loop, ifOp.getResults());
     return success();
@@ -343,7 +342,7 @@ struct ExpToExp2 : OpRewritePattern<math::ExpOp> {
     auto type = dyn_cast<RankedTensorType>(op.getType());
     // In the scale <= 0 copy nothing would fold the extra multiply away.
     auto loop = op->getParentOfType<scf::ForOp>();
-    if (!type || !type.getElementType().isF32() || (loop && loop->hasAttr(kFallbackAttr)))
+    if (!type || !type.getElementType().isF32() || (loop && loop->hasAttr(tilec::kSoftmaxFallbackAttr)))
       return failure();
     auto log2e = FloatAttr::get(type.getElementType(), M_LOG2E);
     Value c = materializeSplat(rewriter, op.getLoc(), log2e, type, op);
@@ -604,7 +603,7 @@ struct TileLazyRescale final : tilec::impl::TileLazyRescaleBase<TileLazyRescale>
     }
     int64_t threads = 32 * numWarps;
     getOperation().walk([&](scf::ForOp loop) {
-      if (loop->hasAttr(kFallbackAttr))
+      if (loop->hasAttr(tilec::kSoftmaxFallbackAttr))
         return;
       for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i) {
         auto running = matchRunningMax(loop, i);

@@ -187,7 +187,7 @@ bool sameComputation(Value a, Value b, Value rootA, Value rootB, Block *bodyA, B
 /// with: result number of `previous` carrying the prefetch of the same load
 /// as `load`, or nothing.
 std::optional<unsigned> chainedResult(scf::ForOp previous, scf::ForOp loop, LoadOp load) {
-  if (!previous || !previous->hasAttr("tile.blocks") || !loop->hasAttr("tile.blocks") ||
+  if (!previous || !previous->hasAttr(tilec::kBlocksAttr) || !loop->hasAttr(tilec::kBlocksAttr) ||
       previous.getUpperBound() != loop.getLowerBound() || previous.getStep() != loop.getStep())
     return std::nullopt;
   Block *prevBody = previous.getBody();

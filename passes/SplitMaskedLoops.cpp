@@ -322,14 +322,12 @@ struct TileSplitMaskedLoops final
   void runOnOperation() override {
     SmallVector<scf::ForOp> loops;
     getOperation()->walk([&](scf::ForOp loop) {
-      if (!loop->hasAttr(kBlocksAttr))
+      if (!loop->hasAttr(tilec::kBlocksAttr))
         loops.push_back(loop);
     });
     for (scf::ForOp loop : loops)
       splitLoop(loop);
   }
-
-  static constexpr llvm::StringLiteral kBlocksAttr = "tile.blocks";
 
   void splitLoop(scf::ForOp loop) {
     SmallVector<arith::SelectOp> masks;
@@ -409,7 +407,7 @@ struct TileSplitMaskedLoops final
       copy.setLowerBound(from);
       copy.setUpperBound(to);
       copy.getInitArgsMutable().assign(carried);
-      copy->setAttr(kBlocksAttr, b.getStringAttr(masked ? "partial" : "full"));
+      copy->setAttr(tilec::kBlocksAttr, b.getStringAttr(masked ? "partial" : "full"));
       if (!masked) {
         auto sel = cast<arith::SelectOp>(map.lookup(mask.getResult()).getDefiningOp());
         sel.getResult().replaceAllUsesWith(sel.getTrueValue());

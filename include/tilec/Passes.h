@@ -13,6 +13,16 @@ namespace tilec {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// On a K/V loop that tile-split-masked-loops made: "full" (no block needs
+/// the mask), "partial" (every block may) or "empty". tile-pipeline chains
+/// adjacent split loops; tile-count-work reports per kind.
+inline constexpr llvm::StringLiteral kBlocksAttr = "tile.blocks";
+
+/// On the loop tile-minimize-nonmatmul keeps for rows whose running max is
+/// -inf (the exact softmax, no folded-scale rewrite); later rewrites leave it
+/// alone and tile-count-work counts it apart.
+inline constexpr llvm::StringLiteral kSoftmaxFallbackAttr = "tile.softmax_fallback";
+
 /// On a multiply by a row broadcast that tile-lazy-rescale made exactly 1 in
 /// most rows; convert-tile-to-nvvm skips it in warps where every factor is 1.
 inline constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_rescale";

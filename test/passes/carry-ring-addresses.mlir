@@ -1,5 +1,5 @@
-// RUN: tile-opt %s -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
-// RUN: tile-opt %s -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm="carry-ring-addresses=false" | FileCheck %s --check-prefix=PLAIN
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm="carry-ring-addresses=false" | FileCheck %s --check-prefix=PLAIN
 
 // A 128x128 f32 accumulator over 4 warps takes 128 registers per thread, so
 // the loop is short of registers and carry-ring-addresses (on by default)
@@ -16,9 +16,11 @@
 // CHECK-NEXT:      %[[X32:[0-9]+]] = arith.xori %[[I32]], %[[M32]] : i32
 // CHECK-NEXT:      %[[P32:[0-9]+]] = llvm.inttoptr %[[X32]] : i32 to !llvm.ptr<3>
 // CHECK-NEXT:      llvm.inline_asm {{.*}}ldmatrix{{.*}} %[[P32]] :
-// CHECK:           arith.constant 64 : i32
+// CHECK:           llvm.ptrtoint %[[ADDR]]
+// CHECK-NEXT:      arith.constant 64 : i32
 // CHECK-NEXT:      arith.xori
-// CHECK:           arith.constant 96 : i32
+// CHECK:           llvm.ptrtoint %[[ADDR]]
+// CHECK-NEXT:      arith.constant 96 : i32
 // CHECK-NEXT:      arith.xori
 // CHECK:           %[[NEXT:[0-9]+]] = llvm.getelementptr %[[ADDR]][%{{[0-9]+}}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
 // CHECK-NEXT:      scf.yield {{.*}}, %[[NEXT]] : {{.*}}, i32, !llvm.ptr<3>
@@ -47,5 +49,65 @@ func.func @carry(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, 
     scf.yield %s : tensor<128x128xf32>
   }
   tile.store %a, %ov[%c0, %c0] : tensor<128x128xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+// V (B not transposed: ldmatrix.trans, the lane's chunk bit is the high
+// matrix bit), first read by a dot inside an scf.if. A derived address made
+// there would not dominate later uses outside the branch, so the three are
+// made right after the carried address instead (each inserted there, hence
+// 96, 64, 32), before the branch.
+// CHECK-LABEL: llvm.func @v_in_branch
+// CHECK:         scf.for {{.*}} -> ({{.*}}f32, i32, !llvm.ptr<3>, !llvm.ptr<3>)
+// CHECK-NOT:       scf.if
+// CHECK:           llvm.ptrtoint %[[V:arg[0-9]+]] : !llvm.ptr<3> to i32
+// CHECK-NEXT:      arith.constant 96 : i32
+// CHECK-NEXT:      arith.xori
+// CHECK-NEXT:      %[[P96:[0-9]+]] = llvm.inttoptr
+// CHECK-NEXT:      llvm.ptrtoint %[[V]]
+// CHECK-NEXT:      arith.constant 64 : i32
+// CHECK:           llvm.ptrtoint %[[V]]
+// CHECK-NEXT:      arith.constant 32 : i32
+// CHECK:           scf.if
+// CHECK:             llvm.inline_asm {{.*}}ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16{{.*}} %[[V]] :
+// CHECK:             llvm.inline_asm {{.*}}ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16{{.*}} %[[P96]] :
+// (Each dot computes its own lane values, so the dot after the branch
+// carries its own address.)
+// PLAIN-LABEL: llvm.func @v_in_branch
+// PLAIN-NOT:     llvm.ptrtoint
+// PLAIN:         llvm.return
+func.func @v_in_branch(%pp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32, %m: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c128 = arith.constant 128 : i32
+  %one = arith.constant 1 : i64
+  %s128 = arith.constant 128 : i64
+  %pv = tile.view %pp sizes(%c128, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c128, %c128) strides(%s128, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %p = tile.load %pv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x128xf32>
+  %blocks = arith.divui %n, %c128 : i32
+  // Written pipelined (the tile for this iteration carried, the next one
+  // loaded ahead), as tile-pipeline writes the flagship's loops.
+  %v0 = tile.load %vv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+  %a:2 = scf.for %j = %c0 to %blocks step %c1 iter_args(%o = %zero, %v = %v0) -> (tensor<128x128xf32>, tensor<128x128xf16>) : i32 {
+    %j1 = arith.addi %j, %c1 : i32
+    %row = arith.muli %j1, %c128 : i32
+    %vn = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+    %flag = arith.cmpi slt, %j, %m : i32
+    %r = scf.if %flag -> (tensor<128x128xf32>) {
+      %s = tile.dot %p, %v, %o : tensor<128x128xf16>, tensor<128x128xf16> -> tensor<128x128xf32>
+      scf.yield %s : tensor<128x128xf32>
+    } else {
+      scf.yield %o : tensor<128x128xf32>
+    }
+    %s2 = tile.dot %p, %v, %r : tensor<128x128xf16>, tensor<128x128xf16> -> tensor<128x128xf32>
+    scf.yield %s2, %vn : tensor<128x128xf32>, tensor<128x128xf16>
+  }
+  tile.store %a#0, %ov[%c0, %c0] : tensor<128x128xf32>, !tile.view<f32, 2>
   return
 }
