@@ -67,7 +67,7 @@ if [ -n "$SANITIZE" ] && ! command -v compute-sanitizer >/dev/null &&
   step "compute-sanitizer: not installed, skipped"
   SANITIZE=
 fi
-# Head dims outside the benchmark (32, 96, 256: scripts/build_artifacts.py
+# Head dims outside the benchmark (32, 96, 160, 256: scripts/build_artifacts.py
 # writes them to <artifacts>/extra): correctness only.
 if compgen -G "$ARTIFACTS/extra/flash_fwd*.json" >/dev/null; then
   step "correctness, other head dims ($ARTIFACTS/extra)"

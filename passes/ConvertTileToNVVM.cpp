@@ -120,14 +120,23 @@ enum class CopyBounds {
   Row,   ///< cp.async sized 16 or 0 by row, no branch; else as Tile
 };
 
+/// Which carried ring tiles get their other swizzle phases by XOR from one
+/// carried address (the rest carry one address per phase).
+enum class XorRingPhases {
+  None,     ///< every phase carried
+  Trans,    ///< tiles read by ldmatrix.trans (B as K x N, V in attention)
+  NonTrans, ///< tiles read by plain ldmatrix (B as N x K, K in attention)
+  All,
+};
+
 class KernelLowering {
 public:
   KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue,
                  bool skipUnitRescale, CopyBounds copyBounds, bool storeTranspose,
-                 bool carryRingAddresses)
+                 bool carryRingAddresses, XorRingPhases xorRingPhases)
       : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue),
         skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), storeTranspose(storeTranspose),
-        carryRingAddresses(carryRingAddresses),
+        carryRingAddresses(carryRingAddresses), xorRingPhases(xorRingPhases),
         ctx(func.getContext()),
         b(func.getLoc(), func.getContext()) {}
 
@@ -234,6 +243,7 @@ private:
   /// Widen direct stores to 16 bytes by exchanging registers between lanes.
   bool storeTranspose;
   bool carryRingAddresses;
+  XorRingPhases xorRingPhases;
   MLIRContext *ctx;
   ImplicitLocOpBuilder b;
   int64_t numWarps = 4;
@@ -276,6 +286,9 @@ private:
   /// Set while lowering a dot (only ldmatrix bases are carried) in a loop
   /// whose accumulators leave registers short (see lowerFor).
   bool carryShifts = false;
+  /// With carryShifts: derive the B tile's other swizzle phases by XOR
+  /// (xor-ring-phases) instead of carrying each.
+  bool xorShifts = false;
   bool loopShortOfRegisters = false;
   void carryRingShifts(scf::ForOp &loop, Value parityInit);
   /// When set, new chunk bases are computed at the insertion point and kept
@@ -428,16 +441,16 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   assert((rowConst & mask) == 0 && "row offset must keep the swizzle phase");
   int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
   int64_t rowBytes = tile.cols * tile.elemBytes;
-  // Carried ring addresses (carry-ring-addresses): carry only the low-chunk-0
-  // address and derive the others by XOR each iteration: one carried
-  // register per (tile, dot) instead of one per even low chunk (4 at
-  // swizzleBits 3). Valid when the runtime
+  // Carried ring addresses (carry-ring-addresses, xor-ring-phases): carry
+  // only the low-chunk-0 address and derive the others by XOR each
+  // iteration: one carried register per (tile, dot) instead of one per even
+  // low chunk (4 at swizzleBits 3). Valid when the runtime
   // chunk is a 0/1 lane bit and chunkLow is even (cr + cl = cr ^ cl, so the
   // swizzled chunk is chunk_0 ^ cl) and nothing else in the address has a
   // bit where the chunk sits: rows, the region, the twin distance and the
   // shared window's alignment (128) are multiples of the swizzle period.
   int64_t period = kChunkBytes << tile.swizzleBits;
-  if (carryShifts && tile.delta && chunkRuntimeIsBit && chunkLow != 0 && chunkLow % 2 == 0 &&
+  if (xorShifts && tile.delta && chunkRuntimeIsBit && chunkLow != 0 && chunkLow % 2 == 0 &&
       rowBytes % period == 0 && tile.offset % period == 0 && tile.twinDistance % period == 0 &&
       kSharedAlignment % period == 0) {
     // -chunkLow: apart from the ring-shifted bases' keys (below), which
@@ -1460,7 +1473,10 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   }
   int numMatrices = nTiles >= 2 ? 4 : 2;
   carryShifts = loopShortOfRegisters;
-  llvm::scope_exit stopCarrying([&] { carryShifts = false; });
+  xorShifts = carryShifts && (xorRingPhases == XorRingPhases::All ||
+                              xorRingPhases == (transposeB ? XorRingPhases::NonTrans
+                                                           : XorRingPhases::Trans));
+  llvm::scope_exit stopCarrying([&] { carryShifts = xorShifts = false; });
 
   for (int64_t ki = 0; ki < kTiles; ++ki) {
     SmallVector<SmallVector<Value>> aFrags(mTiles);
@@ -2383,9 +2399,20 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
       module.emitError() << "copy-bounds must be chunk, tile or row, got '" << copyBounds << "'";
       return signalPassFailure();
     }
+    std::optional<XorRingPhases> xorPhases = llvm::StringSwitch<std::optional<XorRingPhases>>(xorRingPhases)
+                                                 .Case("none", XorRingPhases::None)
+                                                 .Case("trans", XorRingPhases::Trans)
+                                                 .Case("non-trans", XorRingPhases::NonTrans)
+                                                 .Case("all", XorRingPhases::All)
+                                                 .Default(std::nullopt);
+    if (!xorPhases) {
+      module.emitError() << "xor-ring-phases must be none, trans, non-trans or all, got '"
+                         << xorRingPhases << "'";
+      return signalPassFailure();
+    }
     for (func::FuncOp func : kernels)
       if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, *bounds,
-                                storeTranspose, carryRingAddresses)
+                                storeTranspose, carryRingAddresses, *xorPhases)
                      .run()))
         return signalPassFailure();
     module->setAttr("tile.target", builder.getStringAttr(arch));

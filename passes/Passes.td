@@ -83,12 +83,19 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "store moves 16 bytes (measured 2026-11-29: +2-7% at head_dim 128 up "
            "to 2k keys, level at 16k; false keeps the narrow stores)">,
     Option<"carryRingAddresses", "carry-ring-addresses", "bool", /*default=*/"true",
-           "in loops whose accumulators take >= 128 registers per thread, carry one "
-           "ldmatrix address per K/V ring tile as a loop value and derive the other "
-           "swizzle phases from it by XOR, instead of keeping 2^swizzle loop-invariant "
-           "bases live: no local memory left in the d128 hot loops; measured level "
-           "to +3% non-causal, level to -2.5% causal (2026-11-29, bench/RESULTS.md "
-           "Session 5); false keeps the invariant bases">,
+           "in loops whose accumulators take >= 128 registers per thread, carry the "
+           "K/V ring's ldmatrix addresses as loop values (advanced at the back "
+           "edge) instead of keeping their loop-invariant bases live; with "
+           "xor-ring-phases=trans: no local memory in the d128 hot loops on sm_80 "
+           "or on the sm_90 JIT, +1..+3% non-causal, level causal (2026-11-29, "
+           "bench/RESULTS.md Session 5); false keeps the invariant bases">,
+    Option<"xorRingPhases", "xor-ring-phases", "std::string", /*default=*/"\"trans\"",
+           "with carry-ring-addresses, which ring tiles carry one address and "
+           "derive their other swizzle phases by XOR where used (the others carry "
+           "one address per phase): 'trans' (tiles read by ldmatrix.trans: V), "
+           "'non-trans' (K), 'all' or 'none'. 'trans' is the one measured with no "
+           "local memory in the d128 hot loops on both sm_80 and the sm_90 JIT "
+           "and fastest (2026-11-29, bench/RESULTS.md Session 5)">,
     Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"true",
            "store register tiles holding under 16 bytes of a row per thread through "
            "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,

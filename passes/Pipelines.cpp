@@ -41,6 +41,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   lowering.copyBounds = options.copyBounds;
   lowering.storeTranspose = options.storeTranspose;
   lowering.carryRingAddresses = options.carryRingAddresses;
+  lowering.xorRingPhases = options.xorRingPhases;
   pm.addPass(createConvertTileToNVVM(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -45,7 +45,7 @@ def main():
                         help="also compile every candidate configuration of tilec.strategy "
                              "into <out>/tune/<config>/ for bench/gpu.sh's tuning run")
     parser.add_argument("--no-extra", action="store_true",
-                        help="skip <out>/extra/: head_dims 32, 96 and 256 (the strategy "
+                        help="skip <out>/extra/: head_dims 32, 96, 160 and 256 (the strategy "
                              "table's default config), which bench/gpu.sh checks for "
                              "correctness but does not benchmark")
     parser.add_argument("--configs", default=None,
@@ -64,7 +64,7 @@ def main():
     # (folder, config or None for the strategy table's choice)
     plans = [(out, None, (64, 128))]
     if not args.no_extra:
-        plans.append((out / "extra", None, (32, 96, 256)))
+        plans.append((out / "extra", None, (32, 96, 160, 256)))
     if args.tune:
         wanted = set(args.configs.split(",")) if args.configs else None
         known = {c.tag for c in strategy.CANDIDATES}

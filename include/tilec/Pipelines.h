@@ -39,11 +39,16 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                              "with lane shuffles"),
                               llvm::cl::init(true)};
   Option<bool> carryRingAddresses{*this, "carry-ring-addresses",
-                                  llvm::cl::desc("carry one ldmatrix address per K/V ring tile "
-                                                 "through loops short of registers, the other "
-                                                 "swizzle phases XOR-derived (no local memory "
-                                                 "in the d128 hot loops)"),
+                                  llvm::cl::desc("carry the K/V ring's ldmatrix addresses "
+                                                 "through loops short of registers (no local "
+                                                 "memory in the d128 hot loops; see "
+                                                 "xor-ring-phases)"),
                                   llvm::cl::init(true)};
+  Option<std::string> xorRingPhases{*this, "xor-ring-phases",
+                                    llvm::cl::desc("carried ring tiles whose other swizzle "
+                                                   "phases are XOR-derived: trans (V), "
+                                                   "non-trans (K), all or none"),
+                                    llvm::cl::init("trans")};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

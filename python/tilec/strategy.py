@@ -95,6 +95,10 @@ CANDIDATES = (
     # off; it is on by default since 2026-11-29 Session 5, see TABLE), for the
     # A/B: 3-5 local-memory reloads per d128 iteration, causal up to 2.5% faster.
     FlashConfig(128, 64, 4, 2, False, lowering_options="carry-ring-addresses=false"),
+    # Every carried ring tile's swizzle phases XOR-derived (K too; the default
+    # derives V's only): no local memory on sm_80, but the sm_90 JIT's causal
+    # hot loop spills (9 LDL/STL) and it measured 1-3% slower causal.
+    FlashConfig(128, 64, 4, 2, False, lowering_options="xor-ring-phases=all"),
 )
 
 DEFAULT = FlashConfig(64, 64, 4)

@@ -1,29 +1,37 @@
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm="xor-ring-phases=all" | FileCheck %s --check-prefix=ALL
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm="carry-ring-addresses=false" | FileCheck %s --check-prefix=PLAIN
 
 // A 128x128 f32 accumulator over 4 warps takes 128 registers per thread, so
 // the loop is short of registers and carry-ring-addresses (on by default)
-// applies: the K ring's ldmatrix address (row, lane chunk bit, parity region)
-// is one loop-carried !llvm.ptr<3>. The other three swizzle phases of a
-// 256-byte row (chunks +2, +4, +6) are that address XOR 32, 64, 96, derived
-// where used; the carried address steps to the other ring region at the back
-// edge. Q, not a ring, keeps its loop-invariant bases.
+// applies: the K ring's ldmatrix addresses (row, lane chunk bit, parity
+// region) become loop-carried !llvm.ptr<3>s, stepped to the other ring
+// region at the back edge. Q, not a ring, keeps its loop-invariant bases.
+// K is read by plain ldmatrix; by default (xor-ring-phases=trans) each of
+// the four swizzle phases of a 256-byte row (chunks +0, +2, +4, +6) is its
+// own carried address.
 // CHECK-LABEL: llvm.func @carry
-// CHECK:         scf.for {{.*}}, %[[ADDR:arg[0-9]+]] = %{{[0-9]+}}) -> ({{.*}}f32, i32, !llvm.ptr<3>)
-// CHECK:           llvm.inline_asm {{.*}}ldmatrix.sync.aligned.m8n8.x4.shared.b16{{.*}} %[[ADDR]] :
-// CHECK:           %[[I32:[0-9]+]] = llvm.ptrtoint %[[ADDR]] : !llvm.ptr<3> to i32
-// CHECK-NEXT:      %[[M32:.*]] = arith.constant 32 : i32
-// CHECK-NEXT:      %[[X32:[0-9]+]] = arith.xori %[[I32]], %[[M32]] : i32
-// CHECK-NEXT:      %[[P32:[0-9]+]] = llvm.inttoptr %[[X32]] : i32 to !llvm.ptr<3>
-// CHECK-NEXT:      llvm.inline_asm {{.*}}ldmatrix{{.*}} %[[P32]] :
-// CHECK:           llvm.ptrtoint %[[ADDR]]
-// CHECK-NEXT:      arith.constant 64 : i32
-// CHECK-NEXT:      arith.xori
-// CHECK:           llvm.ptrtoint %[[ADDR]]
-// CHECK-NEXT:      arith.constant 96 : i32
-// CHECK-NEXT:      arith.xori
-// CHECK:           %[[NEXT:[0-9]+]] = llvm.getelementptr %[[ADDR]][%{{[0-9]+}}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
-// CHECK-NEXT:      scf.yield {{.*}}, %[[NEXT]] : {{.*}}, i32, !llvm.ptr<3>
+// CHECK:         scf.for {{.*}} -> ({{.*}}f32, i32, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>)
+// CHECK-NOT:       llvm.ptrtoint
+// CHECK:           scf.yield
+// With xor-ring-phases=all only the phase-0 address is carried; the other
+// three are that address XOR 32, 64, 96, derived where used.
+// ALL-LABEL: llvm.func @carry
+// ALL:         scf.for {{.*}}, %[[ADDR:arg[0-9]+]] = %{{[0-9]+}}) -> ({{.*}}f32, i32, !llvm.ptr<3>)
+// ALL:           llvm.inline_asm {{.*}}ldmatrix.sync.aligned.m8n8.x4.shared.b16{{.*}} %[[ADDR]] :
+// ALL:           %[[I32:[0-9]+]] = llvm.ptrtoint %[[ADDR]] : !llvm.ptr<3> to i32
+// ALL-NEXT:      %[[M32:.*]] = arith.constant 32 : i32
+// ALL-NEXT:      %[[X32:[0-9]+]] = arith.xori %[[I32]], %[[M32]] : i32
+// ALL-NEXT:      %[[P32:[0-9]+]] = llvm.inttoptr %[[X32]] : i32 to !llvm.ptr<3>
+// ALL-NEXT:      llvm.inline_asm {{.*}}ldmatrix{{.*}} %[[P32]] :
+// ALL:           llvm.ptrtoint %[[ADDR]]
+// ALL-NEXT:      arith.constant 64 : i32
+// ALL-NEXT:      arith.xori
+// ALL:           llvm.ptrtoint %[[ADDR]]
+// ALL-NEXT:      arith.constant 96 : i32
+// ALL-NEXT:      arith.xori
+// ALL:           %[[NEXT:[0-9]+]] = llvm.getelementptr %[[ADDR]][%{{[0-9]+}}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
+// ALL-NEXT:      scf.yield {{.*}}, %[[NEXT]] : {{.*}}, i32, !llvm.ptr<3>
 // Off: the loop carries only the parity; no address arithmetic through integers.
 // PLAIN-LABEL: llvm.func @carry
 // PLAIN:         scf.for {{.*}} -> ({{.*}}f32, i32) : i32 {
@@ -55,7 +63,8 @@ func.func @carry(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, 
 // -----
 
 // V (B not transposed: ldmatrix.trans, the lane's chunk bit is the high
-// matrix bit), first read by a dot inside an scf.if. A derived address made
+// matrix bit; XOR-derived phases by default), first read by a dot inside an
+// scf.if. A derived address made
 // there would not dominate later uses outside the branch, so the three are
 // made right after the carried address instead (each inserted there, hence
 // 96, 64, 32), before the branch.
