@@ -87,7 +87,7 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "K/V ring's ldmatrix addresses as loop values (advanced at the back "
            "edge) instead of keeping their loop-invariant bases live; with "
            "xor-ring-phases=trans: no local memory in the d128 hot loops on sm_80 "
-           "or on the sm_90 JIT, +1..+3% non-causal, level causal (2026-11-29, "
+           "or on the sm_90 JIT, +0..+3% non-causal, level causal (2026-11-29, "
            "bench/RESULTS.md Session 5); false keeps the invariant bases">,
     Option<"xorRingPhases", "xor-ring-phases", "std::string", /*default=*/"\"trans\"",
            "with carry-ring-addresses, which ring tiles carry one address and "
