@@ -327,9 +327,17 @@ def check(paths, quick):
                              f"{r['rel']:.2e}", f"{r['sdpa_rel']:.2e}", f"{r['lse_err']:.2e}",
                              "ok" if r["guards_ok"] else "BAD", status))
         all_ok &= passed == len(cases)
+        # Machine code for this GPU in the manifest ("sass") must be what ran,
+        # not a JIT compile of the PTX.
+        image = fk.kernel.loaded_image
+        device_arch = "sm_%d%d" % torch.cuda.get_device_capability()
+        shipped = {s["arch"] for s in fk.kernel.manifest.get("sass", [])}
+        if device_arch in shipped and image != f"cubin {device_arch}":
+            all_ok = False
+            image += f" (BAD: the manifest ships {device_arch} machine code)"
         summary.append(
             f"{fk.name:<30} {passed:>2}/{len(cases):<2} passed   worst rel {worst_rel:.2e} "
-            f"(bound {BOUND[fk.dtype_name]:g})   worst lse {worst_lse:.2e}"
+            f"(bound {BOUND[fk.dtype_name]:g})   worst lse {worst_lse:.2e}   {image}"
         )
     return all_ok, summary
 

@@ -37,6 +37,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="sm_80", help="sm_80 (default) or sm_90a")
     parser.add_argument("--out", default=str(ROOT / "build" / "artifacts"), help="output folder")
+    parser.add_argument("--extra-sass", default="sm_90",
+                        help="comma-separated GPUs to also assemble the PTX for (default sm_90: "
+                             "the benchmark's H200 cannot run sm_80 machine code and would "
+                             "JIT-compile the PTX; '' for none)")
     parser.add_argument("--num-warps", type=int, default=None,
                         help="override the strategy table's warps per program")
     parser.add_argument("--no-tile-passes", action="store_true",
@@ -59,6 +63,7 @@ def main():
 
     from tilec import strategy
 
+    args.extra_sass = [a for a in args.extra_sass.split(",") if a and a != args.arch]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # (folder, config or None for the strategy table's choice)
@@ -99,7 +104,8 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                                                smem_epilogue=config.smem_epilogue,
                                                copy_bounds=config.copy_bounds,
                                                lowering_options=config.lowering_options,
-                                               run_tile_passes=not args.no_tile_passes)
+                                               run_tile_passes=not args.no_tile_passes,
+                                               extra_sass=args.extra_sass)
                 except tilec.CompilationError as e:
                     print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
                     failed += 1
@@ -110,6 +116,7 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                         args.num_warps or config.num_warps, config.num_stages, config.smem_epilogue,
                         config.copy_bounds, config.lowering_options))
                     files = ".json .ptx" + (" .cubin" if result["cubin"] else " (no cubin: ptxas not found)")
+                    files += "".join(f" .{arch}.cubin" for arch, _ in result.get("sass", ()))
                     print(f"{out.name}/{result['name']} [{config.tag}]: {files} "
                           f"({time.time() - start:.1f}s)")
                     for note in result.get("notes", []):

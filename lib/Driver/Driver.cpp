@@ -315,6 +315,15 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
       result.cubin = std::move(assembled->cubin);
       result.ptxasLog = std::move(assembled->log);
       ptxasInfo = parsePtxasInfo(result.ptxasLog, result.name);
+      for (const std::string &sassArch : options.extraSass) {
+        if (sassArch == options.arch)
+          continue;
+        Expected<PtxasResult> other = runPtxas(*ptxas, result.ptx, sassArch);
+        if (!other)
+          return makeError("@" + result.name + ": assembling for " + sassArch + ": " +
+                           llvm::toString(other.takeError()));
+        result.sass.emplace_back(sassArch, std::move(other->cubin));
+      }
     } else if (options.emitCubin) {
       result.notes.push_back("no ptxas found ($TILEC_PTXAS, $CUDA_HOME/bin, "
                              "/usr/local/cuda/bin, PATH): @" +
@@ -325,6 +334,8 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
     files.ptx = result.name + ".ptx";
     if (!result.cubin.empty())
       files.cubin = result.name + ".cubin";
+    for (const auto &image : result.sass)
+      files.sass.emplace_back(image.first, result.name + "." + image.first + ".cubin");
     result.manifestJson = writeManifest(result.name, options.arch, files, launch, ptxasInfo,
                                         getCompilerVersion());
     results.push_back(std::move(result));

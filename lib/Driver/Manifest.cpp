@@ -229,6 +229,12 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
     doc["cubin"] = files.cubin;
   if (!files.ptx.empty())
     doc["ptx"] = files.ptx;
+  if (!files.sass.empty()) {
+    llvm::json::Array sass;
+    for (const auto &[sassArch, file] : files.sass)
+      sass.push_back(llvm::json::Object{{"arch", sassArch}, {"cubin", file}});
+    doc["sass"] = std::move(sass);
+  }
   doc["block"] = llvm::json::Array(launch.block);
   doc["shared_bytes"] = launch.sharedBytes;
   doc["grid"] = llvm::json::Array(launch.grid);

@@ -86,36 +86,59 @@ bool cubinMayRun(const std::string &arch, const std::string &deviceArch) {
 }
 
 /// Loads the module in the current context: the cubin when there is one and
-/// the device accepts it, the PTX (JIT-compiled by the driver) otherwise.
-CUmodule loadModule(const Driver &d, const Manifest &m,
-                    const std::string &cubin, const std::string &ptx) {
+/// the device accepts it, else machine code for this device from the
+/// manifest's "sass" list, else the PTX (JIT-compiled by the driver).
+/// `loaded` says which.
+CUmodule loadModule(const Driver &d, const Manifest &m, const std::string &cubin,
+                    const std::vector<std::string> &sass, const std::string &ptx,
+                    std::string &loaded) {
   CUmodule module = nullptr;
   std::string log, cubinRejected;
-  if (!cubin.empty() && !m.ptxPath.empty() && !cubinMayRun(m.arch, currentDeviceArch(d))) {
+  std::string deviceArch = currentDeviceArch(d);
+  if (!cubin.empty() && (!m.ptxPath.empty() || !m.sass.empty()) &&
+      !cubinMayRun(m.arch, deviceArch)) {
     cubinRejected = "; the cubin " + m.cubinPath + " is for " + m.arch + " and was not tried";
   } else if (!cubin.empty()) {
     CUresult r = loadImage(d, cubin.data(), module, log);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+      loaded = "cubin " + (m.arch.empty() ? std::string("(arch unstated)") : m.arch);
       return module;
+    }
     // These two mean "this cubin is not for this GPU": fall back to PTX.
     bool wrongTarget =
         r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_SOURCE;
-    if (!wrongTarget || m.ptxPath.empty())
+    if (!wrongTarget || (m.ptxPath.empty() && m.sass.empty()))
       d.check(r, "cuModuleLoadDataEx",
               " loading cubin " + m.cubinPath + " (built for " +
                   (m.arch.empty() ? "an unstated arch" : m.arch) +
-                  ", device is " + currentDeviceArch(d) + ")" +
+                  ", device is " + deviceArch + ")" +
                   (m.ptxPath.empty() ? "; the manifest names no PTX to JIT"
                                      : "") +
                   withLog(log));
     cubinRejected = "; the cubin " + m.cubinPath + " was rejected before: " +
                     d.describe(r);
   }
+  for (size_t i = 0; i < m.sass.size(); ++i) {
+    if (!cubinMayRun(m.sass[i].arch, deviceArch))
+      continue;
+    CUresult r = loadImage(d, sass[i].data(), module, log);
+    if (r == CUDA_SUCCESS) {
+      loaded = "cubin " + m.sass[i].arch;
+      return module;
+    }
+    cubinRejected += "; the cubin " + m.sass[i].cubinPath + " (" + m.sass[i].arch +
+                     ") was rejected: " + d.describe(r);
+  }
+  if (m.ptxPath.empty())
+    throw Error(Error::Kind::Driver,
+                "manifest " + m.path + ": no image runs on this " + deviceArch +
+                    " device and no PTX to JIT" + cubinRejected);
   // The driver needs the PTX NUL-terminated; std::string guarantees that.
   CUresult r = loadImage(d, ptx.c_str(), module, log);
   d.check(r, "cuModuleLoadDataEx",
-          " JIT-compiling PTX " + m.ptxPath + " for " + currentDeviceArch(d) +
+          " JIT-compiling PTX " + m.ptxPath + " for " + deviceArch +
               cubinRejected + withLog(log));
+  loaded = "ptx (JIT for " + deviceArch + ")";
   return module;
 }
 
@@ -124,7 +147,8 @@ CUmodule loadModule(const Driver &d, const Manifest &m,
 /// they belong to).
 struct ModuleCache {
   std::mutex mutex;
-  std::map<std::pair<std::string, uint64_t>, CUmodule> modules;
+  /// (module key, context id) -> the module and which image it came from.
+  std::map<std::pair<std::string, uint64_t>, std::pair<CUmodule, std::string>> modules;
 };
 
 ModuleCache &moduleCache() {
@@ -194,10 +218,15 @@ std::string describeArgument(const Param &param, size_t index) {
   return s + toString(param.kind) + ")";
 }
 
-Kernel::Kernel(Manifest manifest, std::string cubin, std::string ptx,
-               std::string moduleKey)
-    : manifest_(std::move(manifest)), cubin_(std::move(cubin)),
+Kernel::Kernel(Manifest manifest, std::string cubin, std::vector<std::string> sass,
+               std::string ptx, std::string moduleKey)
+    : manifest_(std::move(manifest)), cubin_(std::move(cubin)), sass_(std::move(sass)),
       ptx_(std::move(ptx)), moduleKey_(std::move(moduleKey)) {}
+
+std::string Kernel::loadedImage() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return loadedImage_;
+}
 
 std::shared_ptr<Kernel> Kernel::load(const std::string &manifestPath) {
   Manifest m = loadManifest(manifestPath);
@@ -214,6 +243,9 @@ std::shared_ptr<Kernel> Kernel::load(const std::string &manifestPath) {
     return bytes;
   };
   std::string cubin = readImage(m.cubinPath, "cubin");
+  std::vector<std::string> sass;
+  for (const Manifest::Sass &image : m.sass)
+    sass.push_back(readImage(image.cubinPath, "cubin"));
   std::string ptx = readImage(m.ptxPath, "ptx");
   Driver::get(); // a missing driver is reported here, not at first launch
 
@@ -221,8 +253,10 @@ std::shared_ptr<Kernel> Kernel::load(const std::string &manifestPath) {
   std::string key = std::filesystem::absolute(manifestPath).string() + "#" +
                     std::to_string(hash(cubin)) + "#" +
                     std::to_string(hash(ptx));
+  for (const std::string &image : sass)
+    key += "#" + std::to_string(hash(image));
   return std::shared_ptr<Kernel>(
-      new Kernel(std::move(m), std::move(cubin), std::move(ptx),
+      new Kernel(std::move(m), std::move(cubin), std::move(sass), std::move(ptx),
                  std::move(key)));
 }
 
@@ -349,11 +383,13 @@ void *Kernel::functionFor(uint64_t contextId) {
     std::lock_guard<std::mutex> cacheLock(cache.mutex);
     auto key = std::make_pair(moduleKey_, contextId);
     auto it = cache.modules.find(key);
-    if (it == cache.modules.end())
-      it = cache.modules
-               .emplace(key, loadModule(d, manifest_, cubin_, ptx_))
-               .first;
-    module = it->second;
+    if (it == cache.modules.end()) {
+      std::string loaded;
+      CUmodule fresh = loadModule(d, manifest_, cubin_, sass_, ptx_, loaded);
+      it = cache.modules.emplace(key, std::make_pair(fresh, loaded)).first;
+    }
+    module = it->second.first;
+    loadedImage_ = it->second.second;
   }
   CUfunction fn;
   d.check(d.moduleGetFunction(&fn, module, manifest_.kernel.c_str()),

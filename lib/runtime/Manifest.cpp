@@ -64,6 +64,25 @@ public:
     m.ptxPath = optionalFile(doc, "ptx");
     if (m.cubinPath.empty() && m.ptxPath.empty())
       fail("the document", "names neither a \"cubin\" nor a \"ptx\" file");
+    if (const JsonValue *sass = doc.find("sass")) {
+      if (!sass->isArray())
+        fail("sass", std::string("must be an array, got ") +
+                         JsonValue::typeName(sass->type()));
+      for (size_t i = 0; i < sass->asArray().size(); ++i) {
+        std::string key = "sass[" + std::to_string(i) + "]";
+        const JsonValue &entry = sass->asArray()[i];
+        const JsonValue *arch = entry.isObject() ? entry.find("arch") : nullptr;
+        const JsonValue *cubin = entry.isObject() ? entry.find("cubin") : nullptr;
+        if (!arch || !cubin)
+          fail(key, "must be an object with \"arch\" and \"cubin\"");
+        Manifest::Sass image;
+        image.arch = expectString(*arch, key + ".arch");
+        image.cubinPath = resolve(expectString(*cubin, key + ".cubin"), key + ".cubin");
+        if (image.arch.empty())
+          fail(key + ".arch", "must not be empty");
+        m.sass.push_back(std::move(image));
+      }
+    }
 
     const JsonValue &block = require(doc, "block");
     expectArray(block, "block", 3);
@@ -139,7 +158,11 @@ private:
     const JsonValue *v = doc.find(key);
     if (!v)
       return "";
-    std::string name = expectString(*v, key);
+    return resolve(expectString(*v, key), key);
+  }
+
+  /// A file name relative to the manifest's folder (or absolute).
+  std::string resolve(const std::string &name, const std::string &key) {
     if (name.empty())
       fail(key, "must not be empty");
     std::filesystem::path p(name);

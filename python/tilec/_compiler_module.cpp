@@ -39,7 +39,8 @@ template <typename T> T unwrap(llvm::Expected<T> value) {
 py::list compile(const std::string &source, const std::string &bufferName,
                  const std::string &arch, int numWarps, int stages, bool smemEpilogue,
                  const std::string &loweringOptions, bool runTilePasses, bool emitCubin,
-                 bool printIRAfterAll, const std::string &crashReproducer) {
+                 bool printIRAfterAll, const std::string &crashReproducer,
+                 const std::vector<std::string> &extraSass) {
   tilec::CompileOptions options;
   options.arch = arch;
   options.numWarps = numWarps;
@@ -50,6 +51,7 @@ py::list compile(const std::string &source, const std::string &bufferName,
   options.emitCubin = emitCubin;
   options.printIRAfterAll = printIRAfterAll;
   options.crashReproducerPath = crashReproducer;
+  options.extraSass = extraSass;
   std::vector<tilec::CompiledKernel> kernels;
   {
     py::gil_scoped_release release;
@@ -68,6 +70,10 @@ py::list compile(const std::string &source, const std::string &bufferName,
     d["name"] = k.name;
     d["ptx"] = k.ptx;
     d["cubin"] = py::bytes(k.cubin);
+    py::list sass;
+    for (const auto &[sassArch, bytes] : k.sass)
+      sass.append(py::make_tuple(sassArch, py::bytes(bytes)));
+    d["sass"] = sass;
     d["manifest"] = k.manifestJson;
     d["tile_ir"] = k.tileIR;
     d["llvm_ir"] = k.llvmIR;
@@ -160,10 +166,10 @@ PYBIND11_MODULE(_tilec, m) {
         py::arg("lowering_options") = "",
         py::arg("run_tile_passes") = true,
         py::arg("emit_cubin") = true, py::arg("print_ir_after_all") = false,
-        py::arg("crash_reproducer") = "",
+        py::arg("crash_reproducer") = "", py::arg("extra_sass") = std::vector<std::string>{},
         "Compiles every tile.kernel in `source`; returns a list of dicts with "
-        "name, ptx, cubin (bytes), manifest (JSON text), tile_ir, llvm_ir, "
-        "ptxas_log and notes.");
+        "name, ptx, cubin (bytes), sass (a list of (arch, cubin bytes) for "
+        "extra_sass), manifest (JSON text), tile_ir, llvm_ir, ptxas_log and notes.");
 #ifdef TILEC_HAVE_CPU_RUNNER
   m.def("run_cpu", &runCpu, py::arg("source"), py::arg("buffer_name"), py::arg("kernel"),
         py::arg("args"), py::arg("grid"), py::arg("run_tile_passes") = true,

@@ -154,6 +154,11 @@ PYBIND11_MODULE(_tilec_runtime, m) {
           "name", [](const Kernel &k) { return k.manifest().kernel; })
       .def_property_readonly("path",
                              [](const Kernel &k) { return k.manifest().path; })
+      .def_property_readonly(
+          "loaded_image", [](const Kernel &k) { return k.loadedImage(); },
+          "Which image the module came from at the last launch: 'cubin sm_80', "
+          "'cubin sm_90' (from the manifest's \"sass\" list), 'ptx (JIT for "
+          "sm_90)'; '' before the first launch.")
       .def(
           "grid",
           [](const Kernel &k, const py::sequence &args) {

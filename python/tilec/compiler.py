@@ -163,7 +163,8 @@ class Artifact:
 
 
 def write_artifacts(kernel, folder, extras=True):
-    """Writes one compile() result dict as <name>.json/.ptx/.cubin into
+    """Writes one compile() result dict as <name>.json/.ptx/.cubin (and
+    <name>.<arch>.cubin for each extra_sass image the manifest lists) into
     `folder`, with extras also <name>.tile.mlir and <name>.ll."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -172,6 +173,8 @@ def write_artifacts(kernel, folder, extras=True):
     (folder / f"{name}.ptx").write_text(kernel["ptx"])
     if kernel["cubin"]:
         (folder / f"{name}.cubin").write_bytes(kernel["cubin"])
+    for arch, image in kernel.get("sass", ()):
+        (folder / f"{name}.{arch}.cubin").write_bytes(image)
     if extras:
         (folder / f"{name}.tile.mlir").write_text(kernel["tile_ir"])
         (folder / f"{name}.ll").write_text(kernel["llvm_ir"])
@@ -182,7 +185,8 @@ COPY_BOUNDS = ("row", "tile", "chunk")
 
 
 def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-            num_stages=2, smem_epilogue=True, lowering_options="", copy_bounds="row"):
+            num_stages=2, smem_epilogue=True, lowering_options="", copy_bounds="row",
+            extra_sass=()):
     """Compiles MLIR text; returns the list of result dicts (see _tilec.compile).
     num_stages: shared buffers per prefetched K/V tile (1 or 2, tile-pipeline).
     smem_epilogue: store narrow register tiles (O) through shared memory as
@@ -191,7 +195,10 @@ def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_pas
     'row' sizes each 16-byte chunk 16 or 0 by its row, 'tile' branches once
     per tile to unchecked or checked copies, 'chunk' checks every chunk).
     lowering_options: more tile-to-nvvm options, verbatim
-    ("skip-unit-rescale=true"), for experiments."""
+    ("skip-unit-rescale=true"), for experiments. extra_sass: more GPUs to
+    assemble the PTX for (("sm_90",) for an sm_80 kernel run on an H100/H200),
+    listed in the manifest's "sass" and loaded by the runtime instead of a
+    JIT compile of the PTX."""
     if copy_bounds not in COPY_BOUNDS:
         raise ValueError(f"copy_bounds must be one of {COPY_BOUNDS}, got {copy_bounds!r}")
     if "copy-bounds=" in lowering_options:
@@ -203,7 +210,8 @@ def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_pas
                  lowering_options=options,
                  run_tile_passes=run_tile_passes,
                  print_ir_after_all=_dump_ir(),
-                 crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""))
+                 crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""),
+                 extra_sass=list(extra_sass))
 
 
 def _dump_ir():

@@ -85,6 +85,12 @@ class Kernel:
         self.params = self.manifest["params"]
         self._launcher = None  # _rt.Kernel, created at the first call
 
+    @property
+    def loaded_image(self):
+        """Which image runs: 'cubin sm_80', 'cubin sm_90' (the manifest's
+        "sass" list), 'ptx (JIT for sm_90)'; '' before the first call."""
+        return self._launcher.loaded_image if self._launcher is not None else ""
+
     def __repr__(self):
         sig = ", ".join(f"{p['name']}: {p.get('elem', p['kind'])}" for p in self.params)
         return f"<tilec.runtime.Kernel {self.name}({sig}) from {self.path}>"

@@ -99,8 +99,9 @@ BASE_MANIFEST = {
 }
 
 
-def write_manifest(folder, manifest=None, name="k", ptx=PTX, cubin=None, arch=None):
-    """Writes <name>.json (+ the PTX/cubin it names) into `folder`."""
+def write_manifest(folder, manifest=None, name="k", ptx=PTX, cubin=None, arch=None, sass=None):
+    """Writes <name>.json (+ the PTX/cubin it names) into `folder`; `sass`
+    maps more archs to cubin bytes (the manifest's "sass" list)."""
     manifest = dict(BASE_MANIFEST if manifest is None else manifest)
     if arch is not None:
         manifest["arch"] = arch
@@ -112,6 +113,11 @@ def write_manifest(folder, manifest=None, name="k", ptx=PTX, cubin=None, arch=No
     if cubin is not None:
         (folder / f"{name}.cubin").write_bytes(cubin)
         manifest["cubin"] = f"{name}.cubin"
+    if sass:
+        manifest["sass"] = []
+        for sass_arch, image in sass.items():
+            (folder / f"{name}.{sass_arch}.cubin").write_bytes(image)
+            manifest["sass"].append({"arch": sass_arch, "cubin": f"{name}.{sass_arch}.cubin"})
     path = folder / f"{name}.json"
     path.write_text(json.dumps(manifest))
     return path
@@ -260,6 +266,13 @@ def with_param(index, **fields):
         (with_param(0, align=12), "params[0].align must be a power-of-two byte count on a ptr"),
         (with_param(1, align=16), "params[1].align must be a power-of-two byte count on a ptr"),
         (with_param(0, align=0), "params[0].align = 0 is outside [1, 1048576]"),
+        (mutated(sass={}), "sass must be an array, got an object"),
+        (mutated(sass=[{"arch": "sm_90"}]), 'sass[0] must be an object with "arch" and "cubin"'),
+        (mutated(sass=["sm_90"]), 'sass[0] must be an object with "arch" and "cubin"'),
+        (mutated(sass=[{"arch": 90, "cubin": "k.sm_90.cubin"}]),
+         "sass[0].arch must be a string, got an integer"),
+        (mutated(sass=[{"arch": "", "cubin": "k.sm_90.cubin"}]), "sass[0].arch must not be empty"),
+        (mutated(sass=[{"arch": "sm_90", "cubin": ""}]), "sass[0].cubin must not be empty"),
     ],
 )
 def test_manifest_errors(rt, tmp_path, manifest, message):
@@ -604,11 +617,56 @@ def test_fake_driver_skips_cubin_for_another_major(rt, fake_cuda_dir, tmp_path):
     # An sm_80 cubin cannot run on the sm_90 device: the PTX is JIT-compiled
     # without a failing load first (compute-sanitizer reports those).
     path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode())
-    _, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
-        rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        print(repr(k.loaded_image))
+        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+        print(k.loaded_image)
     """)
     assert "load cubin" not in calls and "load ptx" in calls
     assert len(launches(calls)) == 1
+    assert out == ["''", "ptx (JIT for sm_90)"]
+
+
+def test_fake_driver_loads_sass_for_the_device(rt, fake_cuda_dir, tmp_path):
+    # An sm_80 kernel that also carries sm_90 machine code (tilec
+    # --extra-sass=sm_90) runs it on the sm_90 device: no JIT, no failed load.
+    path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
+                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode(),
+                                "sm_90": b"\x7fELF arch=sm_90 " + PTX.encode()})
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+        print(k.loaded_image)
+    """)
+    assert calls.count("load cubin") == 1 and "load ptx" not in calls
+    assert len(launches(calls)) == 1
+    assert out == ["cubin sm_90"]
+
+
+def test_fake_driver_sass_for_other_gpus_only_jits(rt, fake_cuda_dir, tmp_path):
+    path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
+                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode()})
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+        print(k.loaded_image)
+    """)
+    assert "load cubin" not in calls and "load ptx" in calls
+    assert out == ["ptx (JIT for sm_90)"]
+
+
+def test_fake_driver_sass_without_ptx_fails_clearly(rt, fake_cuda_dir, tmp_path):
+    path = write_manifest(tmp_path, arch="sm_80", ptx=None,
+                          cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
+                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode()})
+    out, _ = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        try:
+            rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+        except RuntimeError as e:
+            print(e)
+    """)
+    assert len(out) == 1 and "no image runs on this sm_90 device and no PTX to JIT" in out[0]
 
 
 def test_fake_driver_wrong_cubin_without_ptx(rt, fake_cuda_dir, tmp_path):

@@ -86,6 +86,12 @@ cl::opt<bool> splitInputFile("split-input-file",
                              cl::desc("compile each '// -----' chunk of the input on its "
                                       "own (for tests of diagnostics)"),
                              cl::cat(tilecCategory));
+cl::list<std::string> extraSass(
+    "extra-sass", cl::CommaSeparated,
+    cl::desc("also assemble the PTX for these GPUs (e.g. sm_90 for an sm_80 kernel on an "
+             "H100/H200): <kernel>.<arch>.cubin, listed in the manifest's \"sass\", loaded "
+             "by the runtime instead of JIT-compiling the PTX"),
+    cl::cat(tilecCategory));
 cl::opt<unsigned> ptxVersion("ptx-version",
                              cl::desc("PTX ISA version times ten (0: tilec's default)"),
                              cl::init(0), cl::Hidden, cl::cat(tilecCategory));
@@ -130,8 +136,10 @@ std::string manifestFor(const tilec::CompiledKernel &kernel, bool withPtx, bool 
   json::Object *object = doc->getAsObject();
   if (!withPtx)
     object->erase("ptx");
-  if (!withCubin)
+  if (!withCubin) {
     object->erase("cubin");
+    object->erase("sass");
+  }
   std::string text;
   raw_string_ostream os(text);
   os << formatv("{0:2}", *doc) << "\n";
@@ -177,6 +185,7 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
   options.inputIsLLVMDialect = fromLLVMDialect;
   options.printStats = stats;
   options.ptxVersion = ptxVersion;
+  options.extraSass.assign(extraSass.begin(), extraSass.end());
 
   Expected<std::vector<tilec::CompiledKernel>> kernels =
       tilec::compileForGPU(source, bufferName, options);
@@ -236,8 +245,11 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
     bool ok = true;
     if (ptx)
       ok &= writeFile(pathFor(kernel, ".ptx"), kernel.ptx, false);
-    if (cubin)
+    if (cubin) {
       ok &= writeFile(pathFor(kernel, ".cubin"), kernel.cubin, true);
+      for (const auto &[sassArch, bytes] : kernel.sass)
+        ok &= writeFile(pathFor(kernel, "." + sassArch + ".cubin"), bytes, true);
+    }
     if (all || emit == Emit::LLVM)
       ok &= writeFile(pathFor(kernel, ".ll"), kernel.llvmIR, false);
     if ((all || emit == Emit::Tile) && !kernel.tileIR.empty())

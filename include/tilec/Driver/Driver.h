@@ -36,6 +36,11 @@ struct CompileOptions {
   bool runTilePasses = true;
   /// Produce a cubin with ptxas when the toolkit is present (PTX is always produced).
   bool emitCubin = true;
+  /// With emitCubin, also assemble the PTX for these GPUs ("sm_90"): machine
+  /// code the runtime loads on such a device instead of having the driver
+  /// JIT-compile the PTX (an sm_80 cubin cannot run on sm_90). Listed in the
+  /// manifest's "sass" and written as <kernel>.<arch>.cubin.
+  std::vector<std::string> extraSass;
   /// Print the IR after every pass to stderr (also: env TILEC_DUMP_IR=1).
   bool printIRAfterAll = false;
   /// Write an MLIR crash reproducer here when a pass fails (empty: off).
@@ -57,6 +62,8 @@ struct CompiledKernel {
   std::string llvmIR;   ///< LLVM IR text handed to NVPTX
   std::string ptx;
   std::string cubin;    ///< bytes; empty when ptxas is unavailable or not asked for
+  /// (arch, cubin bytes) for CompileOptions::extraSass, in that order.
+  std::vector<std::pair<std::string, std::string>> sass;
   /// The launch manifest (the runtime's input). It names "<name>.ptx" and,
   /// when `cubin` is non-empty, "<name>.cubin", relative to its own folder.
   std::string manifestJson;

@@ -129,6 +129,14 @@ struct Manifest {
   std::string arch;      ///< e.g. "sm_80"; empty when the manifest omits it
   std::string cubinPath; ///< resolved against the manifest's folder; may be ""
   std::string ptxPath;   ///< resolved against the manifest's folder; may be ""
+  /// Machine code of the same PTX for other GPUs ("sass": [{"arch", "cubin"}]),
+  /// e.g. sm_90 for an sm_80 kernel run on an H100/H200: loaded instead of
+  /// JIT-compiling the PTX when the device matches one.
+  struct Sass {
+    std::string arch;
+    std::string cubinPath; ///< resolved against the manifest's folder
+  };
+  std::vector<Sass> sass;
   Dim3 block{1, 1, 1};
   uint32_t sharedBytes = 0; ///< dynamic shared memory per block
   std::array<GridExpr, 3> grid;
@@ -166,6 +174,10 @@ public:
 
   const Manifest &manifest() const { return manifest_; }
 
+  /// Which image the module came from at the last load ("cubin sm_80",
+  /// "cubin sm_90", "ptx (JIT for sm_90)"); empty before the first launch.
+  std::string loadedImage() const;
+
   /// Throws Error(ArgType) naming the parameters unless `count` matches.
   void checkArgCount(size_t count) const;
 
@@ -180,8 +192,8 @@ public:
               const std::optional<Dim3> &grid = std::nullopt);
 
 private:
-  Kernel(Manifest manifest, std::string cubin, std::string ptx,
-         std::string moduleKey);
+  Kernel(Manifest manifest, std::string cubin, std::vector<std::string> sass,
+         std::string ptx, std::string moduleKey);
 
   /// Packs `args` into 8-byte slots (one per parameter) and collects the
   /// values of the integer parameters the grid reads.
@@ -194,12 +206,14 @@ private:
 
   Manifest manifest_;
   std::string cubin_; ///< image bytes; empty when the manifest has none
+  std::vector<std::string> sass_; ///< image bytes of manifest_.sass, in order
   std::string ptx_;
+  std::string loadedImage_;
   /// Names the module in the process-wide per-context module cache: the
   /// manifest's absolute path and a hash of the images, so a recompiled
   /// kernel is not served from a stale module.
   std::string moduleKey_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::unordered_map<uint64_t, void *> functions_; ///< context id -> function
 };
 

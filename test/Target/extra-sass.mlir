@@ -1,0 +1,39 @@
+// REQUIRES: ptxas, cuobjdump
+// --extra-sass assembles the same PTX for more GPUs: an sm_80 kernel cannot
+// run as sm_80 machine code on an sm_90 GPU (the H100/H200), where the driver
+// would JIT-compile the PTX. <kernel>.sm_90.cubin holds that code instead and
+// the manifest lists it under "sass"; the runtime loads it on a matching GPU.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=all -o %t/x %S/Inputs/mma_tile.mlir
+// RUN: ls %t/x | FileCheck %s --check-prefix=FILES
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/x/mma_tile.json
+// RUN: %cuobjdump -sass %t/x/mma_tile.sm_90.cubin | FileCheck %s --check-prefix=SM90
+// RUN: %cuobjdump -sass %t/x/mma_tile.cubin | FileCheck %s --check-prefix=SM80
+// Without a cubin (--emit=ptx) there is no machine code to list.
+// RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=ptx -o %t/ptx-only %S/Inputs/mma_tile.mlir
+// RUN: FileCheck %s --check-prefix=PTX-ONLY --input-file=%t/ptx-only/mma_tile.json
+// A GPU ptxas cannot target is an error that names it.
+// RUN: not tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_80,sm_7 --emit=all -o %t/bad %S/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=BAD
+
+// FILES: mma_tile.cubin
+// FILES-NEXT: mma_tile.json
+// FILES-NEXT: mma_tile.ll
+// FILES-NEXT: mma_tile.ptx
+// FILES-NEXT: mma_tile.sm_90.cubin
+
+// MANIFEST:      "cubin": "mma_tile.cubin",
+// MANIFEST:      "sass": [
+// MANIFEST-NEXT:   {
+// MANIFEST-NEXT:     "arch": "sm_90",
+// MANIFEST-NEXT:     "cubin": "mma_tile.sm_90.cubin"
+// MANIFEST-NEXT:   }
+// MANIFEST-NEXT: ],
+
+// SM90: code for sm_90
+// SM90: HMMA
+// SM80: code for sm_80
+
+// PTX-ONLY-NOT: "sass"
+// PTX-ONLY-NOT: "cubin"
+
+// BAD: error: @mma_tile: assembling for sm_7: ptxas -arch=sm_7 failed
