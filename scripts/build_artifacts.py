@@ -37,10 +37,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="sm_80", help="sm_80 (default) or sm_90a")
     parser.add_argument("--out", default=str(ROOT / "build" / "artifacts"), help="output folder")
-    parser.add_argument("--extra-sass", default="sm_90",
-                        help="comma-separated GPUs to also assemble the PTX for (default sm_90: "
-                             "the benchmark's H200 cannot run sm_80 machine code and would "
-                             "JIT-compile the PTX; '' for none)")
+    parser.add_argument("--extra-sass", default=None,
+                        help="comma-separated GPUs to also assemble the PTX for (default: sm_90 "
+                             "when --arch is sm_8x, since the benchmark's H200 cannot run sm_80 "
+                             "machine code and would JIT-compile the PTX; else none; '' for none)")
     parser.add_argument("--num-warps", type=int, default=None,
                         help="override the strategy table's warps per program")
     parser.add_argument("--no-tile-passes", action="store_true",
@@ -63,6 +63,8 @@ def main():
 
     from tilec import strategy
 
+    if args.extra_sass is None:
+        args.extra_sass = "sm_90" if args.arch.startswith("sm_8") else ""
     args.extra_sass = [a for a in args.extra_sass.split(",") if a and a != args.arch]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

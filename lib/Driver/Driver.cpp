@@ -316,7 +316,9 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
       result.ptxasLog = std::move(assembled->log);
       ptxasInfo = parsePtxasInfo(result.ptxasLog, result.name);
       for (const std::string &sassArch : options.extraSass) {
-        if (sassArch == options.arch)
+        bool seen = sassArch == options.arch ||
+                    llvm::any_of(result.sass, [&](const auto &image) { return image.first == sassArch; });
+        if (seen)
           continue;
         Expected<PtxasResult> other = runPtxas(*ptxas, result.ptx, sassArch);
         if (!other)

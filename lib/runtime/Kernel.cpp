@@ -85,29 +85,51 @@ bool cubinMayRun(const std::string &arch, const std::string &deviceArch) {
   return major == devMajor && minor <= devMinor;
 }
 
-/// Loads the module in the current context: the cubin when there is one and
-/// the device accepts it, else machine code for this device from the
-/// manifest's "sass" list, else the PTX (JIT-compiled by the driver).
-/// `loaded` says which.
+/// Loads the module in the current context, from the first image the device
+/// can run in this order: a "sass" image built for exactly this device (when
+/// the main cubin is not), the main cubin, another "sass" image the device
+/// can run, else the PTX (JIT-compiled by the driver). `loaded` says which.
 CUmodule loadModule(const Driver &d, const Manifest &m, const std::string &cubin,
                     const std::vector<std::string> &sass, const std::string &ptx,
                     std::string &loaded) {
   CUmodule module = nullptr;
   std::string log, cubinRejected;
   std::string deviceArch = currentDeviceArch(d);
+  // These two mean "this image is not for this GPU": try the next one. Any
+  // other failure (out of memory, a bad context) is reported as it is.
+  auto wrongTarget = [](CUresult r) {
+    return r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_SOURCE;
+  };
+  std::vector<bool> sassTried(m.sass.size(), false);
+  auto trySass = [&](size_t i) {
+    sassTried[i] = true;
+    CUresult r = loadImage(d, sass[i].data(), module, log);
+    if (r == CUDA_SUCCESS) {
+      loaded = "cubin " + m.sass[i].arch;
+      return true;
+    }
+    if (!wrongTarget(r))
+      d.check(r, "cuModuleLoadDataEx",
+              " loading cubin " + m.sass[i].cubinPath + " (" + m.sass[i].arch + ", device is " +
+                  deviceArch + ")" + withLog(log));
+    cubinRejected += "; the cubin " + m.sass[i].cubinPath + " (" + m.sass[i].arch +
+                     ") was rejected: " + d.describe(r) + withLog(log);
+    return false;
+  };
+  if (m.arch != deviceArch)
+    for (size_t i = 0; i < m.sass.size(); ++i)
+      if (m.sass[i].arch == deviceArch && trySass(i))
+        return module;
   if (!cubin.empty() && (!m.ptxPath.empty() || !m.sass.empty()) &&
       !cubinMayRun(m.arch, deviceArch)) {
-    cubinRejected = "; the cubin " + m.cubinPath + " is for " + m.arch + " and was not tried";
+    cubinRejected += "; the cubin " + m.cubinPath + " is for " + m.arch + " and was not tried";
   } else if (!cubin.empty()) {
     CUresult r = loadImage(d, cubin.data(), module, log);
     if (r == CUDA_SUCCESS) {
       loaded = "cubin " + (m.arch.empty() ? std::string("(arch unstated)") : m.arch);
       return module;
     }
-    // These two mean "this cubin is not for this GPU": fall back to PTX.
-    bool wrongTarget =
-        r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_SOURCE;
-    if (!wrongTarget || (m.ptxPath.empty() && m.sass.empty()))
+    if (!wrongTarget(r) || (m.ptxPath.empty() && m.sass.empty()))
       d.check(r, "cuModuleLoadDataEx",
               " loading cubin " + m.cubinPath + " (built for " +
                   (m.arch.empty() ? "an unstated arch" : m.arch) +
@@ -115,20 +137,12 @@ CUmodule loadModule(const Driver &d, const Manifest &m, const std::string &cubin
                   (m.ptxPath.empty() ? "; the manifest names no PTX to JIT"
                                      : "") +
                   withLog(log));
-    cubinRejected = "; the cubin " + m.cubinPath + " was rejected before: " +
-                    d.describe(r);
+    cubinRejected += "; the cubin " + m.cubinPath + " was rejected before: " +
+                     d.describe(r);
   }
-  for (size_t i = 0; i < m.sass.size(); ++i) {
-    if (!cubinMayRun(m.sass[i].arch, deviceArch))
-      continue;
-    CUresult r = loadImage(d, sass[i].data(), module, log);
-    if (r == CUDA_SUCCESS) {
-      loaded = "cubin " + m.sass[i].arch;
+  for (size_t i = 0; i < m.sass.size(); ++i)
+    if (!sassTried[i] && cubinMayRun(m.sass[i].arch, deviceArch) && trySass(i))
       return module;
-    }
-    cubinRejected += "; the cubin " + m.sass[i].cubinPath + " (" + m.sass[i].arch +
-                     ") was rejected: " + d.describe(r);
-  }
   if (m.ptxPath.empty())
     throw Error(Error::Kind::Driver,
                 "manifest " + m.path + ": no image runs on this " + deviceArch +

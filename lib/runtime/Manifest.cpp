@@ -41,6 +41,16 @@ const char *toString(ElemType elem) {
 
 namespace {
 
+/// "sm_90", "sm_100", "sm_90a": what ptxas -arch and cubinMayRun understand.
+bool looksLikeSmArch(const std::string &arch) {
+  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0)
+    return false;
+  std::string digits = arch.substr(3);
+  if (digits.back() == 'a')
+    digits.pop_back();
+  return digits.size() >= 2 && digits.find_first_not_of("0123456789") == std::string::npos;
+}
+
 /// Validates one manifest document; every error names the manifest and the
 /// key path ("params[3].kind") of the offending value.
 class ManifestReader {
@@ -78,8 +88,13 @@ public:
         Manifest::Sass image;
         image.arch = expectString(*arch, key + ".arch");
         image.cubinPath = resolve(expectString(*cubin, key + ".cubin"), key + ".cubin");
-        if (image.arch.empty())
-          fail(key + ".arch", "must not be empty");
+        if (!looksLikeSmArch(image.arch))
+          fail(key + ".arch", "must name a GPU like \"sm_90\", got \"" + image.arch + "\"");
+        if (image.arch == m.arch)
+          fail(key + ".arch", "is the main cubin's arch \"" + m.arch + "\"");
+        for (const Manifest::Sass &earlier : m.sass)
+          if (earlier.arch == image.arch)
+            fail(key + ".arch", "\"" + image.arch + "\" is listed twice");
         m.sass.push_back(std::move(image));
       }
     }

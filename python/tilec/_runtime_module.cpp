@@ -156,7 +156,8 @@ PYBIND11_MODULE(_tilec_runtime, m) {
                              [](const Kernel &k) { return k.manifest().path; })
       .def_property_readonly(
           "loaded_image", [](const Kernel &k) { return k.loadedImage(); },
-          "Which image the module came from at the last launch: 'cubin sm_80', "
+          "Which image the module came from when it was loaded (the first launch "
+          "in a CUDA context; with several contexts, the latest): 'cubin sm_80', "
           "'cubin sm_90' (from the manifest's \"sass\" list), 'ptx (JIT for "
           "sm_90)'; '' before the first launch.")
       .def(

@@ -199,6 +199,8 @@ def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_pas
     assemble the PTX for (("sm_90",) for an sm_80 kernel run on an H100/H200),
     listed in the manifest's "sass" and loaded by the runtime instead of a
     JIT compile of the PTX."""
+    if isinstance(extra_sass, str):
+        extra_sass = (extra_sass,)
     if copy_bounds not in COPY_BOUNDS:
         raise ValueError(f"copy_bounds must be one of {COPY_BOUNDS}, got {copy_bounds!r}")
     if "copy-bounds=" in lowering_options:

@@ -1,4 +1,4 @@
-// REQUIRES: ptxas, cuobjdump
+// REQUIRES: ptxas
 // --extra-sass assembles the same PTX for more GPUs: an sm_80 kernel cannot
 // run as sm_80 machine code on an sm_90 GPU (the H100/H200), where the driver
 // would JIT-compile the PTX. <kernel>.sm_90.cubin holds that code instead and
@@ -7,8 +7,12 @@
 // RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=all -o %t/x %S/Inputs/mma_tile.mlir
 // RUN: ls %t/x | FileCheck %s --check-prefix=FILES
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/x/mma_tile.json
-// RUN: %cuobjdump -sass %t/x/mma_tile.sm_90.cubin | FileCheck %s --check-prefix=SM90
-// RUN: %cuobjdump -sass %t/x/mma_tile.cubin | FileCheck %s --check-prefix=SM80
+// The same arch twice, or the main one, is assembled once.
+// RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90,sm_80,sm_90 --emit=all -o %t/dup %S/Inputs/mma_tile.mlir
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/dup/mma_tile.json
+// RUN: grep -c '"arch": "sm_90"' %t/dup/mma_tile.json | FileCheck %s --check-prefix=ONCE
+// One cubin file cannot hold them all.
+// RUN: not tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=cubin -o %t/one.cubin %S/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=ONE
 // Without a cubin (--emit=ptx) there is no machine code to list.
 // RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=ptx -o %t/ptx-only %S/Inputs/mma_tile.mlir
 // RUN: FileCheck %s --check-prefix=PTX-ONLY --input-file=%t/ptx-only/mma_tile.json
@@ -29,9 +33,9 @@
 // MANIFEST-NEXT:   }
 // MANIFEST-NEXT: ],
 
-// SM90: code for sm_90
-// SM90: HMMA
-// SM80: code for sm_80
+// ONCE: {{^}}1{{$}}
+
+// ONE: --extra-sass writes more cubins than the one file {{.*}}one.cubin: give -o a folder
 
 // PTX-ONLY-NOT: "sass"
 // PTX-ONLY-NOT: "cubin"

@@ -271,7 +271,14 @@ def with_param(index, **fields):
         (mutated(sass=["sm_90"]), 'sass[0] must be an object with "arch" and "cubin"'),
         (mutated(sass=[{"arch": 90, "cubin": "k.sm_90.cubin"}]),
          "sass[0].arch must be a string, got an integer"),
-        (mutated(sass=[{"arch": "", "cubin": "k.sm_90.cubin"}]), "sass[0].arch must not be empty"),
+        (mutated(sass=[{"arch": "", "cubin": "k.sm_90.cubin"}]),
+         'sass[0].arch must name a GPU like "sm_90", got ""'),
+        (mutated(sass=[{"arch": "compute_90", "cubin": "k.sm_90.cubin"}]),
+         'sass[0].arch must name a GPU like "sm_90", got "compute_90"'),
+        (mutated(arch="sm_90", sass=[{"arch": "sm_90", "cubin": "k.sm_90.cubin"}]),
+         'sass[0].arch is the main cubin\'s arch "sm_90"'),
+        (mutated(sass=[{"arch": "sm_90", "cubin": "a.cubin"}, {"arch": "sm_90", "cubin": "b.cubin"}]),
+         'sass[1].arch "sm_90" is listed twice'),
         (mutated(sass=[{"arch": "sm_90", "cubin": ""}]), "sass[0].cubin must not be empty"),
     ],
 )
@@ -642,6 +649,36 @@ def test_fake_driver_loads_sass_for_the_device(rt, fake_cuda_dir, tmp_path):
     assert calls.count("load cubin") == 1 and "load ptx" not in calls
     assert len(launches(calls)) == 1
     assert out == ["cubin sm_90"]
+
+
+def test_fake_driver_main_cubin_for_the_device_wins(rt, fake_cuda_dir, tmp_path):
+    # The fake device is sm_90 and so is the main cubin: it is loaded and the
+    # "sass" images are never tried.
+    path = write_manifest(tmp_path, arch="sm_90", cubin=b"\x7fELF arch=sm_90 main " + PTX.encode(),
+                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode()})
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+        print(k.loaded_image)
+        again = rt.load({str(path)!r})  # a cache hit reports the same image
+        again.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+        print(again.loaded_image)
+    """)
+    assert calls.count("load cubin") == 1 and "load ptx" not in calls
+    assert out == ["cubin sm_90", "cubin sm_90"]
+
+
+def test_fake_driver_rejected_sass_falls_back_to_ptx(rt, fake_cuda_dir, tmp_path):
+    # The manifest says sm_90 but the image is not loadable there.
+    path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
+                          sass={"sm_90": b"\x7fELF arch=sm_89 " + PTX.encode()})
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+        print(k.loaded_image)
+    """)
+    assert calls.index("load cubin") < calls.index("load ptx")
+    assert out == ["ptx (JIT for sm_90)"]
 
 
 def test_fake_driver_sass_for_other_gpus_only_jits(rt, fake_cuda_dir, tmp_path):

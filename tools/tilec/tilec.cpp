@@ -224,6 +224,9 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
     if (kernels->size() != 1)
       return reportFailure(Twine(kernels->size()) + " kernels: give -o a folder");
     const tilec::CompiledKernel &kernel = kernels->front();
+    if (emit == Emit::Cubin && !kernel.sass.empty())
+      return reportFailure("--extra-sass writes more cubins than the one file " + output +
+                           ": give -o a folder");
     return success(writeFile(output, emit == Emit::Cubin ? kernel.cubin : textOf(kernel, emit),
                              emit == Emit::Cubin));
   }

@@ -174,8 +174,9 @@ public:
 
   const Manifest &manifest() const { return manifest_; }
 
-  /// Which image the module came from at the last load ("cubin sm_80",
-  /// "cubin sm_90", "ptx (JIT for sm_90)"); empty before the first launch.
+  /// Which image the module came from when it was loaded ("cubin sm_80",
+  /// "cubin sm_90", "ptx (JIT for sm_90)"): at the first launch in a context
+  /// (with several contexts, the latest); empty before the first launch.
   std::string loadedImage() const;
 
   /// Throws Error(ArgType) naming the parameters unless `count` matches.
