@@ -635,34 +635,43 @@ def test_fake_driver_skips_cubin_for_another_major(rt, fake_cuda_dir, tmp_path):
     assert out == ["''", "ptx (JIT for sm_90)"]
 
 
-def test_fake_driver_loads_sass_for_the_device(rt, fake_cuda_dir, tmp_path):
-    # An sm_80 kernel that also carries sm_90 machine code (tilec
-    # --extra-sass=sm_90) runs it on the sm_90 device: no JIT, no failed load.
-    path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
-                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode(),
-                                "sm_90": b"\x7fELF arch=sm_90 " + PTX.encode()})
+def cubin_for(arch):
+    """A fake cubin the fake driver loads only when `arch` is sm_90."""
+    return f"\x7fELF arch={arch} ".encode("latin-1") + PTX.encode()
+
+
+def loaded_image(rt, fake_cuda_dir, tmp_path, **manifest):
+    """Writes a manifest (write_manifest's arguments), launches it once on
+    the fake sm_90 device; returns (the image it reports, the driver calls)."""
+    path = write_manifest(tmp_path, **manifest)
     out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
         k = rt.load({str(path)!r})
         k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
         print(k.loaded_image)
     """)
-    assert calls.count("load cubin") == 1 and "load ptx" not in calls
     assert len(launches(calls)) == 1
+    return out, calls
+
+
+def test_fake_driver_loads_sass_for_the_device(rt, fake_cuda_dir, tmp_path):
+    # An sm_80 kernel that also carries sm_90 machine code (tilec
+    # --extra-sass=sm_90) runs it on the sm_90 device: no JIT, no failed load.
+    out, calls = loaded_image(rt, fake_cuda_dir, tmp_path, arch="sm_80", cubin=cubin_for("sm_80"),
+                              sass={"sm_100": cubin_for("sm_100"), "sm_90": cubin_for("sm_90")})
+    assert calls.count("load cubin") == 1 and "load ptx" not in calls
     assert out == ["cubin sm_90"]
 
 
 def test_fake_driver_main_cubin_for_the_device_wins(rt, fake_cuda_dir, tmp_path):
     # The fake device is sm_90 and so is the main cubin: it is loaded and the
-    # "sass" images are never tried.
-    path = write_manifest(tmp_path, arch="sm_90", cubin=b"\x7fELF arch=sm_90 main " + PTX.encode(),
-                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode()})
+    # "sass" images are never tried; a second kernel from the same manifest
+    # (a module-cache hit) reports the same image.
+    path = write_manifest(tmp_path, arch="sm_90", cubin=cubin_for("sm_90"),
+                          sass={"sm_100": cubin_for("sm_100")})
     out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
-        k = rt.load({str(path)!r})
-        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
-        print(k.loaded_image)
-        again = rt.load({str(path)!r})  # a cache hit reports the same image
-        again.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
-        print(again.loaded_image)
+        for k in (rt.load({str(path)!r}), rt.load({str(path)!r})):
+            k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
+            print(k.loaded_image)
     """)
     assert calls.count("load cubin") == 1 and "load ptx" not in calls
     assert out == ["cubin sm_90", "cubin sm_90"]
@@ -670,33 +679,22 @@ def test_fake_driver_main_cubin_for_the_device_wins(rt, fake_cuda_dir, tmp_path)
 
 def test_fake_driver_rejected_sass_falls_back_to_ptx(rt, fake_cuda_dir, tmp_path):
     # The manifest says sm_90 but the image is not loadable there.
-    path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
-                          sass={"sm_90": b"\x7fELF arch=sm_89 " + PTX.encode()})
-    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
-        k = rt.load({str(path)!r})
-        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
-        print(k.loaded_image)
-    """)
+    out, calls = loaded_image(rt, fake_cuda_dir, tmp_path, arch="sm_80", cubin=cubin_for("sm_80"),
+                              sass={"sm_90": cubin_for("sm_89")})
     assert calls.index("load cubin") < calls.index("load ptx")
     assert out == ["ptx (JIT for sm_90)"]
 
 
 def test_fake_driver_sass_for_other_gpus_only_jits(rt, fake_cuda_dir, tmp_path):
-    path = write_manifest(tmp_path, arch="sm_80", cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
-                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode()})
-    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
-        k = rt.load({str(path)!r})
-        k.launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
-        print(k.loaded_image)
-    """)
+    out, calls = loaded_image(rt, fake_cuda_dir, tmp_path, arch="sm_80", cubin=cubin_for("sm_80"),
+                              sass={"sm_100": cubin_for("sm_100")})
     assert "load cubin" not in calls and "load ptx" in calls
     assert out == ["ptx (JIT for sm_90)"]
 
 
 def test_fake_driver_sass_without_ptx_fails_clearly(rt, fake_cuda_dir, tmp_path):
-    path = write_manifest(tmp_path, arch="sm_80", ptx=None,
-                          cubin=b"\x7fELF arch=sm_80 " + PTX.encode(),
-                          sass={"sm_100": b"\x7fELF arch=sm_100 " + PTX.encode()})
+    path = write_manifest(tmp_path, arch="sm_80", ptx=None, cubin=cubin_for("sm_80"),
+                          sass={"sm_100": cubin_for("sm_100")})
     out, _ = run_fake(rt, fake_cuda_dir, tmp_path, f"""
         try:
             rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0)
