@@ -308,6 +308,7 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
     result.ptx = std::move(*ptx);
 
     std::optional<PtxasInfo> ptxasInfo;
+    ManifestFiles files;
     if (ptxas) {
       Expected<PtxasResult> assembled = runPtxas(*ptxas, result.ptx, options.arch);
       if (!assembled)
@@ -324,6 +325,8 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
         if (!other)
           return makeError("@" + result.name + ": assembling for " + sassArch + ": " +
                            llvm::toString(other.takeError()));
+        files.sass.push_back({sassArch, result.name + "." + sassArch + ".cubin",
+                              parsePtxasInfo(other->log, result.name)});
         result.sass.emplace_back(sassArch, std::move(other->cubin));
       }
     } else if (options.emitCubin) {
@@ -332,12 +335,9 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
                              result.name + " has PTX only; the runtime will JIT it");
     }
 
-    ManifestFiles files;
     files.ptx = result.name + ".ptx";
     if (!result.cubin.empty())
       files.cubin = result.name + ".cubin";
-    for (const auto &image : result.sass)
-      files.sass.emplace_back(image.first, result.name + "." + image.first + ".cubin");
     result.manifestJson = writeManifest(result.name, options.arch, files, launch, ptxasInfo,
                                         getCompilerVersion());
     results.push_back(std::move(result));

@@ -219,6 +219,21 @@ llvm::json::Value attributeToJson(Attribute attr) {
   return printed;
 }
 
+/// ptxas's resource report as the manifest's "ptxas_info" object.
+static llvm::json::Object ptxasInfoJson(const PtxasInfo &ptxasInfo) {
+  llvm::json::Object info;
+  auto put = [&](const char *key, int64_t value) {
+    if (value >= 0)
+      info[key] = value;
+  };
+  put("registers", ptxasInfo.registers);
+  put("spill_stores", ptxasInfo.spillStores);
+  put("spill_loads", ptxasInfo.spillLoads);
+  put("stack_frame", ptxasInfo.stackFrame);
+  put("shared_bytes_static", ptxasInfo.sharedBytesStatic);
+  return info;
+}
+
 std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles &files,
                           const LaunchInfo &launch,
                           const std::optional<PtxasInfo> &ptxasInfo, StringRef compiler) {
@@ -231,8 +246,12 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
     doc["ptx"] = files.ptx;
   if (!files.sass.empty()) {
     llvm::json::Array sass;
-    for (const auto &[sassArch, file] : files.sass)
-      sass.push_back(llvm::json::Object{{"arch", sassArch}, {"cubin", file}});
+    for (const ManifestFiles::Sass &image : files.sass) {
+      llvm::json::Object entry{{"arch", image.arch}, {"cubin", image.file}};
+      if (image.ptxasInfo)
+        entry["ptxas_info"] = ptxasInfoJson(*image.ptxasInfo);
+      sass.push_back(std::move(entry));
+    }
     doc["sass"] = std::move(sass);
   }
   doc["block"] = llvm::json::Array(launch.block);
@@ -252,19 +271,8 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
   doc["params"] = std::move(params);
   if (launch.variant)
     doc["variant"] = *launch.variant;
-  if (ptxasInfo) {
-    llvm::json::Object info;
-    auto put = [&](const char *key, int64_t value) {
-      if (value >= 0)
-        info[key] = value;
-    };
-    put("registers", ptxasInfo->registers);
-    put("spill_stores", ptxasInfo->spillStores);
-    put("spill_loads", ptxasInfo->spillLoads);
-    put("stack_frame", ptxasInfo->stackFrame);
-    put("shared_bytes_static", ptxasInfo->sharedBytesStatic);
-    doc["ptxas_info"] = std::move(info);
-  }
+  if (ptxasInfo)
+    doc["ptxas_info"] = ptxasInfoJson(*ptxasInfo);
   doc["compiler"] = compiler.str();
 
   std::string text;

@@ -54,8 +54,12 @@ mlir::FailureOr<LaunchInfo> readLaunchInfo(mlir::LLVM::LLVMFuncOp kernel);
 struct ManifestFiles {
   std::string ptx;   ///< file name; empty: not listed
   std::string cubin; ///< file name; empty: not listed
-  /// (arch, file name) of the same PTX assembled for other GPUs.
-  std::vector<std::pair<std::string, std::string>> sass;
+  /// The same PTX assembled for other GPUs.
+  struct Sass {
+    std::string arch, file;
+    std::optional<PtxasInfo> ptxasInfo; ///< that assembly's resource report
+  };
+  std::vector<Sass> sass;
 };
 
 /// The manifest of one kernel, as pretty-printed JSON.

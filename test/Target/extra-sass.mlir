@@ -4,7 +4,7 @@
 // would JIT-compile the PTX. <kernel>.sm_90.cubin holds that code instead and
 // the manifest lists it under "sass"; the runtime loads it on a matching GPU.
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=all -o %t/x %S/Inputs/mma_tile.mlir
+// RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=all -o %t/x %S/Inputs/mma_tile.mlir --stats 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: ls %t/x | FileCheck %s --check-prefix=FILES
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/x/mma_tile.json
 // The same arch twice, or the main one, is assembled once.
@@ -29,9 +29,20 @@
 // MANIFEST:      "sass": [
 // MANIFEST-NEXT:   {
 // MANIFEST-NEXT:     "arch": "sm_90",
-// MANIFEST-NEXT:     "cubin": "mma_tile.sm_90.cubin"
+// MANIFEST-NEXT:     "cubin": "mma_tile.sm_90.cubin",
+// MANIFEST-NEXT:     "ptxas_info": {
+// MANIFEST-NEXT:       "registers": {{[1-9][0-9]*}},
+// MANIFEST-NEXT:       "shared_bytes_static": 0,
+// MANIFEST-NEXT:       "spill_loads": 0,
+// MANIFEST-NEXT:       "spill_stores": 0,
+// MANIFEST-NEXT:       "stack_frame": 0
+// MANIFEST-NEXT:     }
 // MANIFEST-NEXT:   }
 // MANIFEST-NEXT: ],
+
+// The resource report of each assembly (--stats).
+// STATS: tilec: @mma_tile sm_80: {{[0-9]+}} registers, 0 B spill stores, 0 B spill loads, 0 B static smem, 0 B launch smem
+// STATS-NEXT: tilec: @mma_tile sm_90 (extra SASS): {{[0-9]+}} registers, 0 B spill stores, 0 B spill loads, 0 B static smem
 
 // ONCE: {{^}}1{{$}}
 

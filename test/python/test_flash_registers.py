@@ -5,8 +5,11 @@ spilled with one buffer per tile before the ring and the tree-shaped row
 reductions; see docs/DESIGN.md, "tile-pipeline".) The table's head_dim-128
 kernels, 128x64 over 4 warps like FlashAttention-2's, hold 32 rows of O and
 S per warp and spill a little, as FA2's do (issue 6): a bound keeps that
-from growing unnoticed."""
+from growing unnoticed. The same PTX assembled for sm_90 (the H200 the
+benchmarks run on; the artifacts ship it) allocates differently and is
+bounded too: d64 non-causal spills there, outside its loops."""
 
+import json
 import re
 
 import pytest
@@ -18,7 +21,9 @@ from tilec.flash_attn import flash_fwd_kernel
 pytestmark = pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
 
 
-def spill_bytes(head_dim, causal, stages, config=None):
+def spill_bytes(head_dim, causal, stages, config=None, gpu="sm_80"):
+    """ptxas's spill stores + loads (bytes) for the sm_80 cubin or, with gpu
+    "sm_90", for the same PTX assembled for sm_90 (what an H200 runs)."""
     config = config or strategy.flash_fwd_config("sm_80", "f16", head_dim, causal)
     constexprs = dict(config.constexprs(), NUM_STAGES=stages)
     kernel = flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=head_dim, CAUSAL=causal,
@@ -26,9 +31,14 @@ def spill_bytes(head_dim, causal, stages, config=None):
     [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
                                 num_warps=config.num_warps, num_stages=stages,
                                 smem_epilogue=config.smem_epilogue,
-                                copy_bounds=config.copy_bounds)
+                                copy_bounds=config.copy_bounds,
+                                extra_sass=() if gpu == "sm_80" else (gpu,))
     if not result["cubin"]:
         pytest.skip("ptxas (CUDA toolkit) not found: no register report")
+    if gpu != "sm_80":
+        [image] = json.loads(result["manifest"])["sass"]
+        assert image["arch"] == gpu
+        return image["ptxas_info"]["spill_stores"] + image["ptxas_info"]["spill_loads"]
     log = result["ptxas_log"]
     match = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert match, f"no spill report in ptxas's log:\n{log}"
@@ -42,18 +52,28 @@ def test_d64_production_config_does_not_spill(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_d64_production_config_on_sm90_spills_little(causal):
+    # The same PTX assembled for sm_90 (what an H200 runs): 48 bytes
+    # non-causal, none causal (2026-11-29), all outside the K/V loops
+    # (test_flash_sass checks the loops).
+    assert spill_bytes(64, causal, stages=2, gpu="sm_90") <= 64
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_d128_eight_warp_candidate_does_not_spill(causal):
     config = strategy.FlashConfig(128, 128, 8, 2, True, copy_bounds="tile")
     assert config in strategy.CANDIDATES
     assert spill_bytes(128, causal, stages=2, config=config) == 0
 
 
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_d128_production_spills_stay_small(causal):
+def test_d128_production_spills_stay_small(causal, gpu):
     # 2026-11-29: 40 (non-causal) and 32 (causal) bytes of spill stores plus
     # loads with carry-ring-addresses (xor-ring-phases=trans), all outside
     # the hot loop; 36 and 60 without; 132 and 300 without lazy rescale
     # either (its O multiply sits in a branch); 308 before store-transpose.
     config = strategy.flash_fwd_config("sm_80", "f16", 128, causal)
     assert (config.block_m, config.num_warps) == (128, 4)
-    assert spill_bytes(128, causal, stages=config.num_stages) <= 48
+    # The sm_90 assembly (what the H200 runs): 48 and 56 bytes.
+    assert spill_bytes(128, causal, stages=config.num_stages, gpu=gpu) <= 64

@@ -153,17 +153,23 @@ void printStats(const tilec::CompiledKernel &kernel) {
     return;
   }
   const json::Object *object = doc->getAsObject();
-  errs() << "tilec: @" << kernel.name << " " << arch << ": ";
-  if (const json::Object *info = object->getObject("ptxas_info")) {
+  auto infoText = [](const json::Object *info) -> std::string {
+    if (!info)
+      return "no ptxas report";
     auto get = [&](StringRef key) { return info->getInteger(key).value_or(-1); };
-    errs() << get("registers") << " registers, " << get("spill_stores")
-           << " B spill stores, " << get("spill_loads") << " B spill loads, "
-           << get("shared_bytes_static") << " B static smem, ";
-  } else {
-    errs() << "no ptxas report, ";
-  }
-  errs() << object->getInteger("shared_bytes").value_or(0) << " B launch smem, "
+    return formatv("{0} registers, {1} B spill stores, {2} B spill loads, {3} B static smem",
+                   get("registers"), get("spill_stores"), get("spill_loads"),
+                   get("shared_bytes_static"));
+  };
+  errs() << "tilec: @" << kernel.name << " " << arch << ": "
+         << infoText(object->getObject("ptxas_info")) << ", "
+         << object->getInteger("shared_bytes").value_or(0) << " B launch smem, "
          << kernel.ptx.size() << " B PTX\n";
+  if (const json::Array *sass = object->getArray("sass"))
+    for (const json::Value &entry : *sass)
+      if (const json::Object *image = entry.getAsObject())
+        errs() << "tilec: @" << kernel.name << " " << image->getString("arch").value_or("?")
+               << " (extra SASS): " << infoText(image->getObject("ptxas_info")) << "\n";
 }
 
 /// Compiles one input buffer and writes what --emit asks for; text for
