@@ -1,5 +1,6 @@
 //===- Kernel.cpp - Module loading and kernel launch ----------------------===//
 
+#include "Arch.h"
 #include "Driver.h"
 #include "ReadFile.h"
 #include "tilec/runtime/Runtime.h"
@@ -62,27 +63,12 @@ std::string withLog(const std::string &log) {
 /// exact chip. Skipping such a cubin up front avoids a failing driver call
 /// (which compute-sanitizer reports as an error).
 bool cubinMayRun(const std::string &arch, const std::string &deviceArch) {
-  auto parse = [](const std::string &a, int &major, int &minor, bool &specific) {
-    if (a.size() < 5 || a.compare(0, 3, "sm_") != 0)
-      return false;
-    std::string digits = a.substr(3);
-    specific = !digits.empty() && digits.back() == 'a';
-    if (specific)
-      digits.pop_back();
-    if (digits.size() < 2 || digits.find_first_not_of("0123456789") != std::string::npos)
-      return false;
-    major = std::stoi(digits.substr(0, digits.size() - 1));
-    minor = digits.back() - '0';
-    return true;
-  };
-  int major, minor, devMajor, devMinor;
-  bool specific, devSpecific;
-  if (!parse(arch, major, minor, specific) ||
-      !parse(deviceArch, devMajor, devMinor, devSpecific))
+  detail::SmArch image, device;
+  if (!detail::parseSmArch(arch, image) || !detail::parseSmArch(deviceArch, device))
     return true; // unknown: let the driver decide
-  if (specific)
-    return major == devMajor && minor == devMinor;
-  return major == devMajor && minor <= devMinor;
+  if (image.specific)
+    return image.major == device.major && image.minor == device.minor;
+  return image.major == device.major && image.minor <= device.minor;
 }
 
 /// Loads the module in the current context, from the first image the device

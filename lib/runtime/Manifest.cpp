@@ -1,5 +1,6 @@
 //===- Manifest.cpp - Launch manifests ------------------------------------===//
 
+#include "Arch.h"
 #include "ReadFile.h"
 #include "tilec/runtime/Runtime.h"
 
@@ -41,16 +42,6 @@ const char *toString(ElemType elem) {
 
 namespace {
 
-/// "sm_90", "sm_100", "sm_90a": what ptxas -arch and cubinMayRun understand.
-bool looksLikeSmArch(const std::string &arch) {
-  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0)
-    return false;
-  std::string digits = arch.substr(3);
-  if (digits.back() == 'a')
-    digits.pop_back();
-  return digits.size() >= 2 && digits.find_first_not_of("0123456789") == std::string::npos;
-}
-
 /// Validates one manifest document; every error names the manifest and the
 /// key path ("params[3].kind") of the offending value.
 class ManifestReader {
@@ -88,7 +79,8 @@ public:
         Manifest::Sass image;
         image.arch = expectString(*arch, key + ".arch");
         image.cubinPath = resolve(expectString(*cubin, key + ".cubin"), key + ".cubin");
-        if (!looksLikeSmArch(image.arch))
+        detail::SmArch parsed;
+        if (!detail::parseSmArch(image.arch, parsed))
           fail(key + ".arch", "must name a GPU like \"sm_90\", got \"" + image.arch + "\"");
         if (image.arch == m.arch)
           fail(key + ".arch", "is the main cubin's arch \"" + m.arch + "\"");
