@@ -118,7 +118,7 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                         args.num_warps or config.num_warps, config.num_stages, config.smem_epilogue,
                         config.copy_bounds, config.lowering_options))
                     files = ".json .ptx" + (" .cubin" if result["cubin"] else " (no cubin: ptxas not found)")
-                    files += "".join(f" .{arch}.cubin" for arch, _ in result.get("sass", ()))
+                    files += "".join(f" .{arch}.cubin" for arch, _, _ in result.get("sass", ()))
                     print(f"{out.name}/{result['name']} [{config.tag}]: {files} "
                           f"({time.time() - start:.1f}s)")
                     for note in result.get("notes", []):

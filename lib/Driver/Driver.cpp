@@ -318,16 +318,17 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
       ptxasInfo = parsePtxasInfo(result.ptxasLog, result.name);
       for (const std::string &sassArch : options.extraSass) {
         bool seen = sassArch == options.arch ||
-                    llvm::any_of(result.sass, [&](const auto &image) { return image.first == sassArch; });
+                    llvm::any_of(result.sass, [&](const auto &image) { return image.arch == sassArch; });
         if (seen)
           continue;
         Expected<PtxasResult> other = runPtxas(*ptxas, result.ptx, sassArch);
         if (!other)
           return makeError("@" + result.name + ": assembling for " + sassArch + ": " +
                            llvm::toString(other.takeError()));
-        files.sass.push_back({sassArch, result.name + "." + sassArch + ".cubin",
+        result.sass.push_back({sassArch, result.name + "." + sassArch + ".cubin",
+                               std::move(other->cubin)});
+        files.sass.push_back({sassArch, result.sass.back().file,
                               parsePtxasInfo(other->log, result.name)});
-        result.sass.emplace_back(sassArch, std::move(other->cubin));
       }
     } else if (options.emitCubin) {
       result.notes.push_back("no ptxas found ($TILEC_PTXAS, $CUDA_HOME/bin, "

@@ -71,8 +71,8 @@ py::list compile(const std::string &source, const std::string &bufferName,
     d["ptx"] = k.ptx;
     d["cubin"] = py::bytes(k.cubin);
     py::list sass;
-    for (const auto &[sassArch, bytes] : k.sass)
-      sass.append(py::make_tuple(sassArch, py::bytes(bytes)));
+    for (const tilec::CompiledKernel::Sass &image : k.sass)
+      sass.append(py::make_tuple(image.arch, image.file, py::bytes(image.cubin)));
     d["sass"] = sass;
     d["manifest"] = k.manifestJson;
     d["tile_ir"] = k.tileIR;
@@ -168,7 +168,7 @@ PYBIND11_MODULE(_tilec, m) {
         py::arg("emit_cubin") = true, py::arg("print_ir_after_all") = false,
         py::arg("crash_reproducer") = "", py::arg("extra_sass") = std::vector<std::string>{},
         "Compiles every tile.kernel in `source`; returns a list of dicts with "
-        "name, ptx, cubin (bytes), sass (a list of (arch, cubin bytes) for "
+        "name, ptx, cubin (bytes), sass (a list of (arch, file name, cubin bytes) for "
         "extra_sass), manifest (JSON text), tile_ir, llvm_ir, ptxas_log and notes.");
 #ifdef TILEC_HAVE_CPU_RUNNER
   m.def("run_cpu", &runCpu, py::arg("source"), py::arg("buffer_name"), py::arg("kernel"),

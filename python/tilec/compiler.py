@@ -173,8 +173,8 @@ def write_artifacts(kernel, folder, extras=True):
     (folder / f"{name}.ptx").write_text(kernel["ptx"])
     if kernel["cubin"]:
         (folder / f"{name}.cubin").write_bytes(kernel["cubin"])
-    for arch, image in kernel.get("sass", ()):
-        (folder / f"{name}.{arch}.cubin").write_bytes(image)
+    for _, file, image in kernel.get("sass", ()):
+        (folder / file).write_bytes(image)
     if extras:
         (folder / f"{name}.tile.mlir").write_text(kernel["tile_ir"])
         (folder / f"{name}.ll").write_text(kernel["llvm_ir"])

@@ -68,7 +68,7 @@ def table_sass(head_dim, causal, extra_options="", gpu="sm_80"):
                                 extra_sass=() if gpu == "sm_80" else (gpu,))
     if not result["cubin"]:
         pytest.skip("ptxas (CUDA toolkit) not found: no cubin to read")
-    image = result["cubin"] if gpu == "sm_80" else dict(result["sass"])[gpu]
+    image = result["cubin"] if gpu == "sm_80" else {a: b for a, _, b in result["sass"]}[gpu]
     cuobjdump = find_cuobjdump()
     if not cuobjdump:
         pytest.skip("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump "

@@ -256,8 +256,11 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
       ok &= writeFile(pathFor(kernel, ".ptx"), kernel.ptx, false);
     if (cubin) {
       ok &= writeFile(pathFor(kernel, ".cubin"), kernel.cubin, true);
-      for (const auto &[sassArch, bytes] : kernel.sass)
-        ok &= writeFile(pathFor(kernel, "." + sassArch + ".cubin"), bytes, true);
+      for (const tilec::CompiledKernel::Sass &image : kernel.sass) {
+        SmallString<256> path(output);
+        sys::path::append(path, image.file);
+        ok &= writeFile(std::string(path), image.cubin, true);
+      }
     }
     if (all || emit == Emit::LLVM)
       ok &= writeFile(pathFor(kernel, ".ll"), kernel.llvmIR, false);

@@ -62,8 +62,13 @@ struct CompiledKernel {
   std::string llvmIR;   ///< LLVM IR text handed to NVPTX
   std::string ptx;
   std::string cubin;    ///< bytes; empty when ptxas is unavailable or not asked for
-  /// (arch, cubin bytes) for CompileOptions::extraSass, in that order.
-  std::vector<std::pair<std::string, std::string>> sass;
+  /// The PTX assembled for CompileOptions::extraSass, in that order.
+  struct Sass {
+    std::string arch;  ///< "sm_90"
+    std::string file;  ///< "<name>.sm_90.cubin": where the manifest says it is
+    std::string cubin; ///< bytes
+  };
+  std::vector<Sass> sass;
   /// The launch manifest (the runtime's input). It names "<name>.ptx" and,
   /// when `cubin` is non-empty, "<name>.cubin", relative to its own folder.
   std::string manifestJson;
