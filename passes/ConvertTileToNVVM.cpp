@@ -441,6 +441,13 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   assert((rowConst & mask) == 0 && "row offset must keep the swizzle phase");
   int64_t chunkLow = chunkConst & mask, chunkHigh = chunkConst & ~mask;
   int64_t rowBytes = tile.cols * tile.elemBytes;
+  // Cache key: the tile, this thread's row and chunk, the low chunk bits
+  // and, for addresses inside a ring loop, the iteration's delta.
+  auto keyFor = [&](int64_t low, Value delta) -> ChunkBaseKey {
+    return {tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
+            chunkRuntime.getAsOpaquePointer(), low,
+            delta ? delta.getAsOpaquePointer() : static_cast<void *>(nullptr)};
+  };
   // Carried ring addresses (carry-ring-addresses, xor-ring-phases): carry
   // only the low-chunk-0 address and derive the others by XOR each
   // iteration: one carried register per (tile, dot) instead of one per even
@@ -453,14 +460,10 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   if (xorShifts && tile.delta && chunkRuntimeIsBit && chunkLow != 0 && chunkLow % 2 == 0 &&
       rowBytes % period == 0 && tile.offset % period == 0 && tile.twinDistance % period == 0 &&
       kSharedAlignment % period == 0) {
-    // -chunkLow: apart from the ring-shifted bases' keys (below), which
-    // have the same shape.
-    auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
-                               chunkRuntime.getAsOpaquePointer(), -chunkLow,
-                               tile.delta.getAsOpaquePointer());
     auto [first, constant] =
         sharedChunkBase(tile, rowRuntime, rowConst, chunkRuntime, chunkConst & ~mask, true);
-    Value &derived = chunkBaseCache[key];
+    // -chunkLow: apart from the ring-shifted bases' keys (below).
+    Value &derived = chunkBaseCache[keyFor(-chunkLow, tile.delta)];
     if (!derived) {
       // At the first use, unless that is inside a branch later uses would
       // not see (then right after the carried address).
@@ -473,8 +476,7 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
     }
     return {derived, constant};
   }
-  auto key = std::make_tuple(tile.offset * 4096 + rowBytes, rowRuntime.getAsOpaquePointer(),
-                             chunkRuntime.getAsOpaquePointer(), chunkLow, static_cast<void *>(nullptr));
+  ChunkBaseKey key = keyFor(chunkLow, Value());
   // Bases are hoisted to the entry block, where loops read them every
   // iteration; code after the loops (an epilogue) computes its own in place
   // rather than keeping more registers live through the loops.
@@ -499,7 +501,7 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
     return {base, constant};
   // A ring tile: the loop-invariant base plus this iteration's delta, once
   // per iteration (right after the delta is computed, at the top of the body).
-  std::get<4>(key) = tile.delta.getAsOpaquePointer();
+  key = keyFor(chunkLow, tile.delta);
   Value &shifted = chunkBaseCache[key];
   if (!shifted) {
     OpBuilder::InsertionGuard guard(b);
