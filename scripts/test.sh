@@ -17,6 +17,19 @@ lit_out=$(/usr/lib/llvm-22/bin/lit -sv build/test 2>&1); rc=$?
 echo "$lit_out" | grep -vE '^(PASS|UNSUPPORTED):' | tail -40
 summary+=("lit: $(echo "$lit_out" | grep -E '^ +(Passed|Failed|Unsupported|Unresolved)' | tr -s ' ' | tr '\n' ';')")
 ((rc)) && status=1
+# A skipped lit test is named with the feature it lacked. Where the CUDA tools
+# are expected (CI, or TILEC_REQUIRE_ALL=1) a skip is a failure: a machine
+# without ptxas/cuobjdump would otherwise pass with the SASS tests unrun.
+unsupported=$(echo "$lit_out" | sed -n 's/^UNSUPPORTED: TILEC :: \([^ ]*\).*/\1/p')
+for t in $unsupported; do
+  req=$(sed -n 's/.*REQUIRES: *//p' "test/$t" | head -1)
+  echo "lit: UNSUPPORTED $t (needs: ${req:-?})"
+  summary+=("lit: unsupported $t (needs ${req:-?})")
+done
+if [ -n "$unsupported" ] && { [ "${CI:-}" = true ] || [ "${TILEC_REQUIRE_ALL:-}" = 1 ]; }; then
+  echo "lit: unsupported tests are failures here (CI=${CI:-} TILEC_REQUIRE_ALL=${TILEC_REQUIRE_ALL:-})"
+  status=1
+fi
 
 if [ -x build/bin/tilec-unittests ]; then
   echo "== unit tests =="

@@ -48,6 +48,10 @@
 
 // ONE: --extra-sass writes more cubins than the one file {{.*}}one.cubin: give -o a folder
 
+// The manifest names the PTX and no machine code, before or after it.
+// PTX-ONLY-NOT: "sass"
+// PTX-ONLY-NOT: "cubin"
+// PTX-ONLY: "ptx": "mma_tile.ptx"
 // PTX-ONLY-NOT: "sass"
 // PTX-ONLY-NOT: "cubin"
 

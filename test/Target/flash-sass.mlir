@@ -14,4 +14,5 @@
 // CHECK-DAG: LDSM.16.MT88.4
 // CHECK-DAG: HMMA.16816.F32
 // CHECK: EXIT
+// NOSPILL: Function : flash_fwd_d64
 // NOSPILL-NOT: {{STL|LDL}}

@@ -29,8 +29,13 @@
 
 // Over 4 warps O is 64 registers per thread: the vote would cost more than
 // the multiplies it skips, so nothing changes.
+// The loop is there (FA2's exp2 form from tile-optimize) and the O store
+// after it; nothing before that store carries the rewrite's marks.
+// SMALL:     scf.for
+// SMALL:       math.exp2
 // SMALL-NOT: tile.skip_unit_rescale
 // SMALL-NOT: dense<3.906250e-03>
+// SMALL:     tile.store
 
 // Both loops tile-split-masked-loops chains (unmasked blocks, then the
 // masked diagonal ones) are rewritten; the loops of the negative-scale
