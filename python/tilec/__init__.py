@@ -21,8 +21,9 @@ from .errors import CompilationError
 from .jit import JITFunction, Kernel, jit
 from .runtime_support import gpu_status
 from .flash_attn import flash_attn_func
+from .flex import flex_attention
 
 
 __version__ = "0.1.0"
-__all__ = ["jit", "JITFunction", "Kernel", "CompilationError", "language", "flash_attn_func",
+__all__ = ["jit", "JITFunction", "Kernel", "CompilationError", "language", "flash_attn_func", "flex_attention",
            "gpu_status"]

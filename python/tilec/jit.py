@@ -47,7 +47,9 @@ class JITFunction:
 
     def specialize(self, **constexprs):
         """The kernel for these constexpr values (cached)."""
-        key = tuple(sorted((k, repr(v)) for k, v in constexprs.items()))
+        # Python functions (score_mod, mask_mod) are keyed by their code and
+        # what they capture, not by repr (an address that can be reused).
+        key = tuple(sorted((k, frontend.static_key(v)) for k, v in constexprs.items()))
         kernel = self._kernels.get(key)
         if kernel is None:
             # Defaults of constexpr parameters count too: resolve them first.
