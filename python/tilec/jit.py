@@ -2,6 +2,7 @@
 
 import functools
 import inspect
+import re
 
 from . import compiler, frontend
 from .errors import CompilationError
@@ -118,6 +119,26 @@ class Kernel:
         self.copy_bounds = jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS else "row"
         self._compiled = {}
         self._launchers = {}
+        self._mask = None
+
+    def mask_analysis(self):
+        """What tile-split-masked-loops makes of the kernel's masks:
+        {"mask": "split" | "skip" | "dense" | "none", "note": its remark}.
+        "split": K/V blocks classified at compile time (skipped, unmasked,
+        masked); "skip": blocks the mask hides entirely are skipped, the mask
+        is applied in every other; "dense": applied in every block (correct,
+        slower). The same fields are in the launch manifest ("mask",
+        "mask_note")."""
+        if self._mask is None:
+            out = compiler.run_pipeline(self.ir, "builtin.module(tile-split-masked-loops)",
+                                        self.source_name)
+            kind = re.search(r'tile\.mask = "(\w+)"', out)
+            note = re.search(r'tile\.mask_note = "((?:[^"\\]|\\.)*)"', out)
+            text = note.group(1) if note else ""
+            text = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+            self._mask = {"mask": kind.group(1) if kind else "none",
+                          "note": text.replace("\\\\", "\\")}
+        return dict(self._mask)
 
     def build_options(self):
         """compiler.build_options() of this kernel's own knobs."""

@@ -160,7 +160,7 @@ func.func @data_dependent_mask(%s: tensor<16x16xf32>, %ids: tensor<16x16xi32>, %
 
 // -----
 
-// An equality predicate is not an interval in the loop variable: kept, with a remark.
+// A '!=' predicate is not an interval in the loop variable: kept, with a remark.
 // CHECK-LABEL: func.func @equality_mask(
 // CHECK:         scf.for
 // CHECK:           arith.select
@@ -180,7 +180,7 @@ func.func @equality_mask(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
     %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
     %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
     %keep = arith.cmpi ne, %cols, %five : tensor<16x16xi32>
-    // expected-remark @below {{mask stays applied in every iteration: only signed <, <=, >, >= comparisons are analysed, got 'ne'}}
+    // expected-remark @below {{mask stays applied in every iteration: only signed <, <=, >, >= and == comparisons are analysed, got 'ne'}}
     %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
     %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
     %mn = arith.maximumf %m, %rm : tensor<16xf32>
