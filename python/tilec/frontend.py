@@ -193,7 +193,8 @@ _CMP = {
     ast.Eq: ("eq", "oeq", operator.eq), ast.NotEq: ("ne", "une", operator.ne),
 }
 _MATH = {"exp": math.exp, "exp2": lambda x: 2.0 ** x, "log": math.log,
-         "log2": math.log2, "sqrt": math.sqrt}
+         "log2": math.log2, "sqrt": math.sqrt, "tanh": math.tanh, "sin": math.sin,
+         "cos": math.cos, "erf": math.erf}
 # Safe Python builtins usable on compile-time constants.
 _PY_FUNCS = {"float": float, "int": int, "bool": bool, "min": min, "max": max,
              "abs": abs, "len": len}
@@ -1090,6 +1091,48 @@ class CodeGen(ast.NodeVisitor):
 
     def tl_sqrt(self, node, args, kwargs):
         return self._math(node, args, kwargs, "sqrt")
+
+    def tl_tanh(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "tanh")
+
+    def tl_sin(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "sin")
+
+    def tl_cos(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "cos")
+
+    def tl_erf(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "erf")
+
+    def tl_abs(self, node, args, kwargs):
+        (x,) = self._args(node, "abs", args, kwargs, ["x"])
+        if not isinstance(x, Value):
+            if _kind_of_const(x) not in ("int", "float"):
+                self.error(node, f"tl.abs needs a number or a tile, got {_describe(x)}")
+            return builtins.abs(x)
+        if not _is_numeric(x.type) or x.dtype.kind == "bool":
+            self.error(node, f"tl.abs needs a number or a tile, got {x.type}")
+        op = "math.absf" if x.dtype.is_float else "math.absi"
+        return self.emit(node, f"{op} {x.ref} : {x.type}", [x], x.type)
+
+    def tl_sigmoid(self, node, args, kwargs):
+        """1 / (1 + exp(-x)). The division carries `afn`: the GPU may use an
+        approximate reciprocal (rcp.approx), as the exp uses ex2.approx."""
+        (x,) = self._args(node, "sigmoid", args, kwargs, ["x"])
+        if not isinstance(x, Value):
+            if _kind_of_const(x) not in ("int", "float"):
+                self.error(node, f"tl.sigmoid needs a number or a tile, got {_describe(x)}")
+            return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
+        if not _is_numeric(x.type):
+            self.error(node, f"tl.sigmoid needs a number or a tile, got {x.type}")
+        if not x.dtype.is_float:
+            x = self.cast(node, x, tl.float32)
+        neg = self.emit(node, f"arith.negf {x.ref} : {x.type}", [x], x.type)
+        e = self.emit(node, f"math.exp {neg.ref} : {x.type}", [neg], x.type)
+        one = self.coerce(node, 1.0, x.dtype, x.shape)
+        d = self.emit(node, f"arith.addf {e.ref}, {one.ref} : {x.type}", [e, one], x.type)
+        return self.emit(node, f"arith.divf {one.ref}, {d.ref} fastmath<afn> : {x.type}",
+                         [one, d], x.type)
 
     def tl_where(self, node, args, kwargs):
         cond, a, b = self._args(node, "where", args, kwargs, ["cond", "a", "b"])
