@@ -368,14 +368,15 @@ bool writesMemory(Operation *root) {
 // loop variable), parts that cannot be analysed.
 //===----------------------------------------------------------------------===//
 
-/// How a loop's mask ended up, worst last (the kernel's tile.mask attribute).
-enum class MaskKind { None, Split, Skip, Dense };
+/// How a loop's mask ended up, worst last (the kernel's tile.mask attribute):
+/// Split when some blocks run unmasked, Dense when every block that runs is
+/// masked (blocks the mask hides entirely may still be skipped).
+enum class MaskKind { None, Split, Dense };
 int rank(MaskKind k) { return static_cast<int>(k); }
 StringRef maskKindName(MaskKind k) {
   switch (k) {
   case MaskKind::None: return "none";
   case MaskKind::Split: return "split";
-  case MaskKind::Skip: return "skip";
   case MaskKind::Dense: return "dense";
   }
   return "dense";
@@ -384,7 +385,6 @@ MaskKind parseMaskKind(StringRef s) {
   return llvm::StringSwitch<MaskKind>(s)
       .Case("none", MaskKind::None)
       .Case("split", MaskKind::Split)
-      .Case("skip", MaskKind::Skip)
       .Default(MaskKind::Dense);
 }
 
@@ -918,7 +918,7 @@ struct TileSplitMaskedLoops final
     loop.replaceAllUsesWith(carried);
     loop.erase();
     eraseUnusedBetween(before, firstCopy);
-    return fullPossible ? MaskKind::Split : MaskKind::Skip;
+    return fullPossible ? MaskKind::Split : MaskKind::Dense;
   }
 };
 

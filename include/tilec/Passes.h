@@ -20,9 +20,8 @@ inline constexpr llvm::StringLiteral kBlocksAttr = "tile.blocks";
 
 /// On a kernel function: what tile-split-masked-loops made of its masks,
 /// the least of any loop: "split" (blocks classified: skipped, unmasked,
-/// masked), "skip" (blocks hidden entirely are skipped, the mask is applied
-/// in every other block) or "dense" (applied in every block). The launch
-/// manifest's "mask" field.
+/// masked) or "dense" (the mask is applied in every block that runs; blocks
+/// it hides entirely may still be skipped). The launch manifest's "mask".
 inline constexpr llvm::StringLiteral kMaskAttr = "tile.mask";
 /// With a tile.mask other than "split": the pass's remark (what it could not
 /// classify, where). The manifest's "mask_note".

@@ -121,10 +121,11 @@ def specialize(head_dim, dtype="float16", score_mod=None, mask_mod=None):
 
 
 def mask_analysis(head_dim=128, score_mod=None, mask_mod=None, dtype="float16"):
-    """What tile-split-masked-loops made of the mask: "split" (blocks
-    classified at compile time: skipped / unmasked / masked), "dense" (the
-    mask is applied in every block) or "none" (no mask), plus the compiler's
-    reason when it is not "split" (the launch manifest's "mask" field)."""
+    """What tile-split-masked-loops made of the mask: {"mask": "split"
+    (blocks classified at compile time: skipped / unmasked / masked) or
+    "dense" (the mask is applied in every block that runs), "note": the
+    compiler's remark when dense} (the launch manifest's "mask" and
+    "mask_note")."""
     return specialize(head_dim, dtype, score_mod, mask_mod).mask_analysis()
 
 

@@ -123,12 +123,12 @@ class Kernel:
 
     def mask_analysis(self):
         """What tile-split-masked-loops makes of the kernel's masks:
-        {"mask": "split" | "skip" | "dense" | "none", "note": its remark}.
-        "split": K/V blocks classified at compile time (skipped, unmasked,
-        masked); "skip": blocks the mask hides entirely are skipped, the mask
-        is applied in every other; "dense": applied in every block (correct,
-        slower). The same fields are in the launch manifest ("mask",
-        "mask_note")."""
+        {"mask": "split" | "dense" | "none", "note": its remark}. "split":
+        K/V blocks classified at compile time (skipped, unmasked, masked);
+        "dense": the mask is applied in every block that runs (correct,
+        slower; the note says what could not be classified, where, and
+        whether blocks it hides entirely are still skipped). The same fields
+        are in the launch manifest ("mask", "mask_note")."""
         if self._mask is None:
             out = compiler.run_pipeline(self.ir, "builtin.module(tile-split-masked-loops)",
                                         self.source_name)
