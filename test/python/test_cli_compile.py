@@ -40,6 +40,7 @@ def cli(request, monkeypatch, tmp_path):
     monkeypatch.setenv("TILEC_CLI", str(request.param))
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cli-cache"))
     monkeypatch.setattr(compiler, "_memory_cache", {})
+    monkeypatch.setattr(compiler, "_kind", None)
     children = []
     real = subprocess.run
 
@@ -64,6 +65,7 @@ def test_cli_artifacts_are_byte_identical_to_the_extension(cli, causal, tmp_path
     assert compiler.compiler_kind() == "cli" and len(cli.children) == 1
     assert "cli" in compiler.version()
     monkeypatch.setenv("TILEC_COMPILER", "native")
+    compiler.reset_compiler_kind()
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "native-cache"))
     (want,) = compiler.compile_cached(kernel.ir, kernel.source_name, arch="sm_80")
     assert want.folder != art.folder and len(cli.children) == 1
@@ -81,6 +83,7 @@ def test_cli_results_match_the_extension_with_extra_sass_and_options(cli, monkey
                    copy_bounds="tile", lowering_options="", extra_sass=("sm_90",))
     (got,) = compiler.compile(kernel.ir, kernel.source_name, **options)
     monkeypatch.setenv("TILEC_COMPILER", "native")
+    compiler.reset_compiler_kind()
     (want,) = compiler.compile(kernel.ir, kernel.source_name, **options)
     for key in ("name", "ptx", "cubin", "sass", "manifest", "tile_ir", "llvm_ir", "notes"):
         assert got[key] == want[key], key
@@ -127,6 +130,7 @@ def test_a_crashing_compiler_stays_in_its_child(tmp_path, monkeypatch):
     cli = fake_cli(tmp_path, 'echo "LLVM ERROR: something broke" >&2\nkill -ABRT $$\n')
     monkeypatch.setenv("TILEC_COMPILER", "cli")
     monkeypatch.setenv("TILEC_CLI", str(cli))
+    monkeypatch.setattr(compiler, "_kind", None)
     with pytest.raises(tilec.CompilationError, match=r"crashed \(SIGABRT\)") as info:
         compiler.compile("module {}", "crash.mlir")
     assert "LLVM ERROR: something broke" in str(info.value)
@@ -139,17 +143,25 @@ def test_a_cli_that_does_not_run_is_no_compiler(tmp_path, monkeypatch):
     broken.write_text("#!/bin/sh\necho 'version GLIBC_2.99 not found' >&2\nexit 1\n")
     broken.chmod(0o755)
     monkeypatch.setattr(compiler, "available", lambda: False)
-    monkeypatch.setattr(compiler, "_kinds", {})
+    monkeypatch.setattr(compiler, "_kind", None)
     monkeypatch.delenv("TILEC_COMPILER", raising=False)
     monkeypatch.setenv("TILEC_CLI", str(broken))
     assert compiler.compiler_kind() is None and not compiler.can_compile()
     monkeypatch.setenv("TILEC_COMPILER", "cli")
+    compiler.reset_compiler_kind()
     with pytest.raises(ImportError, match=r"does not run: version GLIBC_2.99 not found"):
         compiler.compile("module {}")
     monkeypatch.setenv("TILEC_CLI", str(CLIS[0]))
     monkeypatch.delenv("TILEC_COMPILER")
+    compiler.reset_compiler_kind()
     assert compiler.compiler_kind() == "cli"
+    # Decided once: a changed environment counts after reset_compiler_kind().
+    monkeypatch.setenv("TILEC_COMPILER", "prebuilt")
+    assert compiler.compiler_kind() == "cli"
+    compiler.reset_compiler_kind()
+    assert compiler.compiler_kind() is None
     monkeypatch.setenv("TILEC_COMPILER", "bogus")
+    compiler.reset_compiler_kind()
     with pytest.raises(ValueError, match="TILEC_COMPILER must be native, cli, prebuilt or auto"):
         compiler.compiler_kind()
 
@@ -185,6 +197,7 @@ def test_run_cpu_through_the_cli_matches_float64(cli, causal):
     assert any(c[1] == "run-cpu" for c in cli.children)
     if HAVE_CPU:
         os.environ["TILEC_COMPILER"] = "native"  # restored by the fixture's monkeypatch
+        compiler.reset_compiler_kind()
         assert np.array_equal(tilec.flash_attn_func(q, k, v, causal=causal), out)
 
 
