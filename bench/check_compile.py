@@ -13,6 +13,9 @@ folder unless --cache-dir is given).
     python3 bench/check_compile.py [--head-dims 80,112] [--dtypes f16,bf16]
     python3 bench/check_compile.py --cpu     # no GPU: the CPU runner, f16
 
+Without a compiler it unpacks build/bundle/tilec-bundle.tar.xz (--bundle)
+into build/tilec-bundle first, as bench/gpu.sh does.
+
 Exit status: 0 when every case passes, 1 otherwise, 2 when there is no GPU or
 no compiler (neither the extension nor a tilec CLI that runs: set TILEC_CLI).
 """
@@ -21,6 +24,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -76,6 +80,9 @@ def main():
                         help="comma-separated head dims (multiples of 8 up to 256; default 80,112)")
     parser.add_argument("--dtypes", default="f16,bf16", help="f16, bf16 or both (default)")
     parser.add_argument("--cache-dir", help="$TILEC_CACHE_DIR (default: a fresh temporary folder)")
+    parser.add_argument("--bundle", default=str(REPO / "build" / "bundle" / "tilec-bundle.tar.xz"),
+                        help="with no compiler found, unpack this tilec CLI bundle (scripts/bundle.sh) "
+                             "into build/ first (default build/bundle/tilec-bundle.tar.xz)")
     parser.add_argument("--cpu", action="store_true",
                         help="run on the CPU runner over numpy arrays (f16 only; checks this "
                              "script and the compile path on a host without a GPU)")
@@ -94,6 +101,17 @@ def main():
         print("check_compile: no CUDA GPU", file=sys.stderr)
         return 2
     kind = compiler.compiler_kind()
+    bundle = Path(args.bundle)
+    if kind is None and bundle.exists():
+        # As bench/gpu.sh does: unpack where the package looks for it.
+        print(f"unpacking {bundle} into {REPO / 'build'}")
+        with tarfile.open(bundle) as tar:
+            try:
+                tar.extractall(REPO / "build", filter="data")
+            except TypeError:  # Python < 3.12
+                tar.extractall(REPO / "build")
+        compiler.reset_compiler_kind()
+        kind = compiler.compiler_kind()
     if kind is None:
         print("check_compile: no compiler here: neither the _tilec extension nor a tilec CLI "
               f"that runs (TILEC_CLI={os.environ.get('TILEC_CLI', '')!r}, found: "
