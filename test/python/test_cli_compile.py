@@ -8,6 +8,7 @@ has run, the relocatable build/tilec-bundle/bin/tilec."""
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +215,13 @@ def test_run_cpu_cli_errors_and_negative_strides(cli):
     with pytest.raises(ValueError, match=r"argument 0 has negative strides"):
         compiler.run_cpu(kernel.ir, kernel.source_name, kernel.name, args,
                          [t for _, t in kernel.params], (1, 2, 1))
+
+
+def test_dump_ir_env_reaches_the_child(cli, tmp_path):
+    code = ("import tilec\nfrom tilec.flash_attn import flash_fwd_kernel\n"
+            "flash_fwd_kernel().specialize(HEAD_DIM=64).compile('sm_80')\n")
+    env = dict(os.environ, TILEC_DUMP_IR="1", PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "IR Dump After" in proc.stderr and "LLVM IR of @flash_fwd_f16_d64" in proc.stderr
