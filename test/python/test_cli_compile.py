@@ -78,7 +78,10 @@ def test_cli_artifacts_are_byte_identical_to_the_extension(cli, causal, tmp_path
 
 
 @needs_native
-def test_cli_results_match_the_extension_with_extra_sass_and_options(cli, monkeypatch):
+@pytest.mark.parametrize("ptxas", ["found", "none"])
+def test_cli_results_match_the_extension_with_extra_sass_and_options(cli, ptxas, monkeypatch):
+    if ptxas == "none":
+        monkeypatch.setenv("TILEC_PTXAS", "")  # no cubins: PTX and a manifest naming only it
     kernel = flash_fwd_kernel().specialize(DTYPE=tl.bfloat16, HEAD_DIM=64, CAUSAL=True)
     options = dict(arch="sm_80", num_warps=4, num_stages=1, smem_epilogue=False,
                    copy_bounds="tile", lowering_options="", extra_sass=("sm_90",))
@@ -91,6 +94,8 @@ def test_cli_results_match_the_extension_with_extra_sass_and_options(cli, monkey
     if want["cubin"]:
         assert [a for a, _, _ in got["sass"]] == ["sm_90"]
         assert "registers" in got["ptxas_log"]
+    if ptxas == "none":
+        assert got["cubin"] == b"" and got["sass"] == [] and "no ptxas found" in got["notes"][0]
 
 
 def test_second_compile_hits_the_cache_without_a_child(cli):
