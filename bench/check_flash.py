@@ -41,7 +41,10 @@ REPO = Path(__file__).resolve().parents[1]
 STRIDE_NAMES = [
     f"stride_{t}{d}" for t in "qkvo" for d in ("b", "s", "h")
 ] + ["stride_lseb", "stride_lseh"]
-SCALAR_NAMES = ["seqlen_q", "seqlen_k", "num_heads", "batch"]
+SCALAR_NAMES = ["seqlen_q", "seqlen_k", "num_heads", "batch", "kv_group"]
+# The variants' parameters (kernels/flash_fwd.py), after the scale.
+VARIANT_PARAMS = [("window_left", "i32", None), ("window_right", "i32", None),
+                  ("softcap", "f32", None), ("alibi", "ptr", "f32"), ("stride_alibi_b", "i64", None)]
 
 BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LSE_BOUND = 1e-3
@@ -117,6 +120,7 @@ class FlashKernel:
         self.dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[self.dtype_name]
         self.head_dim = int(variant["head_dim"])
         self.causal = bool(variant["causal"])
+        self._dummy = None
 
         expected = (
             [(n, "ptr", self.dtype_name) for n in "qkvo"]
@@ -124,6 +128,7 @@ class FlashKernel:
             + [(n, "i32", None) for n in SCALAR_NAMES]
             + [(n, "i64", None) for n in STRIDE_NAMES]
             + [("scale", "f32", None)]
+            + VARIANT_PARAMS
         )
         actual = [(p["name"], p["kind"], p.get("elem")) for p in manifest["params"]]
         if actual != expected:
@@ -140,12 +145,14 @@ class FlashKernel:
         for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
             if t.stride(-1) != 1:
                 raise ValueError(f"{name}: the last dimension must be contiguous")
+        if self._dummy is None:
+            self._dummy = torch.zeros(4, dtype=torch.float32, device=q.device)
         self.kernel(
             q, k, v, o, lse,
-            seqlen_q, seqlen_k, heads, batch,
+            seqlen_q, seqlen_k, heads, batch, heads // k.shape[2],
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
             *lse.stride()[:2],
-            scale,
+            scale, -1, -1, 1.0, self._dummy, 0,
             stream=stream,
         )
 
