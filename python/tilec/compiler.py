@@ -109,7 +109,7 @@ def _cli_version(path):
     return found
 
 
-_kinds = {}
+_kind = None  # (kind or "",) once decided
 
 
 def compiler_kind():
@@ -117,12 +117,11 @@ def compiler_kind():
     process), "cli" (the tilec CLI, find_cli(), in a child process) or None
     (neither: only prebuilt artifacts, find_prebuilt, can launch).
     $TILEC_COMPILER=native|cli forces one, =prebuilt none; unset (or auto):
-    native if the extension imports, else a CLI that runs. Decided once per
-    value of $TILEC_COMPILER and $TILEC_CLI."""
-    env = (os.environ.get("TILEC_COMPILER", ""), os.environ.get("TILEC_CLI", ""))
-    kind = _kinds.get(env)
-    if kind is None:
-        want = env[0]
+    native if the extension imports, else a CLI that runs. Decided once (it
+    is on the launch path); reset_compiler_kind() decides again."""
+    global _kind
+    if _kind is None:
+        want = os.environ.get("TILEC_COMPILER", "")
         if want in ("native", "cli"):
             kind = want
         elif want == "prebuilt":
@@ -134,8 +133,15 @@ def compiler_kind():
         else:
             path = find_cli()
             kind = "cli" if path and _cli_version(path)[0] else ""
-        _kinds[env] = kind
-    return kind or None
+        _kind = (kind,)
+    return _kind[0] or None
+
+
+def reset_compiler_kind():
+    """Makes compiler_kind() decide again (after $TILEC_COMPILER or
+    $TILEC_CLI changed)."""
+    global _kind
+    _kind = None
 
 
 def can_compile():
@@ -473,11 +479,12 @@ def find_prebuilt(name, text, arch=None, options=None):
     (build_options(); default: the defaults) written by
     scripts/build_artifacts.py, in $TILEC_ARTIFACTS (folders separated by
     ':') or <repo>/build/artifacts (and its extra/ folder of other head
-    dims); None if there is none. Lets a GPU host without LLVM launch DSL
+    dims and variants/ folder of flash_attn's variants); None if there is none. Lets a GPU host without LLVM launch DSL
     kernels."""
     folders = os.environ.get("TILEC_ARTIFACTS")
     default = Path(__file__).resolve().parents[2] / "build" / "artifacts"
-    folders = folders.split(os.pathsep) if folders else [default, default / "extra"]
+    folders = folders.split(os.pathsep) if folders else [default, default / "extra",
+                                                         default / "variants"]
     digest = ir_digest(text, build_options() if options is None else options)
     for folder in folders:
         folder = Path(folder)
@@ -572,4 +579,4 @@ def _run_cpu_cli(text, source_name, kernel, args, param_types, grid, run_tile_pa
 
 __all__ = ["CompilationError", "Artifact", "compile", "compile_cached", "parse_and_verify",
            "run_pipeline", "run_cpu", "write_artifacts", "default_arch", "cache_dir", "compiler_kind",
-           "can_compile", "find_cli"]
+           "can_compile", "find_cli", "reset_compiler_kind"]

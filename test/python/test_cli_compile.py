@@ -8,6 +8,7 @@ has run, the relocatable build/tilec-bundle/bin/tilec."""
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ def cli(request, monkeypatch, tmp_path):
     monkeypatch.setenv("TILEC_CLI", str(request.param))
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cli-cache"))
     monkeypatch.setattr(compiler, "_memory_cache", {})
+    monkeypatch.setattr(compiler, "_kind", None)
     children = []
     real = subprocess.run
 
@@ -64,6 +66,7 @@ def test_cli_artifacts_are_byte_identical_to_the_extension(cli, causal, tmp_path
     assert compiler.compiler_kind() == "cli" and len(cli.children) == 1
     assert "cli" in compiler.version()
     monkeypatch.setenv("TILEC_COMPILER", "native")
+    compiler.reset_compiler_kind()
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "native-cache"))
     (want,) = compiler.compile_cached(kernel.ir, kernel.source_name, arch="sm_80")
     assert want.folder != art.folder and len(cli.children) == 1
@@ -75,18 +78,24 @@ def test_cli_artifacts_are_byte_identical_to_the_extension(cli, causal, tmp_path
 
 
 @needs_native
-def test_cli_results_match_the_extension_with_extra_sass_and_options(cli, monkeypatch):
+@pytest.mark.parametrize("ptxas", ["found", "none"])
+def test_cli_results_match_the_extension_with_extra_sass_and_options(cli, ptxas, monkeypatch):
+    if ptxas == "none":
+        monkeypatch.setenv("TILEC_PTXAS", "")  # no cubins: PTX and a manifest naming only it
     kernel = flash_fwd_kernel().specialize(DTYPE=tl.bfloat16, HEAD_DIM=64, CAUSAL=True)
     options = dict(arch="sm_80", num_warps=4, num_stages=1, smem_epilogue=False,
                    copy_bounds="tile", lowering_options="", extra_sass=("sm_90",))
     (got,) = compiler.compile(kernel.ir, kernel.source_name, **options)
     monkeypatch.setenv("TILEC_COMPILER", "native")
+    compiler.reset_compiler_kind()
     (want,) = compiler.compile(kernel.ir, kernel.source_name, **options)
     for key in ("name", "ptx", "cubin", "sass", "manifest", "tile_ir", "llvm_ir", "notes"):
         assert got[key] == want[key], key
     if want["cubin"]:
         assert [a for a, _, _ in got["sass"]] == ["sm_90"]
         assert "registers" in got["ptxas_log"]
+    if ptxas == "none":
+        assert got["cubin"] == b"" and got["sass"] == [] and "no ptxas found" in got["notes"][0]
 
 
 def test_second_compile_hits_the_cache_without_a_child(cli):
@@ -127,6 +136,7 @@ def test_a_crashing_compiler_stays_in_its_child(tmp_path, monkeypatch):
     cli = fake_cli(tmp_path, 'echo "LLVM ERROR: something broke" >&2\nkill -ABRT $$\n')
     monkeypatch.setenv("TILEC_COMPILER", "cli")
     monkeypatch.setenv("TILEC_CLI", str(cli))
+    monkeypatch.setattr(compiler, "_kind", None)
     with pytest.raises(tilec.CompilationError, match=r"crashed \(SIGABRT\)") as info:
         compiler.compile("module {}", "crash.mlir")
     assert "LLVM ERROR: something broke" in str(info.value)
@@ -139,17 +149,25 @@ def test_a_cli_that_does_not_run_is_no_compiler(tmp_path, monkeypatch):
     broken.write_text("#!/bin/sh\necho 'version GLIBC_2.99 not found' >&2\nexit 1\n")
     broken.chmod(0o755)
     monkeypatch.setattr(compiler, "available", lambda: False)
-    monkeypatch.setattr(compiler, "_kinds", {})
+    monkeypatch.setattr(compiler, "_kind", None)
     monkeypatch.delenv("TILEC_COMPILER", raising=False)
     monkeypatch.setenv("TILEC_CLI", str(broken))
     assert compiler.compiler_kind() is None and not compiler.can_compile()
     monkeypatch.setenv("TILEC_COMPILER", "cli")
+    compiler.reset_compiler_kind()
     with pytest.raises(ImportError, match=r"does not run: version GLIBC_2.99 not found"):
         compiler.compile("module {}")
     monkeypatch.setenv("TILEC_CLI", str(CLIS[0]))
     monkeypatch.delenv("TILEC_COMPILER")
+    compiler.reset_compiler_kind()
     assert compiler.compiler_kind() == "cli"
+    # Decided once: a changed environment counts after reset_compiler_kind().
+    monkeypatch.setenv("TILEC_COMPILER", "prebuilt")
+    assert compiler.compiler_kind() == "cli"
+    compiler.reset_compiler_kind()
+    assert compiler.compiler_kind() is None
     monkeypatch.setenv("TILEC_COMPILER", "bogus")
+    compiler.reset_compiler_kind()
     with pytest.raises(ValueError, match="TILEC_COMPILER must be native, cli, prebuilt or auto"):
         compiler.compiler_kind()
 
@@ -185,6 +203,7 @@ def test_run_cpu_through_the_cli_matches_float64(cli, causal):
     assert any(c[1] == "run-cpu" for c in cli.children)
     if HAVE_CPU:
         os.environ["TILEC_COMPILER"] = "native"  # restored by the fixture's monkeypatch
+        compiler.reset_compiler_kind()
         assert np.array_equal(tilec.flash_attn_func(q, k, v, causal=causal), out)
 
 
@@ -201,3 +220,13 @@ def test_run_cpu_cli_errors_and_negative_strides(cli):
     with pytest.raises(ValueError, match=r"argument 0 has negative strides"):
         compiler.run_cpu(kernel.ir, kernel.source_name, kernel.name, args,
                          [t for _, t in kernel.params], (1, 2, 1))
+
+
+def test_dump_ir_env_reaches_the_child(cli, tmp_path):
+    code = ("import tilec\nfrom tilec.flash_attn import flash_fwd_kernel\n"
+            "flash_fwd_kernel().specialize(HEAD_DIM=64).compile('sm_80')\n")
+    env = dict(os.environ, TILEC_DUMP_IR="1", PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "IR Dump After" in proc.stderr and "LLVM IR of @flash_fwd_f16_d64" in proc.stderr

@@ -4,7 +4,9 @@
 //
 // writes out/<kernel>.{ptx,cubin,json} (and .ll, .tile.mlir) per kernel; text
 // emits can go to stdout with -o -. Every failure is a diagnostic on stderr
-// and exit code 1.
+// and exit code 1. The Python package runs this in a child process when its
+// extension is missing (python/tilec/compiler.py _compile_cli: IR on stdin,
+// --source-name, --results), e.g. the static build of scripts/bundle.sh.
 //
 //===----------------------------------------------------------------------===//
 #include "tilec/CPU/CpuRunner.h"
