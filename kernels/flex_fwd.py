@@ -14,14 +14,23 @@ there is no run-time block mask and no recompilation per sequence length.
 Differences from kernels/flash_fwd.py, each a line or two: torch's layout
 (batch, heads, seqlen, head_dim) through strides; GQA (kv head = h // group,
 group a run-time parameter); rows that see no key give out = 0 and
-lse = -inf (FlexAttention's rule): the running max is clamped at -1e30 so
-exp(-inf - m) is 0, not NaN, and l = 0 divides as 1.
+lse = -inf (FlexAttention's rule): the running max is clamped at EMPTY_MAX
+so exp(-inf - m) is 0, not NaN, and the epilogue selects 0 where l = 0.
+(A row whose every real score is below EMPTY_MAX = -2^20 counts as empty.)
 """
 
 from __future__ import annotations
 
 import tilec
 from tilec import language as tl
+
+
+# The running max of a row that has seen no key yet: finite, so exp(s - m) is 0
+# and not NaN for its -inf scores, and far below any real score. Not -1e30:
+# tile-minimize-nonmatmul's FA2 form computes alpha = exp2(fma(m_old, K,
+# -m_new*K)), whose rounding residual is |m*K|*2^-24 -- about 2^76 at -1e30,
+# which overflows exp2 and gives l = 0*inf = NaN; at -2^20 it is below 0.1.
+EMPTY_MAX = -float(2 ** 20)
 
 
 def _mod_name(fn):
@@ -87,12 +96,12 @@ def flex_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTY
         if MASK_MOD is not None:
             mask = mask & MASK_MOD(b, h, rows, cols)
         s = tl.where(mask, s, float("-inf"))
-        m_new = tl.maximum(tl.maximum(m, tl.max(s, 1)), -1e30)  # -1e30: rows with no key yet
+        m_new = tl.maximum(tl.maximum(m, tl.max(s, 1)), EMPTY_MAX)  # rows with no key yet
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
         l = l * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
         m = m_new
-    l_div = tl.where(l > 0, l, 1.0)                         # a row with no key: out = 0
-    tl.store(ov, (row0, 0), (acc / l_div[:, None]).to(DTYPE))
-    tl.store(lsev, (row0,), m + tl.log(l))                  # log(0) = -inf for such rows
+    empty = l == 0                                          # rows that saw no key: out = 0
+    tl.store(ov, (row0, 0), tl.where(empty[:, None], 0.0, acc / l[:, None]).to(DTYPE))
+    tl.store(lsev, (row0,), m + tl.log(l))                  # lse = m + log(0) = -inf for them

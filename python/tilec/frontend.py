@@ -482,7 +482,7 @@ class CodeGen(ast.NodeVisitor):
         self.values = []  # every Value created, for naming at render time
         self.frames = []  # _Frame of each Python function being inlined, innermost last
         # Index tiles known to be `start + 0..n-1` along one axis (q_idx,
-        # kv_idx): value id -> (start, n, axis, rank); a captured tensor
+        # kv_idx): value id -> (start terms, n, axis, rank); a captured tensor
         # indexed by one is a tile load (see visit_Subscript).
         self.ranges = {}
         # Tensors captured by the Python functions among the constexprs
@@ -640,25 +640,29 @@ class CodeGen(ast.NodeVisitor):
         return self.emit(node, f"{op} {a.ref}, {b.ref} : {a.type}", [a, b], a.type)
 
     def _range_arith(self, node, op, a, b, dtype):
-        """range ± scalar stays a range (start moved), for captured_load."""
-        rng = self.ranges.get(a.id) if isinstance(a, Value) else None
-        other = b
-        if rng is None and op == "arith.addi" and isinstance(b, Value):
-            rng, other = self.ranges.get(b.id), a
-            a, b = b, a
-        if rng is None or a.dtype != dtype or _shape(getattr(other, "type", None)) \
+        """range ± scalar stays a range (start moved), for captured_load.
+        Emits exactly what elementwise() would; the new start is kept as
+        terms and only materialized if a captured tensor is indexed by it."""
+        ra = self.ranges.get(a.id) if isinstance(a, Value) else None
+        rb = self.ranges.get(b.id) if isinstance(b, Value) and op == "arith.addi" else None
+        rng, rv, other = (ra, a, b) if ra is not None else (rb, b, a)
+        if rng is None or rv.dtype != dtype or _shape(getattr(other, "type", None)) \
                 or not (isinstance(other, Value) or _kind_of_const(other) == "int"):
             return None
+        shape = rv.shape
+        a = self.coerce(node, a, dtype, shape)
+        b = self.coerce(node, b, dtype, shape)
+        result = self.emit(node, f"{op} {a.ref}, {b.ref} : {a.type}", [a, b], a.type)
         start, n, axis, rank = rng
-        shape = a.shape
-        bb = self.coerce(node, other, dtype, shape)
-        result = self.emit(node, f"{op} {a.ref}, {bb.ref} : {a.type}", [a, bb], a.type)
-        if op == "arith.addi" and isinstance(start, int) and start == 0:
-            new_start = other
-        else:
-            new_start = self.binary(node, ast.Add() if op == "arith.addi" else ast.Sub(), start, other)
-        self.ranges[result.id] = (new_start, n, axis, rank)
+        self.ranges[result.id] = (start + [(op == "arith.addi", other, node)], n, axis, rank)
         return result
+
+    def _range_start(self, terms):
+        """The scalar a range starts at (its terms added up)."""
+        start = 0
+        for positive, x, node in terms:
+            start = self.binary(node, ast.Add() if positive else ast.Sub(), start, x)
+        return start
 
     def compare(self, node, opcls, a, b):
         dtype = self.common_dtype(node, [a, b])
@@ -803,9 +807,9 @@ class CodeGen(ast.NodeVisitor):
             self.error(node, f"a captured tensor can be indexed only by an index tile such as "
                              f"q_idx or kv_idx plus a scalar (got {_describe(index)}); "
                              "loading single elements needs scalar loads")
-        start, n, axis, rank = rng
+        terms, n, axis, rank = rng
         view = self.tl_view(node, [ptr, (length,), (1,)], {})
-        tile = self.tl_load(node, [view, (start,), (n,)], {})
+        tile = self.tl_load(node, [view, (self._range_start(terms),), (n,)], {})
         if rank == 2:
             tile = self.expand_dims(node, tile, 1 - axis)
         return tile
@@ -1375,7 +1379,7 @@ class CodeGen(ast.NodeVisitor):
             self.error(node, f"tl.arange({start}, {end}) is empty")
         ty = TileTy((end - start,), tl.int32)
         iota = self.emit(node, f"tile.iota : {ty}", [], ty)
-        self.ranges[iota.id] = (0, end - start, 0, 1)
+        self.ranges[iota.id] = ([], end - start, 0, 1)
         return self.elementwise(node, ast.Add, iota, start) if start else iota
 
     def _shape_arg(self, node, shape, what):

@@ -299,3 +299,50 @@ def test_bad_inputs():
         tilec.flex_attention(q, q, q, score_mod=3)
     with pytest.raises(ValueError, match="not two different masks"):
         tilec.flex_attention(q, q, q, mask_mod=causal, block_mask=type("BM", (), {"mask_mod": prefix_lm})())
+
+
+def test_flash_fwd_takes_the_same_hooks():
+    """kernels/flash_fwd.py's SCORE_MOD / MASK_MOD constexprs (flash_attn's
+    (b, s, h, d) layout; rows that see no key: out 0, lse +inf there)."""
+    from tilec import strategy
+    from tilec.flash_attn import flash_fwd_kernel
+
+    rng = np.random.default_rng(6)
+    B, H, SQ, SK, D = 1, 2, 90, 150, 64
+    q, k, v = inputs(rng, B, H, H, SQ, SK, D)
+    qs, ks, vs = (np.ascontiguousarray(t.transpose(0, 2, 1, 3)) for t in (q, k, v))
+    config = strategy.flash_fwd_config(head_dim=D, causal=True)
+    kernel = flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=D, SCORE_MOD=relative_bias,
+                                           MASK_MOD=first_rows, **config.constexprs())
+    o = np.full(qs.shape, np.nan, np.float16)
+    lse = np.full((B, H, SQ), np.nan, np.float32)
+    st = [tuple(x // t.itemsize for x in t.strides) for t in (qs, ks, vs, o, lse)]
+    kernel.run_cpu(qs, ks, vs, o, lse, SQ, SK, H, B, 1, *st[0][:3], *st[1][:3], *st[2][:3], *st[3][:3],
+                   st[4][0], st[4][1], 0.125, 0, 0, 1.0, np.zeros(1, np.float32), 0,
+                   grid=(-(-SQ // config.block_m), H, B))
+    ro, rl = reference(q, k, v, 0.125, relative_bias, first_rows)
+    o = o.transpose(0, 2, 1, 3)
+    empty = np.isneginf(rl)
+    assert (o[empty] == 0).all() and np.isposinf(lse[empty]).all()
+    assert np.linalg.norm(o - ro) / np.linalg.norm(ro) <= O_TOL
+    assert np.abs(lse[~empty] - rl[~empty]).max() <= LSE_TOL
+
+
+@pytest.mark.parametrize("scale", [0.07, 0.125, 1.0])
+def test_window_rows_without_keys_are_not_nan(scale):
+    """Regression: with the running max clamped at -1e30, tile-minimize-
+    nonmatmul's alpha = exp2(fma(m, K, -m'K)) had a rounding residual of
+    about 2^76 in rows that saw no key yet, exp2 overflowed and l = 0 * inf
+    gave NaN rows (flash_attn_func with a window and seqlen_q > seqlen_k, at
+    these scales). Both kernels now clamp at -2^20."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((1, 257, 1, 64)).astype(np.float16)
+    k = rng.standard_normal((1, 100, 1, 64)).astype(np.float16)
+    o, lse, _ = tilec.flash_attn_func(q, k, k, softmax_scale=scale, window_size=(10, 0),
+                                      return_attn_probs=True)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert (o[:, :157] == 0).all() and np.isposinf(lse[..., :157]).all()
+    qf, kf = (np.ascontiguousarray(t.transpose(0, 2, 1, 3)) for t in (q, k))
+    of, lf = tilec.flex_attention(qf, kf, kf, scale=scale, mask_mod=bottom_right(100 - 257),
+                                  return_lse=True)
+    check(of, lf, qf, kf, kf, scale, None, bottom_right(100 - 257))
