@@ -91,7 +91,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
             mask = cols < seqlen_k                          # keys past seqlen_k do not exist
         if ALIBI:
-            s = s - slope[:, None] * tl.maximum(rows - kq, kq - rows).to(tl.float32)
+            dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)  # causal: kq <= rows
+            s = s - slope[:, None] * dist.to(tl.float32)
         if CAUSAL:
             mask = mask & (kq <= rows)
         if WINDOW:
