@@ -346,3 +346,39 @@ def test_window_rows_without_keys_are_not_nan(scale):
     of, lf = tilec.flex_attention(qf, kf, kf, scale=scale, mask_mod=bottom_right(100 - 257),
                                   return_lse=True)
     check(of, lf, qf, kf, kf, scale, None, bottom_right(100 - 257))
+
+
+@pytest.mark.parametrize("mask_name", ["window", "bottom_right"])
+def test_lazy_rescale_with_the_clamped_max(mask_name):
+    """The GPU lowering's tile-lazy-rescale keeps a row's max lazily also
+    when it is clamped from below (flex_fwd's empty-row rule); run the
+    rewritten IR on the CPU with scores that climb block by block (both the
+    kept and the grown paths) and rows that see no key in early blocks."""
+    from tilec import compiler
+
+    sq, sk, d = 300, 260, 128
+    mask_mod = sliding_window if mask_name == "window" else bottom_right(sk - sq)
+    kernel = flex.flex_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=d, MASK_MOD=mask_mod,
+                                               BLOCK_M=64, BLOCK_N=64, NUM_WARPS=2)
+    text = compiler.run_pipeline(kernel.ir, "builtin.module(tile-optimize,tile-lazy-rescale"
+                                            "{num-warps=2 min-registers=128})")
+    assert "tile.skip_unit_rescale" in text, "the clamped running max was not rewritten"
+    rng = np.random.default_rng(8)
+    scale = d ** -0.5
+    q, k, v = inputs(rng, 1, 2, 2, sq, sk, d)
+    q, k = 0.25 * q, 0.25 * k
+    block = np.arange(sk) // 64
+    q[..., 0] = 4.0
+    k[..., 0] = ((block * 1.8 + (block // 4) * 12.0) / (4.0 * scale))[None, None, :]
+    o = np.full(q.shape, np.nan, np.float16)
+    lse = np.full((1, 2, sq), np.nan, np.float32)
+    st = [tuple(x // t.itemsize for x in t.strides) for t in (q, k, v, o, lse)]
+    args = (q, k, v, o, lse, sq, sk, 2, 1, 1, *st[0][:3], *st[1][:3], *st[2][:3], *st[3][:3],
+            st[4][0], st[4][1], scale)
+    compiler.run_cpu(text, "<lazy flex>", kernel.name, args, [t for _, t in kernel.params],
+                     (-(-sq // 64), 2, 1), run_tile_passes=False)
+    ro, rl = reference(q, k, v, scale, None, mask_mod)
+    empty = np.isneginf(rl)
+    assert not np.isnan(o).any() and (o[empty] == 0).all() and np.isneginf(lse[empty]).all()
+    assert np.linalg.norm(o - ro) / np.linalg.norm(ro) <= O_TOL
+    assert np.abs(lse[~empty] - rl[~empty]).max() <= LSE_TOL * max(1.0, np.abs(rl[~empty]).max())
