@@ -14,7 +14,8 @@ from the mask at compile time, so there is no block mask to build
 (``mask_mod=`` takes the mask directly; a ``block_mask`` from
 ``create_block_mask`` is accepted for its mask_mod) and no recompilation when
 sequence lengths change. A mask the compiler cannot classify is applied in
-every block (correct, slower) and ``mask_analysis(...)`` says so.
+every block (correct, slower) and the compiler says so: a MaskWarning at the
+first call, ``mask_analysis(...)``, and the launch manifest's "mask".
 
 CUDA tensors run on the GPU; numpy float16 arrays and torch CPU tensors
 (float16, bfloat16) through the CPU runner. Rows that see no key give out 0
@@ -23,6 +24,7 @@ and lse -inf, as FlexAttention does.
 
 import importlib.util
 import math
+import warnings
 from pathlib import Path
 
 from . import frontend, strategy
@@ -98,6 +100,22 @@ def _check(query, key, value, enable_gqa):
     return dtypes[0], on_torch, on_gpu
 
 
+class MaskWarning(UserWarning):
+    """The compiler could not classify a mask_mod's blocks: the mask is
+    applied in every block that runs (correct, slower)."""
+
+
+def _warn_if_dense(kernel):
+    """Warns once per kernel when tile-split-masked-loops left its mask dense
+    (needs the compiler extension; silent without it)."""
+    try:
+        report = kernel.mask_analysis()
+    except ImportError:
+        return
+    if report["mask"] == "dense":
+        warnings.warn(MaskWarning(f"flex_attention: {report['note']}"), stacklevel=3)
+
+
 def _mask_mod_of(block_mask, mask_mod):
     if block_mask is None:
         return mask_mod
@@ -162,6 +180,9 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         query = query * 0
         scale = 1.0
     kernel = specialize(head_dim, dtype, score_mod, mask_mod)
+    if mask_mod is not None and not getattr(kernel, "_flex_checked", False):
+        kernel._flex_checked = True
+        _warn_if_dense(kernel)
     # This call's tensors (the cached kernel may have been traced from an
     # earlier closure holding other document ids of the same dtype).
     captured = frontend.captured_tensors(frontend.constexpr_functions(
@@ -212,4 +233,4 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     return (o, lse) if return_lse else o
 
 
-__all__ = ["flex_attention", "mask_analysis", "flex_fwd_kernel"]
+__all__ = ["flex_attention", "mask_analysis", "flex_fwd_kernel", "MaskWarning"]

@@ -273,6 +273,22 @@ def test_error_points_at_the_users_line():
     assert "called from here" in str(e) and "flex_fwd.py" in str(e)
 
 
+def test_dense_mask_warns_once():
+    rng = np.random.default_rng(9)
+    q, k, v = inputs(rng, 1, 1, 1, 40, 40, 64)
+
+    def squares2(b, h, q_idx, kv_idx):
+        return q_idx * q_idx >= kv_idx
+
+    with pytest.warns(flex.MaskWarning, match="arith.muli"):
+        tilec.flex_attention(q, k, v, mask_mod=squares2)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tilec.flex_attention(q, k, v, mask_mod=squares2)  # once per kernel
+        tilec.flex_attention(q, k, v, mask_mod=causal)    # split: no warning
+
+
 def test_mask_analysis_reports_what_it_could_not_classify():
     report = flex.mask_analysis(64, mask_mod=squares)
     assert report["mask"] == "dense"
