@@ -27,6 +27,22 @@
 // values). tile-pipeline relies on that contract to hand one loop's last
 // prefetch to the next.
 //
+// That closed form covers one mask that is a conjunction of affine
+// comparisons. Everything else goes through splitGeneral (below): for each
+// node of the predicate it computes, as run-time intervals of j before the
+// loop, where the node is true on the whole block (`full`) and outside of
+// which it is false on the whole block (`live`). A comparison gives the
+// one-sided intervals above (`==` is two); `x / C` of a loop-invariant index
+// is bounded by dividing x's extremes (signed division is monotone) and
+// `kv / C` against an integer is rewritten pointwise (kv / C <= t iff
+// kv <= C*t + C - 1, for dividends that cannot be negative); a comparison
+// without j is a per-program constant (all or nothing); `&` intersects; `|`
+// takes the hull of the live intervals and, for full, both when they touch,
+// else the longer (a subset of the union). What it cannot analyse has no
+// full blocks and is live everywhere. With several -inf masks a block is
+// full when it is full for every mask; a mask whose true value is another's
+// result (a chain) hides what that one hid.
+//
 // Skipping an all-false block is only correct because every score of it is
 // -inf: an online-softmax update with such a block leaves the running max,
 // sum and accumulator unchanged. The pass therefore skips only when the

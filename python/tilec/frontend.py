@@ -384,7 +384,9 @@ def captured_tensors(fns):
     out = []
     for fn in fns:
         def visit(kind, name, value):
-            if _is_tensor(value) and not any(value is t for t in out):
+            if (_is_tensor(value) and len(value.shape) == 1
+                    and str(value.dtype).replace("torch.", "") in _TENSOR_DTYPES
+                    and not any(value is t for t in out)):
                 out.append(value)
         _reachable(fn, visit)
     return out
@@ -780,8 +782,8 @@ class CodeGen(ast.NodeVisitor):
         if unknown:
             self.error(self.fdef, f"unknown constexpr parameter(s): {', '.join(sorted(unknown))}")
         for i, t in enumerate(captured_tensors(self.constexpr_functions())):
-            dtype = _TENSOR_DTYPES.get(str(t.dtype).replace("torch.", ""))
-            ptr = self.new_value(PtrTy(dtype or tl.int32), 0, f"capture{i}")
+            dtype = _TENSOR_DTYPES[str(t.dtype).replace("torch.", "")]
+            ptr = self.new_value(PtrTy(dtype), 0, f"capture{i}")
             length = self.new_value(tl.int32, 0, f"capture{i}_len")
             for n, v in ((f"capture{i}", ptr), (f"capture{i}_len", length)):
                 self.params.append((n, v.type))
@@ -796,12 +798,10 @@ class CodeGen(ast.NodeVisitor):
         tile `start + 0..n-1` (q_idx, kv_idx plus constants): a tile load."""
         entry = next((c for c in self.captures if c[0] is tensor), None)
         if entry is None:
-            self.error(node, "only tensors captured by the constexpr functions (score_mod, "
-                             "mask_mod) can be indexed in a kernel")
+            self.error(node, "a tensor indexed in a kernel must be 1-D of int32, int64, float16, "
+                             "bfloat16 or float32 and captured by a constexpr function (score_mod, "
+                             f"mask_mod), got shape {tuple(tensor.shape)} of {tensor.dtype}")
         _, ptr, length, dtype = entry
-        if dtype is None or len(tensor.shape) != 1:
-            self.error(node, f"a captured tensor must be 1-D of int32, int64, float16, bfloat16 "
-                             f"or float32, got shape {tuple(tensor.shape)} of {tensor.dtype}")
         rng = self.ranges.get(index.id) if isinstance(index, Value) else None
         if rng is None:
             self.error(node, f"a captured tensor can be indexed only by an index tile such as "

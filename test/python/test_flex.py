@@ -398,3 +398,16 @@ def test_lazy_rescale_with_the_clamped_max(mask_name):
     assert not np.isnan(o).any() and (o[empty] == 0).all() and np.isneginf(lse[empty]).all()
     assert np.linalg.norm(o - ro) / np.linalg.norm(ro) <= O_TOL
     assert np.abs(lse[~empty] - rl[~empty]).max() <= LSE_TOL * max(1.0, np.abs(rl[~empty]).max())
+
+
+TABLE_2D = np.zeros((4, 4), np.int32)
+
+
+def uses_a_2d_table(b, h, q_idx, kv_idx):
+    return TABLE_2D[q_idx] == 0
+
+
+def test_indexing_a_2d_tensor_is_a_clear_error():
+    with pytest.raises(CompilationError, match=r"must be 1-D .* got shape \(4, 4\)") as info:
+        flex.specialize(64, mask_mod=uses_a_2d_table)
+    assert info.value.filename == __file__
