@@ -83,16 +83,28 @@ FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots, 
 /// is not (a block table read one entry past its row). So when the slice
 /// reads scalars, each runs only if `iv < ub` (else reads as 0), and the
 /// cloned views get size 0 then, so the tile load touches no memory either.
+/// Loads prefetched at one point share `reads` (K's and V's page is one
+/// block-table entry, read once).
+struct ScalarReads {
+  Value exists;
+  DenseMap<Operation *, Value> loaded;
+};
 Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
-                   ArrayRef<Value> inductionVars, Value iv, Value ub) {
+                   ArrayRef<Value> inductionVars, Value iv, Value ub, ScalarReads *shared = nullptr) {
   IRMapping mapping;
   for (Value inductionVar : inductionVars)
     mapping.map(inductionVar, iv);
-  Value exists;
-  if (llvm::any_of(slice, [](Operation *op) { return isa<LoadScalarOp>(op); }))
+  ScalarReads local;
+  ScalarReads &reads = shared ? *shared : local;
+  Value &exists = reads.exists;
+  if (!exists && llvm::any_of(slice, [](Operation *op) { return isa<LoadScalarOp>(op); }))
     exists = arith::CmpIOp::create(builder, load.getLoc(), arith::CmpIPredicate::slt, iv, ub);
   for (Operation *op : slice) {
     Location loc = op->getLoc();
+    if (Value known = reads.loaded.lookup(op)) {
+      mapping.map(op->getResult(0), known);
+      continue;
+    }
     if (auto scalarLoad = dyn_cast<LoadScalarOp>(op)) {
       Type type = scalarLoad.getType();
       auto guarded = scf::IfOp::create(builder, loc, TypeRange{type}, exists, /*addThenBlock=*/true,
@@ -104,6 +116,7 @@ Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
       scf::YieldOp::create(builder, loc,
                            ValueRange{arith::ConstantOp::create(builder, loc, builder.getZeroAttr(type))});
       mapping.map(scalarLoad.getResult(), guarded.getResult(0));
+      reads.loaded[op] = guarded.getResult(0);
       continue;
     }
     Operation *clone = builder.clone(*op, mapping);
@@ -116,6 +129,18 @@ Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
     }
   }
   return builder.clone(*load, mapping)->getResult(0);
+}
+
+/// After `load` moved to another iteration, the scalar loads of its address
+/// slice (and what only they used) are dead: erase them, so no block-table
+/// read stays behind for a tile that is no longer loaded there. Slices
+/// without scalar loads are left as they were (the later cleanups drop them).
+void eraseDeadScalarReads(RewriterBase &rewriter, ArrayRef<Operation *> slice) {
+  if (llvm::none_of(slice, [](Operation *op) { return isa<LoadScalarOp>(op); }))
+    return;
+  for (Operation *op : llvm::reverse(slice))
+    if (op->use_empty())
+      rewriter.eraseOp(op);
 }
 
 /// Whether the loop body writes memory: rotating a load across a store the
@@ -197,6 +222,7 @@ LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
           return {prefetched};
         }));
     rewriter.eraseOp(load);
+    eraseDeadScalarReads(rewriter, rotatable->slice);
     return rotateIntoNextDot(newLoop, rewriter); // further rotations see the new loop
   }
   return success();
@@ -295,10 +321,11 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
     chained.push_back(chainedResult(previous, loop, r.load));
   bool chain = llvm::all_of(chained, [](const std::optional<unsigned> &c) { return c.has_value(); });
   SmallVector<Value> firsts;
+  ScalarReads firstReads;
   for (auto [r, c] : llvm::zip_equal(rotatable, chained))
     firsts.push_back(chain ? previous.getResult(*c)
                            : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound(),
-                                          loop.getUpperBound()));
+                                          loop.getUpperBound(), &firstReads));
 
   Value step = loop.getStep();
   DictionaryAttr attrs = loop->getDiscardableAttrDictionary();
@@ -311,9 +338,10 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
         Value iv = newBody->getArgument(0);
         Value next = arith::AddIOp::create(builder, loc, iv, step);
         SmallVector<Value> prefetched;
+        ScalarReads nextReads;
         for (auto [r, arg] : llvm::zip_equal(rotatable, newArgs)) {
           prefetched.push_back(cloneLoadFor(builder, r.load, r.slice, {oldIv, iv}, next,
-                                            loop.getUpperBound()));
+                                            loop.getUpperBound(), &nextReads));
           r.load.getResult().replaceAllUsesWith(arg);
         }
         return prefetched;
@@ -323,6 +351,8 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
   (*newLoop)->setDiscardableAttrs(attrs);
   for (const RotatableLoad &r : rotatable)
     rewriter.eraseOp(r.load);
+  for (const RotatableLoad &r : rotatable)
+    eraseDeadScalarReads(rewriter, r.slice);
   return success();
 }
 

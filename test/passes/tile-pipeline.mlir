@@ -247,7 +247,8 @@ func.func @writes(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32) attributes 
 // still rotatable: the next block's entry is read with the tiles, but only
 // when that block exists (next < ub; before the loop, lb < ub), since the
 // entry past the last is outside the table. Otherwise it reads as 0 and the
-// view gets size 0, so the prefetched tile touches no memory.
+// view gets size 0, so the prefetched tile touches no memory. K and V share
+// the one entry read, and the body keeps no read of the current entry.
 // RING-LABEL: func.func @paged
 // RING:         %[[E0:.+]] = arith.cmpi slt, %[[LB:[^,]+]], %[[UB:[^ ]+]] : i32
 // RING:         %[[PG0:.+]] = scf.if %[[E0]] -> (i32) {
@@ -264,6 +265,7 @@ func.func @writes(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32) attributes 
 // RING:           %[[SIZE:.+]] = arith.select %[[E]], %{{.+}}, %c0_i32{{.*}} : i32
 // RING:           %[[VIEW:.+]] = tile.view %{{.+}} sizes(%[[SIZE]],
 // RING-NEXT:      %[[KNEXT:.+]] = tile.load %[[VIEW]]
+// RING-NOT:       tile.load_scalar
 // RING:           tile.dot
 // RING:           scf.yield %{{.+}}, %[[KNEXT]], %{{.+}}
 // stages=1 rotates K the same way, just before the second dot.
