@@ -1,17 +1,21 @@
 """``flash_attn_func`` with flash_attn's API, on tilec's DSL flagship kernel
 (kernels/flash_fwd.py).
 
-CUDA torch tensors launch on the GPU; numpy float16 arrays run on the CPU
+CUDA torch tensors launch on the GPU; numpy float16 arrays (and uint16
+arrays holding bf16 bit patterns) and torch CPU tensors run on the CPU
 through the CPU runner (same kernel, same IR), which is how the numerics are
-tested on machines without a GPU.
+tested on machines without a GPU. Under torch.compile the call is the custom
+op tilec::flash_attn_forward (tilec/ops.py).
 """
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 from . import language as tl
 from . import strategy
+from .jit import LaunchCache
 _flash_module = None
 
 
@@ -37,6 +41,13 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
+def _torch_compiling():
+    """True while torch.compile/torch.export traces the caller; cheap and
+    False when torch was never imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
 def _check(q, k, v):
     """Checks shapes, dtypes and layouts; returns (dtype, on_gpu)."""
     names = ("q", "k", "v")
@@ -50,10 +61,12 @@ def _check(q, k, v):
             raise ValueError(f"flash_attn_func: '{name}' must have rank 4 (batch, seqlen, heads, head_dim), "
                              f"got shape {tuple(t.shape)}")
     dtypes = [str(t.dtype).replace("torch.", "") for t in tensors]
-    allowed = ("float16", "bfloat16") if on_gpu else ("float16",)
+    # numpy has no bf16: uint16 arrays hold its bit patterns (as run_cpu's).
+    allowed = ("float16", "bfloat16") if on_gpu else ("float16", "uint16")
     for name, d in zip(names, dtypes):
         if d not in allowed:
-            raise TypeError(f"flash_attn_func: '{name}' must be {' or '.join(allowed)}, got {d}")
+            want = "float16 or bfloat16" if on_gpu else "float16 or uint16 (bf16 bit patterns)"
+            raise TypeError(f"flash_attn_func: '{name}' must be {want}, got {d}")
     if len(set(dtypes)) != 1:
         raise TypeError(f"flash_attn_func: q, k, v must have one dtype, got {', '.join(dtypes)}")
     bq, sq, hq, dq = q.shape
@@ -83,7 +96,14 @@ def _check(q, k, v):
                 raise ValueError(f"flash_attn_func: '{name}' must be a CUDA tensor, got one on {t.device}")
             if t.device != q.device:
                 raise ValueError(f"flash_attn_func: '{name}' is on {t.device}, 'q' on {q.device}")
-    return dtypes[0], on_gpu
+    return ("bfloat16" if dtypes[0] == "uint16" else dtypes[0]), on_gpu
+
+
+def _negated(t):
+    """-t; for uint16 arrays of bf16 bit patterns, the sign bit flipped."""
+    if getattr(t, "dtype", None) is not None and str(t.dtype) == "uint16":
+        return t ^ t.dtype.type(0x8000)
+    return -t
 
 
 def _rows_aligned(t):
@@ -116,9 +136,42 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
     if dropout_p != 0:
         raise NotImplementedError(f"flash_attn_func: dropout is not implemented (dropout_p="
                                   f"{dropout_p!r}); pass dropout_p=0.0")
+    if _torch_compiling():
+        # torch.compile traces the custom op, which runs _flash_attn_forward.
+        from . import ops
+
+        out, lse = ops.flash_attn_forward(q, k, v, softmax_scale, bool(causal))
+    else:
+        out, lse = _flash_attn_forward(q, k, v, softmax_scale, causal)
+    return (out, lse) if return_lse else out
+
+
+def _build_gpu_launch(key):
+    """LaunchCache builder: the flagship kernel for (dtype, head_dim,
+    causal, device index), compiled or prebuilt, ready to launch."""
+    dtype, head_dim, causal, device = key
+    config = strategy.flash_fwd_config(head_dim=head_dim, dtype=dtype, causal=causal)
+    kernel = flash_fwd_kernel().specialize(
+        DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
+        CAUSAL=causal, **config.constexprs())
+    return kernel.launcher(device=device)
+
+
+#: (dtype, head_dim, causal, device index) -> ready launcher (jit.LaunchCache).
+_GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
+
+
+def _flash_attn_forward(q, k, v, softmax_scale, causal):
+    """The core: (out, lse) for numpy arrays, CUDA or CPU torch tensors.
+    softmax_scale None means 1/sqrt(head_dim)."""
+    if _is_torch(q) and not q.is_cuda:
+        from . import ops
+
+        return ops.via_numpy(_flash_attn_forward, q, k, v, softmax_scale, causal)
     dtype, on_gpu = _check(q, k, v)
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k = k.shape[1]
+    causal = bool(causal)
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
     # The kernel declares tl.assume(scale > 0) (its FA2 form needs it) and
     # launches check it. Other scales map onto it exactly: softmax(s·QKᵀ) =
@@ -126,7 +179,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
     if math.isnan(scale):
         raise ValueError("flash_attn_func: softmax_scale is NaN")
     if scale < 0:
-        q, scale = -q, -scale
+        q, scale = _negated(q), -scale
     elif scale == 0:
         if on_gpu:
             q = q.new_zeros(q.shape)
@@ -135,10 +188,6 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
 
             q = np.zeros_like(q)
         scale = 1.0
-    config = strategy.flash_fwd_config(head_dim=head_dim, dtype=dtype, causal=bool(causal))
-    kernel = flash_fwd_kernel().specialize(
-        DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
-        CAUSAL=bool(causal), **config.constexprs())
     if on_gpu:
         import torch
 
@@ -160,8 +209,17 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
     args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch,
             sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
             so[0], so[1], so[2], sl[0], sl[1], scale)
+    # -- dispatch: one launch-cache lookup, one launch (docs/DESIGN.md) -----
     if on_gpu:
-        kernel(*args)
+        from . import runtime
+
+        device = q.get_device()
+        launch = _GPU_LAUNCHES[(dtype, head_dim, causal, device)]
+        runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     else:
+        config = strategy.flash_fwd_config(head_dim=head_dim, dtype=dtype, causal=causal)
+        kernel = flash_fwd_kernel().specialize(
+            DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
+            CAUSAL=causal, **config.constexprs())
         kernel.run_cpu(*args, grid=(-(-seqlen_q // config.block_m), batch * heads, 1))
-    return (o, lse) if return_lse else o
+    return o, lse

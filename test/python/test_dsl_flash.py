@@ -140,7 +140,7 @@ def _qkv(shape_q=(1, 8, 2, 64), shape_k=(1, 8, 2, 64), dtype=np.float16):
 
 @pytest.mark.parametrize("args, error, match", [
     (lambda: (np.zeros((8, 2, 64), np.float16),) + _qkv()[1:], ValueError, r"'q' must have rank 4"),
-    (lambda: _qkv()[:2] + (np.zeros((1, 8, 2, 64), np.float32),), TypeError, r"'v' must be float16, got float32"),
+    (lambda: _qkv()[:2] + (np.zeros((1, 8, 2, 64), np.float32),), TypeError, r"'v' must be float16 or uint16 \(bf16 bit patterns\), got float32"),
     (lambda: _qkv(shape_k=(1, 8, 4, 64)), ValueError, r"'k' has 4 heads, 'q' has 2"),
     (lambda: _qkv(shape_q=(1, 8, 2, 12), shape_k=(1, 8, 2, 12)), ValueError, r"head_dim 12 is not supported"),
     (lambda: _qkv(shape_q=(1, 8, 2, 264), shape_k=(1, 8, 2, 264)), ValueError, r"head_dim 264 is not supported"),
