@@ -161,10 +161,68 @@ def _build_gpu_launch(key):
 _GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
 
 
+_FAST_DTYPES = {}  # torch dtype -> dtype name, for _gpu_fast_path
+
+
+def _gpu_fast_path(q, k, v, softmax_scale, causal):
+    """The common GPU call in O(1), checks folded into a few integer tests:
+    q, k, v CUDA tensors of one type, f16/bf16, one device, rank 4, matching
+    batch/heads/head_dim, rows 16-byte aligned, scale > 0. Returns (out,
+    lse), or None for anything else: the general path then handles it (copies,
+    scale mapping) or raises the error that names the problem. Same kernel,
+    same arguments as the general path, so the same bits."""
+    torch = sys.modules["torch"]
+    if not _FAST_DTYPES:
+        _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    kind = type(q)
+    if type(k) is not kind or type(v) is not kind:
+        return None
+    dt = q.dtype
+    dtype = _FAST_DTYPES.get(dt)
+    if dtype is None or k.dtype != dt or v.dtype != dt:
+        return None
+    shape_q, shape_k = q.shape, k.shape
+    if len(shape_q) != 4 or len(shape_k) != 4 or v.shape != shape_k:
+        return None
+    batch, seqlen_q, heads, head_dim = shape_q
+    if (shape_k[0] != batch or shape_k[2] != heads or shape_k[3] != head_dim or head_dim & 7
+            or not 8 <= head_dim <= 256 or not (batch and seqlen_q and heads and shape_k[1])):
+        return None
+    device = q.get_device()
+    if device < 0 or k.get_device() != device or v.get_device() != device:
+        return None
+    sq, sk, sv = q.stride(), k.stride(), v.stride()
+    # Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+    if (sq[3] != 1 or sk[3] != 1 or sv[3] != 1
+            or (sq[0] | sq[1] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7
+            or (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15):
+        return None
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    if not scale > 0:
+        return None
+    seqlen_k = shape_k[1]
+    causal = bool(causal)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = q.new_empty((batch, heads, seqlen_q), dtype=torch.float32)
+    row = heads * head_dim
+    args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch,
+            sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
+            seqlen_q * row, row, head_dim, heads * seqlen_q, seqlen_q, scale)
+    from . import runtime
+
+    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, device)]
+    runtime.launch_on(device, launch, args, runtime.raw_stream(device))
+    return o, lse
+
+
 def _flash_attn_forward(q, k, v, softmax_scale, causal):
     """The core: (out, lse) for numpy arrays, CUDA or CPU torch tensors.
     softmax_scale None means 1/sqrt(head_dim)."""
-    if _is_torch(q) and not q.is_cuda:
+    if _is_torch(q) and q.is_cuda:
+        fast = _gpu_fast_path(q, k, v, softmax_scale, causal)
+        if fast is not None:
+            return fast
+    elif _is_torch(q):
         from . import ops
 
         return ops.via_numpy(_flash_attn_forward, q, k, v, softmax_scale, causal)
