@@ -72,7 +72,7 @@ def measure(mock, iters, dtype_name, causal):
     # The launcher alone, with the arguments flash_attn_func passes it.
     launch = flash_attn._GPU_LAUNCHES[(dtype_name, d, causal, 0)]
     o = torch.empty_like(q)
-    lse = torch.empty(b, h, s, dtype=torch.float32)
+    lse = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
     st = lambda t: tuple(t.stride())  # noqa: E731
     sq, so, sl = st(q), st(o), st(lse)
     args = (q, k, v, o, lse, s, s, h, b, *sq[:3], *sq[:3], *sq[:3], *so[:3], sl[0], sl[1], d ** -0.5)
