@@ -148,11 +148,14 @@ def test_torch_compile_fullgraph_cpu(backend):
         got = compiled(x)
         want = block(x)
     # One graph (fullgraph=True raises on a graph break), the op in it, and
-    # the same numbers as eager (same kernel, same inputs: bitwise).
+    # the numbers of eager: bitwise where the graph runs eager's ops
+    # (aot_eager); inductor may fuse the residual add differently (an ulp).
     if backend == "aot_eager":
         assert len(graphs) == 1
         assert "tilec.flash_attn_forward" in str(graphs[0].graph)
-    assert torch.equal(got, want)
+        assert torch.equal(got, want)
+    else:
+        assert rel_err(got, want.double()) < 1e-2
 
 
 def test_launch_cache_builds_once_per_key():
@@ -202,13 +205,14 @@ def test_torch_compile_fullgraph_cuda_and_reduce_overhead():
     with torch.no_grad():
         want = block(x)
         torch._dynamo.reset()
-        got = torch.compile(block, fullgraph=True)(x)
-        assert torch.equal(got, want)
+        compiled = torch.compile(block, fullgraph=True)(x)
+        assert rel_err(compiled, want.double()) < 1e-2  # inductor's fusions may move an ulp
         torch._dynamo.reset()
         graphed = torch.compile(block, fullgraph=True, mode="reduce-overhead")
         for _ in range(3):  # warm-up, record, replay
             got = graphed(x)
-        assert torch.equal(got.clone(), want)
+        # CUDA graphs of the same compiled code: bitwise what it computes unreplayed.
+        assert torch.equal(got.clone(), compiled)
 
 
 @needs_gpu

@@ -1115,3 +1115,35 @@ def test_fake_driver_flash_attn_hot_path_is_one_lookup_and_one_launch(rt, fake_c
     assert names == ["flash_fwd_f16_d64_causal", "flash_fwd_f16_d64_causal", "flash_fwd_f16_d64"], calls
     # grid (cdiv(100, BLOCK_M), batch * heads) today; (m_blocks, heads, batch) once variants land.
     assert all(" block=" in c for c in launches(calls))
+
+
+def test_fake_driver_dsl_grid_heads_batch_from_the_compiler(rt, fake_cuda_dir, tmp_path):
+    # A DSL kernel with the flagship's new grid shape (m_blocks, heads, batch):
+    # the compiler's manifest loads and a launch of 32 heads x 2,200 batches
+    # (70,400 programs per m block) goes through.
+    try:
+        import _tilec  # noqa: F401
+    except ImportError:
+        pytest.skip("the _tilec compiler is not built")
+    # The frontend reads the kernel's source: it lives in a file.
+    (tmp_path / "grid_kernel.py").write_text(textwrap.dedent("""
+        import tilec
+        from tilec import language as tl
+
+        @tilec.jit(grid=("cdiv(n, BLOCK)", "heads", "batch"))
+        def fill(x: tl.ptr(tl.float32), n: tl.int32, heads: tl.int32, batch: tl.int32,
+                 BLOCK: tl.constexpr = 16):
+            xv = tl.view(x + (tl.program_id(2) * heads + tl.program_id(1)) * n, (n,), (1,))
+            tl.store(xv, (tl.program_id(0) * BLOCK,), tl.zeros((BLOCK,), tl.float32))
+    """))
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        import sys
+        sys.path[:0] = [{str(REPO / "python")!r}, {str(tmp_path)!r}]
+        from grid_kernel import fill
+        art = fill.specialize(BLOCK=16).compile("sm_80")
+        k = rt.load(art.manifest_path)
+        print(k.manifest["grid"])
+        k.launch_fast((0x7f0000001000, 40, 32, 2200), 0)
+    """, env={"TILEC_CACHE_DIR": str(tmp_path / "cache")})
+    assert out == ["['cdiv(n, 16)', 'heads', 'batch']"]
+    assert [c.split(" block=")[0] for c in launches(calls)] == ["launch fill grid=3,32,2200"]
