@@ -9,7 +9,9 @@ per call, most of the per-call budget. The op's real implementation is that
 same core (`flash_attn._flash_attn_forward`): CUDA tensors launch on torch's
 current stream (so CUDA-graph capture records the launch), CPU tensors run
 through the CPU runner (`via_numpy`). The fake implementation gives the
-output shapes, dtypes and strides for tracing.
+output shapes, dtypes and strides for tracing. As with cuBLAS, call a
+kernel once before capturing it in a CUDA graph: the first call per kernel
+loads its module, which capture does not allow.
 
 Adding an entry point: define its op here with the core's signature (tensor
 arguments typed ``torch.Tensor``/``Optional[torch.Tensor]``, the rest

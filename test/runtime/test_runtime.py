@@ -1140,10 +1140,25 @@ def test_fake_driver_dsl_grid_heads_batch_from_the_compiler(rt, fake_cuda_dir, t
         import sys
         sys.path[:0] = [{str(REPO / "python")!r}, {str(tmp_path)!r}]
         from grid_kernel import fill
-        art = fill.specialize(BLOCK=16).compile("sm_80")
+        kernel = fill.specialize(BLOCK=16)
+        art = kernel.compile("sm_80")
         k = rt.load(art.manifest_path)
         print(k.manifest["grid"])
         k.launch_fast((0x7f0000001000, 40, 32, 2200), 0)
-    """, env={"TILEC_CACHE_DIR": str(tmp_path / "cache")})
-    assert out == ["['cdiv(n, 16)', 'heads', 'batch']"]
-    assert [c.split(" block=")[0] for c in launches(calls)] == ["launch fill grid=3,32,2200"]
+        if {torch is not None!r}:  # tilec.Kernel.__call__ on a tensor posing as CUDA
+            sys.path.insert(0, {str(REPO / "bench")!r})
+            import host_overhead as mock, torch
+            mock.install_mock()
+            x = mock.mock_cuda(torch.zeros(2200 * 32 * 40))
+            kernel(x, 40, 32, 2200)
+            try:
+                kernel(x, 40, 32, 70000)
+            except ValueError as e:
+                print(e)
+    """, env={"TILEC_CACHE_DIR": str(tmp_path / "cache"), "TILEC_ARCH": "sm_80"})
+    assert out[0] == "['cdiv(n, 16)', 'heads', 'batch']"
+    grids = [c.split(" block=")[0] for c in launches(calls)]
+    assert grids == ["launch fill grid=3,32,2200"] * (1 if torch is None else 2)
+    if torch is not None:
+        assert out[1].endswith("grid[2] 'batch' (batch=70000) = 70000, outside the launchable range "
+                               "[1, 65535] (CUDA's limit for gridDim.z)")
