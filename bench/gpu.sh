@@ -82,10 +82,26 @@ if compgen -G "$ARTIFACTS/extra/flash_fwd*.json" >/dev/null; then
     --summary "$LOGS/check_extra_summary.txt" 2>&1 | tee "$LOGS/check_extra.log" || failed+=("correctness (extra)")
 fi
 
+# flash_attn's variants (GQA, causal with seqlen_q != seqlen_k, windows,
+# softcap, ALiBi, varlen, head dims 59..256) through the flash_attn API, with
+# the kernels scripts/build_artifacts.py wrote to <artifacts>/variants.
+HAVE_VARIANTS=
+if compgen -G "$ARTIFACTS/variants/flash_fwd*.json" >/dev/null; then
+  HAVE_VARIANTS=1
+  step "correctness, flash_attn variants ($ARTIFACTS/variants)"
+  run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --variants \
+    --summary "$LOGS/check_variants_summary.txt" 2>&1 | tee "$LOGS/check_variants.log" \
+    || failed+=("correctness (variants)")
+fi
+
 for tool in ${SANITIZE//,/ }; do
   step "compute-sanitizer $tool (small cases)"
   run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --sanitize "$tool" \
     2>&1 | tee "$LOGS/sanitize_$tool.log" || failed+=("sanitize $tool")
+  if [ -n "$HAVE_VARIANTS" ]; then
+    run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --variants --sanitize "$tool" \
+      2>&1 | tee "$LOGS/sanitize_variants_$tool.log" || failed+=("sanitize $tool (variants)")
+  fi
 done
 
 step "benchmark"
@@ -103,6 +119,7 @@ step "summary"
 echo "correctness:"
 cat "$LOGS/check_summary.txt" 2>/dev/null || echo "  (no summary: see $LOGS/check.log)"
 cat "$LOGS/check_extra_summary.txt" 2>/dev/null || true
+cat "$LOGS/check_variants_summary.txt" 2>/dev/null || true
 echo
 echo "host overhead (us per call):"
 cat "$LOGS/host_overhead.md" 2>/dev/null || true

@@ -298,11 +298,12 @@ def find_prebuilt(name, text, arch=None, options=None):
     (build_options(); default: the defaults) written by
     scripts/build_artifacts.py, in $TILEC_ARTIFACTS (folders separated by
     ':') or <repo>/build/artifacts (and its extra/ folder of other head
-    dims); None if there is none. Lets a GPU host without LLVM launch DSL
+    dims and variants/ folder of flash_attn's variants); None if there is none. Lets a GPU host without LLVM launch DSL
     kernels."""
     folders = os.environ.get("TILEC_ARTIFACTS")
     default = Path(__file__).resolve().parents[2] / "build" / "artifacts"
-    folders = folders.split(os.pathsep) if folders else [default, default / "extra"]
+    folders = folders.split(os.pathsep) if folders else [default, default / "extra",
+                                                         default / "variants"]
     digest = ir_digest(text, build_options() if options is None else options)
     for folder in folders:
         folder = Path(folder)
