@@ -184,10 +184,26 @@ def bench_config(fk, seqlen, flex, args, failures):
     return row
 
 
+def caught_launch(call):
+    """The prepared launch `call` (a tilec.flash_attn_func call) makes, as a
+    callable with its arguments bound: the launcher-only figure, whatever the
+    core's key and argument list."""
+    from tilec import runtime
+
+    caught = []
+    launch_on = runtime.launch_on
+    runtime.launch_on = lambda device, launch, args, stream, grid=None: caught.append((launch, args, stream))
+    try:
+        call()
+    finally:
+        runtime.launch_on = launch_on
+    launch, args, stream = caught[0]
+    return lambda: launch(args, stream, None)
+
+
 def bench_small(args, failures):
     """The small-call table: each SMALL_SHAPES call through the public APIs
     (tilec.flash_attn_func, torch SDPA), GPU idle before each call."""
-    runtime = load_runtime()
     lines = ["| " + " | ".join(SMALL_COLUMNS) + " |",
              "|---|" + "---:|" * (len(SMALL_COLUMNS) - 1)]
     for batch, heads, seqlen, d, dtype_name, causal in SMALL_SHAPES:
@@ -195,24 +211,16 @@ def bench_small(args, failures):
         q, k, v = (torch.randn(batch, seqlen, heads, d, device="cuda", dtype=dtype) for _ in range(3))
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
         scale = d ** -0.5
-        from tilec import flash_attn
-
-        flash_attn_launch = None
+        api = lambda: tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)  # noqa: E731
+        launcher = None
         try:
-            flash_attn_launch = flash_attn._GPU_LAUNCHES[(dtype_name, d, causal, q.get_device())]
+            launcher = caught_launch(api)
         except Exception as e:
             print(f"  tilec n/a for {dtype_name} d{d}: {type(e).__name__}: {e}")
-        o = torch.empty_like(q)
-        lse = torch.empty(batch, heads, seqlen, device="cuda", dtype=torch.float32)
-        st = lambda t: tuple(t.stride())  # noqa: E731
-        prepared = (q, k, v, o, lse, seqlen, seqlen, heads, batch, *st(q)[:3], *st(k)[:3],
-                    *st(v)[:3], *st(o)[:3], *st(lse)[:2], scale)
-        stream = runtime.raw_stream(q.get_device())
         sdpa = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)  # noqa: E731
         calls = {
-            "tilec": (lambda: tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal),
-                      contextlib.nullcontext),
-            "tilec launcher": (lambda: flash_attn_launch(prepared, stream, None), contextlib.nullcontext),
+            "tilec": (api, contextlib.nullcontext),
+            "tilec launcher": (launcher, contextlib.nullcontext),
             "FA2": (sdpa, lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
             "cuDNN": (sdpa, lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)),
         }

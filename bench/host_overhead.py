@@ -17,7 +17,7 @@ it never fills), median over many calls after a warm-up:
 --mock runs the same Python and C++ path on a machine without a GPU:
 test/runtime/fake_libcuda.c stands in for the driver (cuLaunchKernel is a
 no-op), and CPU tensors pose as CUDA ones (a tensor subclass whose device is
-cuda:0; torch.empty ignores the device). It measures everything but the real
+cuda:0; torch.empty/zeros ignore the device). It measures everything but the real
 driver call, a little pessimistically (the subclass's device properties are
 Python); it needs the _tilec compiler to build the kernel once.
 """
@@ -57,7 +57,7 @@ def measure(mock, iters, dtype_name, causal):
     import torch
 
     import tilec
-    from tilec import flash_attn, runtime
+    from tilec import runtime
 
     dtype = getattr(torch, dtype_name)
     b, s, h, d = SHAPE["batch"], SHAPE["seqlen"], SHAPE["heads"], SHAPE["head_dim"]
@@ -69,14 +69,16 @@ def measure(mock, iters, dtype_name, causal):
         sync = torch.cuda.synchronize
     call = lambda: tilec.flash_attn_func(q, k, v, causal=causal)  # noqa: E731
     call()
-    # The launcher alone, with the arguments flash_attn_func passes it.
-    launch = flash_attn._GPU_LAUNCHES[(dtype_name, d, causal, 0)]
-    o = torch.empty_like(q)
-    lse = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
-    st = lambda t: tuple(t.stride())  # noqa: E731
-    sq, so, sl = st(q), st(o), st(lse)
-    args = (q, k, v, o, lse, s, s, h, b, *sq[:3], *sq[:3], *sq[:3], *so[:3], sl[0], sl[1], d ** -0.5)
-    stream = runtime.raw_stream(0)
+    # The launcher alone, with the arguments flash_attn_func passes it: caught
+    # from one call (whatever the core's key and argument list are).
+    caught = []
+    launch_on = runtime.launch_on
+    runtime.launch_on = lambda device, launch, args, stream, grid=None: caught.append((launch, args, stream))
+    try:
+        call()
+    finally:
+        runtime.launch_on = launch_on
+    launch, args, stream = caught[0]
     rows = {
         "tilec.flash_attn_func": host_us(call, iters, sync),
         "tilec launcher only": host_us(lambda: launch(args, stream, None), iters, sync),
@@ -123,18 +125,16 @@ def _MockCuda():
 
 
 def install_mock():
-    """In the child process: torch.empty ignores the device; the current
-    stream and device are 0."""
+    """In the child process: torch.empty and torch.zeros ignore the device;
+    the current stream and device are 0."""
     import torch
 
     from tilec import runtime
 
-    empty = torch.empty
+    def on_host(make):
+        return lambda *shape, device=None, **kw: make(*shape, **kw)
 
-    def empty_on_host(*shape, device=None, **kw):
-        return empty(*shape, **kw)
-
-    torch.empty = empty_on_host
+    torch.empty, torch.zeros = on_host(torch.empty), on_host(torch.zeros)
     runtime._raw_stream = lambda index: 0
     runtime._current_device = lambda: 0
 
