@@ -235,3 +235,89 @@ def test_current_stream_is_used():
         got = tilec.flash_attn_func(q2, k, v)
     side.synchronize()
     assert torch.equal(got, want)
+
+
+# -- the fast path launches what the general path launches ---------------------------
+
+
+def _posing_as_cuda(monkeypatch):
+    """CPU tensors posing as CUDA (bench/host_overhead.py's mock) and every
+    launch caught instead of made: [(key, args, stream)]."""
+    import importlib.util
+    from pathlib import Path
+
+    from tilec import flash_attn, runtime
+
+    spec = importlib.util.spec_from_file_location(
+        "host_overhead", Path(__file__).resolve().parents[2] / "bench" / "host_overhead.py")
+    mock = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mock)
+    for name in ("empty", "zeros"):
+        make = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *shape, device=None, make=make, **kw: make(*shape, **kw))
+    monkeypatch.setattr(runtime, "raw_stream", lambda index: 0)
+    monkeypatch.setattr(flash_attn, "_GPU_LAUNCHES", LaunchCache(lambda key: key))
+    caught = []
+    monkeypatch.setattr(runtime, "launch_on", lambda device, launch, args, stream, grid=None:
+                        caught.append((launch, args, stream)))
+    return mock.mock_cuda, caught
+
+
+def _launch_signature(args):
+    """A launch's arguments with tensors as (shape, stride, dtype)."""
+    return tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+@pytest.mark.parametrize("dtype, causal, scale, shape_q, shape_k", [
+    (torch.float16, False, None, (2, 70, 3, 64), (2, 70, 3, 64)),
+    (torch.bfloat16, True, 0.3, (1, 33, 4, 128), (1, 33, 4, 128)),
+    (torch.float16, True, None, (3, 1, 2, 32), (3, 1, 2, 32)),
+])
+def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, dtype, causal, scale, shape_q, shape_k):
+    from tilec import flash_attn
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    used_fast = []
+    fast = flash_attn._gpu_fast_path
+    monkeypatch.setattr(flash_attn, "_gpu_fast_path",
+                        lambda *a, **kw: used_fast.append(fast(*a, **kw) is not None) or None)
+    tensors = [torch.randn(s).to(dtype) for s in (shape_q, shape_k, shape_k)]
+
+    def misaligned(t):  # the same values one element into a buffer: rows not 16-byte aligned
+        buf = torch.empty(t.numel() + 1, dtype=t.dtype)
+        view = buf[1:].view(t.shape)
+        view.copy_(t)
+        return view
+
+    # The fast path taken for aligned inputs (recorded, then its result dropped
+    # so the general path runs too, on the same call), not for misaligned ones.
+    tilec.flash_attn_func(*(cuda(t) for t in tensors), softmax_scale=scale, causal=causal)
+    tilec.flash_attn_func(*(cuda(misaligned(t)) for t in tensors), softmax_scale=scale, causal=causal)
+    assert used_fast == [True, False]
+    assert len(caught) == 3  # fast, general (same call), general (misaligned)
+    (key_fast, args_fast, _), (key_general, args_general, _), (key_copy, args_copy, _) = caught
+    # (The misaligned inputs' copies are plain CPU tensors here, device -1.)
+    assert key_fast == key_general and key_fast[:-1] == key_copy[:-1] and key_fast[-1] == 0
+    assert _launch_signature(args_fast) == _launch_signature(args_general) == _launch_signature(args_copy)
+
+
+@needs_gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_fast_path_bitwise_general_path(causal):
+    # Aligned inputs take the fast path; the same values one element into a
+    # buffer (rows not 16-byte aligned) take the general path, which copies
+    # them: same kernel, same arguments, the same bits.
+    q, k, v = qkv(torch.bfloat16, b=2, sq=300, sk=300, h=4, d=64, device="cuda")
+
+    def misaligned(t):
+        buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+        view = buf[1:].view(t.shape)
+        view.copy_(t)
+        return view
+
+    fast, fast_lse = tilec.flash_attn_func(q, k, v, causal=causal, return_lse=True)
+    slow, slow_lse = tilec.flash_attn_func(*(misaligned(t) for t in (q, k, v)), causal=causal,
+                                           return_lse=True)
+    assert torch.equal(fast, slow) and torch.equal(fast_lse, slow_lse)
+    ref, _ = reference(q.cpu(), k.cpu(), v.cpu(), 64 ** -0.5, causal)
+    assert rel_err(fast.cpu(), ref) < REL_TOL[torch.bfloat16]
