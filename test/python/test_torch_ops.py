@@ -264,8 +264,16 @@ def _posing_as_cuda(monkeypatch):
 
 
 def _launch_signature(args):
-    """A launch's arguments with tensors as (shape, stride, dtype)."""
-    return tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+    """A launch's arguments with arrays as (shape, strides in elements, dtype
+    name) (the mock's copies of misaligned inputs are plain CPU tensors, and a
+    core may then pick numpy buffers for them)."""
+    def sig(a):
+        if isinstance(a, torch.Tensor):
+            return tuple(a.shape), a.stride(), str(a.dtype).replace("torch.", "")
+        if isinstance(a, np.ndarray):
+            return a.shape, tuple(s // a.itemsize for s in a.strides), str(a.dtype)
+        return a
+    return tuple(sig(a) for a in args)
 
 
 @pytest.mark.parametrize("dtype, causal, scale, shape_q, shape_k", [
