@@ -329,3 +329,24 @@ def test_gpu_fast_path_bitwise_general_path(causal):
     assert torch.equal(fast, slow) and torch.equal(fast_lse, slow_lse)
     ref, _ = reference(q.cpu(), k.cpu(), v.cpu(), 64 ** -0.5, causal)
     assert rel_err(fast.cpu(), ref) < REL_TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("shape_q, shape_k, kw", [
+    ((2, 40, 4, 64), (2, 90, 2, 64), dict(causal=True)),                      # GQA, bottom-right causal
+    ((1, 50, 2, 64), (1, 50, 1, 64), dict(window_size=(16, 0))),              # MQA, sliding window
+    ((2, 33, 2, 32), (2, 33, 2, 32), dict(softcap=30.0, causal=True)),        # softcap
+])
+def test_gpu_fast_path_variants_launch_like_the_general_path(monkeypatch, shape_q, shape_k, kw):
+    from tilec import flash_attn
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    used_fast = []
+    fast = flash_attn._gpu_fast_path
+    monkeypatch.setattr(flash_attn, "_gpu_fast_path",
+                        lambda *a, **k: used_fast.append(fast(*a, **k) is not None) or None)
+    tensors = [torch.randn(s).half() for s in (shape_q, shape_k, shape_k)]
+    tilec.flash_attn_func(*(cuda(t) for t in tensors), **kw)
+    assert used_fast == [True] and len(caught) == 2
+    (key_fast, args_fast, _), (key_general, args_general, _) = caught
+    assert key_fast == key_general
+    assert _launch_signature(args_fast) == _launch_signature(args_general)
