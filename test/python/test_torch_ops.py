@@ -257,6 +257,9 @@ def _posing_as_cuda(monkeypatch):
         monkeypatch.setattr(torch, name, lambda *shape, device=None, make=make, **kw: make(*shape, **kw))
     monkeypatch.setattr(runtime, "raw_stream", lambda index: 0)
     monkeypatch.setattr(flash_attn, "_GPU_LAUNCHES", LaunchCache(lambda key: key))
+    for cache in ("_DUMMIES", "_FAST_DUMMIES"):  # per-device buffers made here stay here
+        if hasattr(flash_attn, cache):
+            monkeypatch.setattr(flash_attn, cache, {})
     caught = []
     monkeypatch.setattr(runtime, "launch_on", lambda device, launch, args, stream, grid=None:
                         caught.append((launch, args, stream)))
