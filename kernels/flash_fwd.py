@@ -106,8 +106,9 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
         acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
         m = m_new
     out, lse_rows = acc / l[:, None], m + tl.log(l)         # O = diag(l)⁻¹·acc, lse = m + log(l)
-    if CAUSAL or WINDOW:  # rows that saw no key (m = -inf, or -1e30): out = 0, lse = +inf
-        out = tl.where(m[:, None] <= -1e30, 0.0, out)
-        lse_rows = tl.where(m <= -1e30, float("inf"), lse_rows)
+    if CAUSAL or WINDOW:  # rows that saw no key: out = 0, lse = +inf (a causal one is empty in every block)
+        empty = l == 0 if WINDOW else m == float("-inf")
+        out = tl.where(empty[:, None], 0.0, out)
+        lse_rows = tl.where(empty, float("inf"), lse_rows)
     tl.store(ov, (row0, 0), out.to(DTYPE))
     tl.store(lsev, (row0,), lse_rows)

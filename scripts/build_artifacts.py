@@ -11,7 +11,9 @@ runs bench/check_flash.py over every flash_fwd* manifest.
     scripts/build_artifacts.py [--arch sm_80] [--out build/artifacts]
 
 Needs the _tilec extension: put <build>/python on PYTHONPATH, or let this
-script find it in $TILEC_BUILD_DIR (default build/).
+script find it in $TILEC_BUILD_DIR (default build/); or a tilec CLI
+($TILEC_CLI, scripts/bundle.sh's build/tilec-bundle), which bench/gpu.sh
+uses to build these on a GPU host that has none.
 """
 import argparse
 import os

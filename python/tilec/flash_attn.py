@@ -147,7 +147,8 @@ def _select(dtype, head_dim, causal, window, softcap, alibi, arch="sm_80"):
     key = (dtype, head_dim, causal, window, softcap, alibi, arch)
     hit = _KERNELS.get(key)
     if hit is None:
-        config = strategy.flash_fwd_config(arch=arch, dtype=dtype, head_dim=head_dim, causal=causal)
+        config = strategy.flash_fwd_config(arch=arch, dtype=dtype, head_dim=head_dim, causal=causal,
+                                           window=window, softcap=softcap, alibi=alibi)
         kernel = flash_fwd_kernel().specialize(
             DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
             CAUSAL=causal, WINDOW=window, SOFTCAP=softcap, ALIBI=alibi, **config.constexprs())

@@ -172,7 +172,7 @@ class Kernel:
         num_stages = num_stages or self.num_stages
         smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
         copy_bounds = copy_bounds or self.copy_bounds
-        have_compiler = compiler.available()
+        have_compiler = compiler.can_compile()
         if have_compiler:
             arch = arch or compiler.default_arch()
         key = (arch, num_warps, num_stages, smem_epilogue, copy_bounds, run_tile_passes)
@@ -180,8 +180,9 @@ class Kernel:
         if art is not None:
             return art
         if not have_compiler:
-            # No compiler here (a GPU host without LLVM): use artifacts that
-            # scripts/build_artifacts.py built from this same IR and options.
+            # No compiler here (a GPU host without LLVM and without the tilec
+            # CLI bundle): use artifacts that scripts/build_artifacts.py built
+            # from this same IR and options.
             options = compiler.build_options(num_warps, num_stages, smem_epilogue, copy_bounds)
             art = compiler.find_prebuilt(self.name, self.ir, arch, options)
             if art is None:
@@ -213,7 +214,7 @@ class Kernel:
             from . import runtime, runtime_support
 
             runtime_support.require_gpu()
-            if arch is None and compiler.available():
+            if arch is None and compiler.can_compile():
                 arch = compiler.default_arch(device)
             art = self.compile(arch)
             launch = runtime.Kernel(art.manifest_path).prepare()

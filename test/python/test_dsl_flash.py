@@ -235,6 +235,7 @@ def test_prebuilt_artifacts_serve_hosts_without_compiler(tmp_path, monkeypatch):
     compiler.write_digest(tmp_path, result["name"], kernel.ir, kernel.build_options())
     monkeypatch.setenv("TILEC_ARTIFACTS", str(tmp_path))
     monkeypatch.setattr(compiler, "available", lambda: False)
+    monkeypatch.setattr(compiler, "compiler_kind", lambda: None)  # nor a tilec CLI
     kernel._compiled.clear()
     art = kernel.compile()
     assert art.manifest_path == str(tmp_path / "flash_fwd_f16_d64_causal.json")
