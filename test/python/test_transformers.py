@@ -73,17 +73,39 @@ def test_llama_logits_match_sdpa(kv_heads, monkeypatch):
     assert seen == [((2, 50, 4, 64), (2, 50, kv_heads or 4, 64), True)]
 
 
-def test_padding_mask_is_refused():
+@pytest.mark.parametrize("kv_heads", [2, 1])
+def test_padded_batch_matches_sdpa(kv_heads):
+    # Left padding (as generation pads) and right padding in one batch: tilec
+    # runs the valid tokens through flash_attn_varlen_func; their logits
+    # match sdpa's (padded positions are not compared: neither is meaningful).
+    if kv_heads != 2 and not gqa_supported():
+        pytest.skip("GQA: flash_attn_func does not take fewer KV heads yet (issue 15)")
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, head_dim=32)
-    model = LlamaForCausalLM(config).half().eval()
-    model.set_attn_implementation("tilec")
-    ids = torch.randint(0, 100, (2, 12))
-    mask = torch.ones(2, 12, dtype=torch.long)
-    mask[1, :3] = 0
-    with torch.no_grad(), pytest.raises(NotImplementedError, match=r"padded batches .* varlen"):
-        model(input_ids=ids, attention_mask=mask)
-    with torch.no_grad():  # an all-ones mask is no mask: it runs
+                         num_attention_heads=2, num_key_value_heads=kv_heads, head_dim=32)
+    seed = int(np.random.default_rng().integers(1 << 20))
+    ids = torch.randint(0, 100, (3, 20), generator=torch.Generator().manual_seed(seed))
+    mask = torch.ones(3, 20, dtype=torch.long)
+    mask[1, :7] = 0   # left padding
+    mask[2, 15:] = 0  # right padding
+    logits = {}
+    for impl in ("sdpa", "tilec"):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config).half().eval()
+        model.set_attn_implementation(impl)
+        with torch.no_grad():
+            logits[impl] = model(input_ids=ids, attention_mask=mask).logits.double()
+    valid = mask.bool()
+    got, want = logits["tilec"][valid], logits["sdpa"][valid]
+    assert ((got - want).norm() / want.norm()).item() < 3e-3
+    with torch.no_grad():  # an all-ones mask is no mask: the dense path
         model(input_ids=ids, attention_mask=torch.ones_like(mask))
+
+
+def test_four_d_mask_is_refused():
+    from tilec.integrations.transformers import tilec_attention_forward
+
+    q = torch.zeros(1, 2, 8, 32, dtype=torch.float16)
+    with pytest.raises(NotImplementedError, match=r"takes a \(batch, keys\) padding mask"):
+        tilec_attention_forward(torch.nn.Module(), q, q, q, torch.zeros(1, 1, 8, 8, dtype=torch.bool))
