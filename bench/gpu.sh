@@ -26,6 +26,8 @@
 #                     to append to bench/RESULTS.md)
 #   TILEC_SANITIZE    compute-sanitizer tools, comma-separated (default
 #                     memcheck; e.g. memcheck,racecheck; "" to skip)
+#   TILEC_BENCH_VARIANTS  if 1, also time flash_attn's variants against their
+#                     peers (bench/bench_variants.py: GQA, window, softcap, varlen)
 #   OUT               if set, logs, summaries and RESULTS.md are copied there
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -158,6 +160,12 @@ step "benchmark"
 run python3 bench/bench_flash.py --artifacts "$ARTIFACTS" --summary "$LOGS/bench_summary.md" \
   --plot "$LOGS/bench.png" \
   $BENCH_ARGS 2>&1 | tee "$LOGS/bench.log" || failed+=("benchmark")
+
+if [ "${TILEC_BENCH_VARIANTS:-0}" = 1 ]; then
+  step "benchmark, flash_attn variants"
+  run python3 bench/bench_variants.py --artifacts "$ARTIFACTS" 2>&1 | tee "$LOGS/bench_variants.log" \
+    || failed+=("benchmark (variants)")
+fi
 
 if [ -n "${OUT:-}" ]; then
   cp -r "$LOGS" "$OUT/"

@@ -57,6 +57,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
               SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
     tl.assume(scale > 0)  # FA2's scale folding needs it; flash_attn_func maps scale <= 0 onto it
+    if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701 (it then folds into exp2's constant like the scale)
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
     # Views of this (batch, head)'s rows: seqlen x head_dim.
@@ -91,7 +92,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
             mask = cols < seqlen_k                          # keys past seqlen_k do not exist
         if ALIBI:
-            s = s - slope[:, None] * tl.maximum(rows - kq, kq - rows).to(tl.float32)
+            dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)  # causal: kq <= rows
+            s = s - slope[:, None] * dist.to(tl.float32)
         if CAUSAL:
             mask = mask & (kq <= rows)
         if WINDOW:

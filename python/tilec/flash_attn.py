@@ -87,6 +87,7 @@ def _to_numpy(t):
         return t
     import torch
 
+    t = t.detach()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view("uint16")
     return t.numpy()
@@ -190,7 +191,7 @@ def _check_qkv(fn, q, k, v, rank):
     for name, t in zip(names, tensors):
         if _device(t) != _device(q):
             raise ValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
-        if t.shape[-1] > 1 and _strides(t)[-1] != 1:
+        if t.shape[-1] > 1 and 0 not in t.shape and _strides(t)[-1] != 1:
             raise ValueError(f"{fn}: '{name}' must be contiguous in its last dimension "
                              f"(strides {_strides(t)})")
     hq, hk = q.shape[-2], k.shape[-2]
@@ -315,7 +316,11 @@ def _lse_fill(lse):
 
 
 def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
-            batch, seqlen_q, seqlen_k, heads, heads_k, head_dim):
+            batch, seqlen_q, seqlen_k, heads, heads_k, head_dim, out=None, lse=None):
+    """Runs the kernel; returns (out, lse). `out` (batch, seqlen_q, heads,
+    head_dim padded to a multiple of 8) and `lse` (batch, heads, seqlen_q),
+    any strides with a contiguous last dimension, are written when given
+    (varlen passes views of its packed outputs)."""
     causal, window, left, right = mode
     padded = -(-head_dim // 8) * 8
     if padded != head_dim:  # rows move in 16-byte vectors: pad as flash_attn does
@@ -339,8 +344,8 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
         # come back as itself.
         q, k, v = (t if _rows_aligned(t) else t.clone(memory_format=torch.contiguous_format)
                    for t in (q, k, v))
-    o = _empty(q, (batch, seqlen_q, heads, padded), "same")
-    lse = _empty(q, (batch, heads, seqlen_q), "f32")
+    o = _empty(q, (batch, seqlen_q, heads, padded), "same") if out is None else out
+    lse = _empty(q, (batch, heads, seqlen_q), "f32") if lse is None else lse
     slopes = _dummy_f32(q) if alibi_slopes is None else alibi_slopes
     stride_alibi_b = 0 if alibi_slopes is None or len(alibi_slopes.shape) == 1 else _strides(alibi_slopes)[0]
     if seqlen_k == 0:  # no key at all: every row is empty
@@ -530,12 +535,11 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
                              f"(the keys of sequence {b})")
         len_k = used
     mode = _mask_mode(causal, window_left, window_right, max_seqlen_q, max_seqlen_k, alibi_slopes)
-    out = _empty(q, (total_q, heads, head_dim), "same")
-    lse = _lse_fill(_empty(q, (heads, total_q), "f32"))
-    if total_q:
-        out[...] = 0
-    # One launch per sequence until the kernel reads cu_seqlens itself
-    # (that needs scalar loads in the DSL).
+    padded = -(-head_dim // 8) * 8
+    out = _empty(q, (total_q, heads, padded), "same")
+    lse = _empty(q, (heads, total_q), "f32")
+    # One launch per sequence, writing into views of the packed outputs,
+    # until the kernel reads cu_seqlens itself (that needs scalar loads).
     for b in range(batch):
         q0, q1, k0 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b])
         k1 = k0 + int(len_k[b])
@@ -544,12 +548,10 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
         slopes = alibi_slopes
         if alibi_slopes is not None and len(alibi_slopes.shape) == 2:
             slopes = alibi_slopes[b]
-        o_b, lse_b = _launch(fn, q[q0:q1][None], k[k0:k1][None], v[k0:k1][None], dtype, on_gpu,
-                             scale, mode, softcap, slopes, 1, q1 - q0, k1 - k0, heads, heads_k,
-                             head_dim)
-        out[q0:q1] = o_b[0]
-        lse[:, q0:q1] = lse_b[0]
-    return out, lse
+        _launch(fn, q[q0:q1][None], k[k0:k1][None], v[k0:k1][None], dtype, on_gpu, scale, mode,
+                softcap, slopes, 1, q1 - q0, k1 - k0, heads, heads_k, head_dim,
+                out=out[q0:q1][None], lse=lse[:, q0:q1][None])
+    return (out if padded == head_dim else out[..., :head_dim]), lse
 
 
 # ---------------------------------------------------------------------------

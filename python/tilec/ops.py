@@ -51,13 +51,15 @@ def _flash_attn_forward_fake(q, k, v, softmax_scale, causal, window_left, window
                              alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              seqused_k, fn):
     f32 = dict(dtype=torch.float32, device=q.device)
-    if cu_seqlens_q is not None:  # varlen: out (total_q, h, d) contiguous, lse (h, total_q)
-        total_q, heads, _ = q.shape
-        return torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty((heads, total_q), **f32)
-    batch, seqlen_q, heads, head_dim = q.shape
-    # out: a (b, sq, h, d) view of a buffer whose rows are padded to a
-    # multiple of 8 (the head dims the kernel takes), as the core returns it.
+    # out: a view of a buffer whose rows are padded to a multiple of 8 (the
+    # head dims the kernel takes), as the core returns it.
+    head_dim = q.shape[-1]
     padded = -(-head_dim // 8) * 8
+    if cu_seqlens_q is not None:  # varlen: out (total_q, h, d), lse (h, total_q)
+        total_q, heads, _ = q.shape
+        out = torch.empty_strided(q.shape, (heads * padded, padded, 1), dtype=q.dtype, device=q.device)
+        return out, torch.empty((heads, total_q), **f32)
+    batch, seqlen_q, heads, _ = q.shape
     out = torch.empty_strided(q.shape, (seqlen_q * heads * padded, heads * padded, padded, 1),
                               dtype=q.dtype, device=q.device)
     return out, torch.empty((batch, heads, seqlen_q), **f32)

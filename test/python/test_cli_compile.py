@@ -184,13 +184,13 @@ def test_find_cli_prefers_env_then_the_unpacked_bundle(monkeypatch):
 def reference(q, k, v, scale, causal):
     q, k, v = (x.astype(np.float64) for x in (q, k, v))
     s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
-    if causal:  # bottom-right aligned, as flash_attn >= 2.1; rows that see no key give 0
+    if causal:  # flash_attn's bottom-right alignment: query i sees keys j <= i + sk - sq
         sq, sk = s.shape[-2:]
         s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq, s, -np.inf)
     m = s.max(-1, keepdims=True)
     p = np.exp(s - np.where(np.isfinite(m), m, 0))
     l = p.sum(-1, keepdims=True)
-    return np.einsum("bhqk,bkhd->bqhd", p / np.where(l > 0, l, 1), v)
+    return np.einsum("bhqk,bkhd->bqhd", np.where(l > 0, p / np.where(l > 0, l, 1), 0), v)  # rows with no key: 0
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -213,16 +213,15 @@ def test_run_cpu_cli_errors_and_negative_strides(cli):
     kernel = flash_fwd_kernel().specialize(HEAD_DIM=64)
     q = np.zeros((1, 8, 2, 64), np.float16)
     o, lse = np.empty_like(q), np.empty((1, 2, 8), np.float32)
-    slopes = np.zeros(4, np.float32)  # ALiBi off: not read
-    # (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch, kv_group, 14 strides,
-    # scale, window_left, window_right, softcap, alibi, stride_alibi_b)
-    args = [q, q, q, o, lse, 8, 8, 2, 1, 1] + [1] * 14 + [-0.5, 0, 0, 1.0, slopes, 0]
-    scale = kernel.params.index(("scale", dict(kernel.params)["scale"]))
+    names = [n for n, _ in kernel.params]
+    values = {"q": q, "k": q, "v": q, "o": o, "lse": lse, "seqlen_q": 8, "seqlen_k": 8, "num_heads": 2,
+              "batch": 1, "scale": -0.5, "alibi": np.zeros(2, np.float32)}
+    args = [values.get(n, 1) for n in names]
     # The kernel assumes scale > 0: the CLI's runner refuses it as the extension's does.
     with pytest.raises(tilec.CompilationError,
-                       match=rf"argument {scale} \(scale\) of @flash_fwd_f16_d64 must be > 0 .*got -0.5"):
+                       match=rf"argument {names.index('scale')} \(scale\) of @flash_fwd_f16_d64 must be > 0 .*got -0.5"):
         kernel.run_cpu(*args, grid=(1, 2, 1))
-    args[0], args[scale] = q[:, ::-1], 0.125
+    args[0], args[names.index("scale")] = q[:, ::-1], 0.125
     with pytest.raises(ValueError, match=r"argument 0 has negative strides"):
         compiler.run_cpu(kernel.ir, kernel.source_name, kernel.name, args,
                          [t for _, t in kernel.params], (1, 2, 1))

@@ -92,6 +92,8 @@ DENSE = [
     (1, 40, 70, 2, 1, 192, dict(causal=True)),
     (1, 20, 30, 2, 1, 224, {}),
     (1, 20, 30, 2, 1, 256, dict(causal=True)),
+    (2, 50, 80, 4, 2, 64, dict(softmax_scale=-0.1, softcap=4.0, alibi="h")),   # scale < 0: (-q, 0.1)
+    (1, 50, 80, 2, 1, 64, dict(softmax_scale=0.0, causal=True)),              # every score 0
 ]
 
 
@@ -117,10 +119,31 @@ def test_flash_attn_func_variants(case):
     q, k, v = randn(rng, b, sq, hq, d), randn(rng, b, sk, hk, d), randn(rng, b, sk, hk, d)
     out, lse, s_dmask = tilec.flash_attn_func(q, k, v, alibi_slopes=slopes, return_attn_probs=True,
                                               **opts)
-    ref, ref_lse = attention_batch(q, k, v, d ** -0.5, opts.get("causal", False),
-                                   opts.get("window_size", (-1, -1)), opts.get("softcap", 0.0), slopes)
+    ref, ref_lse = attention_batch(q, k, v, opts.get("softmax_scale", d ** -0.5),
+                                   opts.get("causal", False), opts.get("window_size", (-1, -1)),
+                                   opts.get("softcap", 0.0), slopes)
     assert out.dtype == np.float16 and lse.dtype == np.float32 and s_dmask.size == 0
     check(out, lse, ref, ref_lse)
+
+
+@needs_cpu
+def test_no_keys_and_no_queries():
+    """seqlen_k = 0: every row is empty (out 0, lse +inf); seqlen_q = 0: empty outputs."""
+    q, k, v = small((2, 5, 4, 64), (2, 0, 2, 64))
+    out, lse, _ = tilec.flash_attn_func(q, k, v, return_attn_probs=True)
+    assert (out == 0).all() and np.isposinf(lse).all() and lse.shape == (2, 4, 5)
+    q, k, v = small((2, 0, 4, 64), (2, 7, 2, 64))
+    out, lse, _ = tilec.flash_attn_func(q, k, v, return_attn_probs=True)
+    assert out.shape == (2, 0, 4, 64) and lse.shape == (2, 4, 0)
+
+
+@needs_cpu
+def test_torch_inputs_that_require_grad():
+    torch = pytest.importorskip("torch")
+    q = torch.randn(1, 20, 2, 64, dtype=torch.float16, requires_grad=True)
+    out = tilec.flash_attn_func(q, q.detach(), q.detach(), causal=True)
+    ref, _ = attention_batch(*(q.detach().float().numpy(),) * 3, 0.125, True)
+    assert rel_err(out.float().numpy(), ref) < REL_TOL["float16"]
 
 
 @needs_cpu
@@ -170,6 +193,7 @@ VARLEN = [
     ([1, 17, 100], [100, 17, 1], 2, 1, 64, dict(causal=True, alibi="bh")),
     ([40, 80], [90, 30], 2, 2, 48, dict(window_size=(12, 4), softcap=6.0)),
     ([30, 0, 64], [30, 5, 64], 4, 1, 64, dict(window_size=(-1, 0), alibi="h")),
+    ([7, 20], [0, 33], 2, 1, 59, dict(causal=True)),                   # no keys; head_dim padded
 ]
 
 

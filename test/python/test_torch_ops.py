@@ -115,6 +115,18 @@ def test_custom_op_fake_matches_real_layout():
             fake = ops.flash_attn_forward(*(mode.from_tensor(t) for t in (q, k, v)), None, False, *rest)
         for r, f in zip(real, fake):
             assert (r.shape, r.dtype, r.stride()) == (f.shape, f.dtype, f.stride())
+    # varlen: two sequences packed, head_dim 20 (padded rows) and 16.
+    for d in (16, 20):
+        q, k, v = (t[0] for t in qkv(torch.float16, b=1, sq=30, sk=30, h=2, d=d))
+        cu = torch.tensor([0, 12, 30], dtype=torch.int32)
+        args = (None, True, -1, -1, 0.0, None, cu, cu, 18, 18, None, "flash_attn_varlen_func")
+        real = ops.flash_attn_forward(q, k, v, *args)
+        with FakeTensorMode() as mode:
+            fake = ops.flash_attn_forward(*(mode.from_tensor(t) for t in (q, k, v)), None, True,
+                                          -1, -1, 0.0, None, mode.from_tensor(cu), mode.from_tensor(cu),
+                                          18, 18, None, "flash_attn_varlen_func")
+        for r, f in zip(real, fake):
+            assert (r.shape, r.dtype, r.stride()) == (f.shape, f.dtype, f.stride())
 
 
 class Block(torch.nn.Module):
