@@ -102,7 +102,8 @@ step "runtime tests"
 run python3 -m pytest -q -rs test/runtime 2>&1 | tee "$LOGS/pytest.log" || failed+=("runtime tests")
 
 step "torch integration (custom op, torch.compile, CUDA graphs, streams)"
-run python3 -m pytest -q -rs test/python/test_torch_ops.py 2>&1 | tee "$LOGS/pytest_torch.log" \
+PYTHONPATH="$PWD/python:$PYTHONPATH" run python3 -m pytest -q -rs test/python/test_torch_ops.py 2>&1 \
+  | tee "$LOGS/pytest_torch.log" \
   || failed+=("torch integration tests")
 
 step "host overhead per call (bench/host_overhead.py)"
