@@ -50,6 +50,9 @@ def flash_attn_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 def _flash_attn_forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                              alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              seqused_k, fn):
+    # The core's O(1) layout checks hold for fake tensors too: a bad call
+    # fails while tracing, with the eager error.
+    _flash_attn._check_qkv(fn, q, k, v, 3 if cu_seqlens_q is not None else 4)
     f32 = dict(dtype=torch.float32, device=q.device)
     # out: a view of a buffer whose rows are padded to a multiple of 8 (the
     # head dims the kernel takes), as the core returns it.

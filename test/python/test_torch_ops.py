@@ -173,6 +173,16 @@ def test_torch_compile_fullgraph_cpu(backend):
         assert rel_err(got, want.double()) < 1e-2
 
 
+def test_torch_compile_bad_call_fails_while_tracing_with_the_eager_error():
+    def fn(q, k, v):
+        return tilec.flash_attn_func(q, k, v)
+
+    q, k, v = qkv(torch.float16, d=32)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"'v' must be float16 or bfloat16, got float32"):
+        torch.compile(fn, fullgraph=True, backend="aot_eager")(q, k, v.float())
+
+
 def test_launch_cache_builds_once_per_key():
     built = []
     cache = LaunchCache(lambda key: built.append(key) or f"launcher {key}")
