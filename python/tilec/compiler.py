@@ -215,14 +215,16 @@ def run_pipeline(text, pipeline, source_name="<tilec>"):
     return _call(native().run_pipeline, text, pipeline, source_name)
 
 
-def default_arch():
+def default_arch(device=None):
+    """$TILEC_ARCH, else the arch of GPU `device` (an index; default the
+    current one), else sm_80."""
     if os.environ.get("TILEC_ARCH"):
         return os.environ["TILEC_ARCH"]
     try:
         import torch
 
         if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
+            major, minor = torch.cuda.get_device_capability(device)
             return "sm_90a" if major >= 9 else "sm_80"
     except ImportError:
         pass
