@@ -2323,6 +2323,8 @@ LogicalResult KernelLowering::run() {
     numWarps = attr.getInt();
   else
     return func.emitError() << "kernel has no tile.num_warps: run tile-partition-warps first";
+  if (failed(tilec::checkNumWarps(func, "tile.num_warps", numWarps)))
+    return failure();
   auto gridAttr = func->getAttrOfType<ArrayAttr>("tile.grid");
   if (!gridAttr || gridAttr.size() != 3 ||
       !llvm::all_of(gridAttr, [](Attribute a) { return isa<StringAttr>(a); }))

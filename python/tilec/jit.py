@@ -18,6 +18,14 @@ class JITFunction:
 
     def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2,
                  smem_epilogue=True, copy_bounds="row"):
+        # Knobs given as numbers are checked here, at the decorator; a name
+        # of a constexpr is checked when the kernel is specialized.
+        if not isinstance(num_warps, str):
+            compiler.check_num_warps(num_warps, f"{fn.__name__}: num_warps")
+        if not isinstance(num_stages, str):
+            compiler.check_num_stages(num_stages, f"{fn.__name__}: num_stages")
+        if not isinstance(smem_epilogue, str):
+            compiler.check_flag(smem_epilogue, f"{fn.__name__}: smem_epilogue")
         self.fn = fn
         self.grid = grid
         self.name = name
@@ -59,22 +67,27 @@ class JITFunction:
             text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid,
                                                     self._variant(full))
             kernel = Kernel(self, name, text, params, bound)
-            kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full)
-            kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full)
-            kernel.smem_epilogue = bool(self._launch_knob("smem_epilogue", self.smem_epilogue, full))
+            kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full,
+                                                 compiler.check_num_warps)
+            kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full,
+                                                  compiler.check_num_stages)
+            kernel.smem_epilogue = self._launch_knob("smem_epilogue", self.smem_epilogue, full,
+                                                     compiler.check_flag)
             kernel.copy_bounds = self._copy_bounds(full)
             self._kernels[key] = kernel
         return kernel
 
-    def _launch_knob(self, what, value, constexprs):
-        """`num_warps`/`num_stages` is an int, or the name of a constexpr that
-        holds it (a knob the strategy table and the tuner set per variant)."""
+    def _launch_knob(self, what, value, constexprs, check):
+        """`num_warps`/`num_stages`/`smem_epilogue` is a value, or the name of
+        a constexpr that holds it (a knob the strategy table and the tuner
+        set per variant); `check` refuses what the compiler cannot use,
+        naming the knob (and the constexpr) and the allowed values."""
         if isinstance(value, str):
             if value not in constexprs:
                 raise TypeError(f"{self.fn.__name__}: {what} names the constexpr "
                                 f"'{value}', which the kernel does not declare")
-            return int(constexprs[value])
-        return int(value)
+            return check(constexprs[value], f"{self.fn.__name__}: {what} (the constexpr {value})")
+        return check(value, f"{self.fn.__name__}: {what}")
 
     def _copy_bounds(self, constexprs):
         """`copy_bounds` is one of compiler.COPY_BOUNDS or, when it is not,
@@ -142,9 +155,13 @@ class Kernel:
         $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
         disk. Without the compiler extension, a prebuilt artifact of the same
         IR (compiler.find_prebuilt) is used instead."""
-        num_warps = num_warps or self.num_warps
-        num_stages = num_stages or self.num_stages
-        smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
+        # None means "this kernel's own"; 0 is a value (and refused), not a default.
+        num_warps = self.num_warps if num_warps is None else \
+            compiler.check_num_warps(num_warps, f"{self.name}: num_warps")
+        num_stages = self.num_stages if num_stages is None else \
+            compiler.check_num_stages(num_stages, f"{self.name}: num_stages")
+        smem_epilogue = self.smem_epilogue if smem_epilogue is None else \
+            compiler.check_flag(smem_epilogue, f"{self.name}: smem_epilogue")
         copy_bounds = copy_bounds or self.copy_bounds
         if not compiler.available():
             # No compiler here (a GPU host without LLVM): use artifacts that
