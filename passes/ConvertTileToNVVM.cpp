@@ -2334,6 +2334,10 @@ LogicalResult KernelLowering::run() {
   if (namesAttr && namesAttr.size() != func.getNumArguments())
     return func.emitError() << "tile.arg_names has " << namesAttr.size() << " names for "
                             << func.getNumArguments() << " parameters";
+  if (namesAttr)
+    for (auto [i, name] : llvm::enumerate(namesAttr))
+      if (!isa<StringAttr>(name))
+        return func.emitError() << "tile.arg_names[" << i << "] must be a string, got " << name;
   // Every name in a grid expression must be an integer parameter: the
   // runtime evaluates them from the launch arguments.
   llvm::StringSet<> integerParams;

@@ -36,6 +36,11 @@
 // RUN: sed 's/tile.kernel,/tile.kernel, tile.num_warps = 0 : i64,/' %s | not tile-opt -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=ATTR
 // ATTR: error: tile.num_warps: num-warps must be a power of two in [1, 16], got 0
 
+// Parameter names written by hand must be strings (they were cast blindly:
+// a crash the fuzzer's attribute mutations reach).
+// RUN: sed 's/tile.kernel,/tile.kernel, tile.arg_names = [1, "y", "n"],/' %s | not tile-opt -tile-partition-warps -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=NAMES
+// NAMES: error: tile.arg_names[0] must be a string, got 1 : i64
+
 // A register tile larger than a thread's register file (here 16 x 8192 f32
 // over one warp: 4096 per thread) is refused by layout assignment; lowering
 // it register by register would take minutes.
