@@ -152,3 +152,19 @@ def test_erf_in_a_child_process_exits_cleanly(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert "refused: 'math.erf'" in proc.stdout
+
+
+def test_math_of_python_numbers_gives_ieee_results():
+    y = np.full((1, 8), 7.0, dtype=np.float32)
+    mk.constant_math.specialize().run_cpu(y, grid=(1,))
+    out = y[0]
+    assert out[0] == np.inf and out[1] == -np.inf and np.isnan(out[2]) and np.isnan(out[3])
+    assert out[4] == np.float32(np.tanh(0.5)) and out[5] == 0.0 and out[6] == 3.0
+    assert out[7] == np.float32(np.cos(0.25))
+    assert "math." not in mk.constant_math.specialize().ir  # all folded
+
+
+def test_cdiv_by_a_constant_zero_is_a_compilation_error():
+    with pytest.raises(tilec.CompilationError, match=r"tl.cdiv\(constant 64, 0\): division by zero") as info:
+        mk.cdiv_by_zero.specialize()
+    assert "# <- cdiv 0" in str(info.value)
