@@ -63,9 +63,16 @@ class JITFunction:
             full = {n: p.default for n, p in sig.parameters.items()
                     if p.default is not inspect.Parameter.empty}
             full.update(constexprs)
-            name = self._kernel_name(full)
-            text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid,
-                                                    self._variant(full))
+            # `name` and `variant` may be the user's functions of the
+            # constexprs; a wrong constexpr (DTYPE=3) fails inside them first.
+            try:
+                name = self._kernel_name(full)
+                variant = self._variant(full)
+            except Exception as e:
+                given = ", ".join(f"{k}={v!r}" for k, v in sorted(constexprs.items()))
+                raise TypeError(f"{self.fn.__name__}: the kernel's name/variant could not be formed "
+                                f"from the constexprs ({given}): {type(e).__name__}: {e}") from e
+            text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid, variant)
             kernel = Kernel(self, name, text, params, bound)
             kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full,
                                                  compiler.check_num_warps)

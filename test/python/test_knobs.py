@@ -52,6 +52,9 @@ def test_knob_naming_a_missing_constexpr():
     (dict(NUM_STAGES=0), ValueError, r"num_stages \(the constexpr NUM_STAGES\) must be 1"),
     (dict(SMEM_EPILOGUE="x"), TypeError, r"smem_epilogue \(the constexpr SMEM_EPILOGUE\) must be a bool"),
     (dict(COPY_BOUNDS="x"), ValueError, r"copy_bounds must be one of"),
+    # The kernel's name function sees DTYPE first (it was a bare AttributeError).
+    (dict(DTYPE=3), TypeError, r"flash_fwd: the kernel's name/variant could not be formed from the "
+                               r"constexprs \(DTYPE=3\): AttributeError"),
 ])
 def test_constexpr_knobs_are_checked(constexprs, error, match):
     with pytest.raises(error, match=match):
@@ -82,7 +85,8 @@ def test_native_compile_refuses_num_warps_zero():
     (dict(BLOCK_M=48), r"cannot split the 48 rows of this tile.dot over 4 warps"),
     (dict(BLOCK_M=16), r"cannot split the 16 rows"),
     (dict(BLOCK_N=24), r"needs power-of-two sizes"),
-    (dict(BLOCK_N=0), r"tl.load shape must be a tuple of positive compile-time integers"),
+    (dict(BLOCK_N=0), r"tl.cdiv\(i32, 0\): division by zero"),
+    (dict(BLOCK_N=-16), r"tl.load shape must be a tuple of positive compile-time integers"),
     (dict(HEAD_DIM=0), r"tl.next_power_of_2\(0\): the argument must be positive"),
     # Too big: refused by layout assignment in seconds (it took minutes).
     (dict(BLOCK_M=4096), r"the tile 'tensor<4096x64xf32>' takes 2048 registers per thread over "
