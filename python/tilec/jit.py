@@ -232,7 +232,13 @@ class Kernel:
         written in place; bf16 as uint16 bit patterns) and Python numbers.
         `grid` is up to three ints."""
         self.check_args(args, cpu=True)
-        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        if not 1 <= len(grid) <= 3:
+            raise ValueError(f"{self.name}: grid has {len(grid)} dimensions; give 1 to 3")
+        for axis, g in enumerate(grid):
+            if isinstance(g, bool) or not hasattr(g, "__index__") or not 0 <= g < 2**31:
+                raise ValueError(f"{self.name}: grid[{axis}] must be an int in [0, 2^31), got {g!r}")
+        grid = tuple(g.__index__() for g in grid) + (1,) * (3 - len(grid))
         compiler.run_cpu(self.ir, self.source_name, self.name, args, [t for _, t in self.params],
                          grid, run_tile_passes)
 

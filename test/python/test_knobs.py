@@ -99,3 +99,17 @@ def test_block_sizes_are_checked(constexprs, match):
         flash_fwd_kernel().specialize(**constexprs).compile("sm_80")
     assert info.value.filename and info.value.filename.endswith("flash_fwd.py")
     assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("grid, match", [
+    ((-1,), r"copy: grid\[0\] must be an int in \[0, 2\^31\), got -1"),
+    ((2**64,), r"grid\[0\] must be an int in \[0, 2\^31\), got 18446744073709551616"),
+    ((1.5,), r"grid\[0\] must be an int .*got 1.5"),
+    ((1, 1, 1, 1), r"copy: grid has 4 dimensions; give 1 to 3"),
+    ((), r"grid has 0 dimensions"),
+])
+def test_cpu_grid_is_checked(grid, match):
+    import numpy as np
+    x = np.zeros((64, 64), np.float32)
+    with pytest.raises(ValueError, match=match):
+        _copy_kernel().specialize().run_cpu(x, x.copy(), 64, grid=grid)
