@@ -258,6 +258,12 @@ private:
   /// their constant byte offset from it (-1: a runtime offset). Pointers
   /// carried through loops or branches are not followed (no check for them).
   DenseMap<Value, std::pair<unsigned, int64_t>> pointerParam;
+  /// Pointer parameters some tile.store writes through (all of them when a
+  /// store's base is not traced to one): tile.load_scalar reads the others
+  /// with ld.global.nc.
+  llvm::SmallDenseSet<unsigned> storedParams;
+  bool storesUntraced = false;
+  LogicalResult lowerLoadScalar(LoadScalarOp op);
   /// Widest single global access (bytes) made through each pointer
   /// parameter: the launch manifest asks the runtime to check alignment.
   std::map<unsigned, int64_t> accessBytes;
@@ -697,7 +703,8 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
   SmallVector<Value> out;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, c[0], c[1])));
+    Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
+    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, row, c.back())));
   }
   return out;
 }
@@ -707,7 +714,8 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, c[0], c[1]));
+    Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
+    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, row, c.back()));
   }
 }
 
@@ -1981,17 +1989,17 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   // Same threads hold the same elements: only the register order differs.
   if (from.laneBases() == to.laneBases() && from.warpBases() == to.warpBases())
     return registerRemap(in, out, [](tilec::Coord c) { return c; }, op);
-  // General case: through a scratch tile in shared memory.
+  // General case: through an unswizzled scratch tile in shared memory, one
+  // element per access, so any row width works (a rank-1 tile is one row):
+  // the row vectors of kernels without dots (a softmax's sums meeting a
+  // second tile's layout) are the usual client.
   auto type = cast<RankedTensorType>(out.getType());
-  if (type.getRank() != 2)
+  if (type.getRank() > 2)
     return op.emitError() << "layout conversion of a rank-" << type.getRank()
                           << " tile through shared memory is not supported";
   int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  if (type.getDimSize(1) * elemBytes % kChunkBytes != 0)
-    return op.emitError() << "layout conversion through shared memory needs rows of whole "
-                             "16-byte chunks";
-  SharedTile scratch = allocateRegion(type.getDimSize(0), type.getDimSize(1), elemBytes,
-                                      /*swizzleBits=*/0);
+  SharedTile scratch = allocateRegion(type.getRank() == 2 ? type.getDimSize(0) : 1,
+                                      type.getShape().back(), elemBytes, /*swizzleBits=*/0);
   drainRegion(scratch);
   barrierBeforeFill();
   writeShared(scratch, from, regs[in]);
@@ -2161,6 +2169,29 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   return success();
 }
 
+/// The kernel parameter a pointer is (through tile.addptr), or null.
+static BlockArgument pointerRoot(Value ptr) {
+  while (auto add = ptr.getDefiningOp<AddPtrOp>())
+    ptr = add.getPtr();
+  return dyn_cast<BlockArgument>(ptr);
+}
+
+/// One element read by every thread of the program (a uniform load: the
+/// threads of a warp hit one address, one transaction). A buffer the kernel
+/// never writes is read through the non-coherent path (ld.global.nc, via
+/// LLVM's !invariant.load), which cu_seqlens and block tables are.
+LogicalResult KernelLowering::lowerLoadScalar(LoadScalarOp op) {
+  Type type = op.getType();
+  BlockArgument root = pointerRoot(op.getPtr());
+  bool readOnly = root && isa<func::FuncOp>(root.getOwner()->getParentOp()) && !storesUntraced &&
+                  !storedParams.contains(root.getArgNumber());
+  unsigned bytes = std::max<unsigned>(1, type.getIntOrFloatBitWidth() / 8);
+  mapping.map(op.getResult(), LLVM::LoadOp::create(b, type, scalar(op.getPtr()), bytes,
+                                                   /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                                   /*isInvariant=*/readOnly));
+  return success();
+}
+
 LogicalResult KernelLowering::lowerOp(Operation *op) {
   b.setLoc(op->getLoc());
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
@@ -2224,6 +2255,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     views[view.getResult()] = info;
     return success();
   }
+  if (auto load = dyn_cast<LoadScalarOp>(op))
+    return lowerLoadScalar(load);
   if (auto load = dyn_cast<LoadOp>(op))
     return lowerLoad(load);
   if (auto store = dyn_cast<StoreOp>(op))
@@ -2391,6 +2424,15 @@ LogicalResult KernelLowering::run() {
   }
   if (func.getNumResults() != 0)
     return func.emitError() << "kernels return nothing; write results with tile.store";
+
+  func.walk([&](StoreOp store) {
+    auto view = store.getView().getDefiningOp<ViewOp>();
+    BlockArgument root = view ? pointerRoot(view.getBase()) : BlockArgument();
+    if (root && root.getOwner() == &func.getBody().front())
+      storedParams.insert(root.getArgNumber());
+    else
+      storesUntraced = true;
+  });
 
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(func);
