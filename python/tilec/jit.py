@@ -44,6 +44,14 @@ class JITFunction:
 
     def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2,
                  smem_epilogue=True, copy_bounds="row"):
+        # Knobs given as numbers are checked here, at the decorator; a name
+        # of a constexpr is checked when the kernel is specialized.
+        if not isinstance(num_warps, str):
+            compiler.check_num_warps(num_warps, f"{fn.__name__}: num_warps")
+        if not isinstance(num_stages, str):
+            compiler.check_num_stages(num_stages, f"{fn.__name__}: num_stages")
+        if not isinstance(smem_epilogue, str):
+            compiler.check_flag(smem_epilogue, f"{fn.__name__}: smem_epilogue")
         self.fn = fn
         self.grid = grid
         self.name = name
@@ -81,26 +89,38 @@ class JITFunction:
             full = {n: p.default for n, p in sig.parameters.items()
                     if p.default is not inspect.Parameter.empty}
             full.update(constexprs)
-            name = self._kernel_name(full)
-            text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid,
-                                                    self._variant(full))
+            # `name` and `variant` may be the user's functions of the
+            # constexprs; a wrong constexpr (DTYPE=3) fails inside them first.
+            try:
+                name = self._kernel_name(full)
+                variant = self._variant(full)
+            except Exception as e:
+                given = ", ".join(f"{k}={v!r}" for k, v in sorted(constexprs.items()))
+                raise TypeError(f"{self.fn.__name__}: the kernel's name/variant could not be formed "
+                                f"from the constexprs ({given}): {type(e).__name__}: {e}") from e
+            text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid, variant)
             kernel = Kernel(self, name, text, params, bound)
-            kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full)
-            kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full)
-            kernel.smem_epilogue = bool(self._launch_knob("smem_epilogue", self.smem_epilogue, full))
+            kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full,
+                                                 compiler.check_num_warps)
+            kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full,
+                                                  compiler.check_num_stages)
+            kernel.smem_epilogue = self._launch_knob("smem_epilogue", self.smem_epilogue, full,
+                                                     compiler.check_flag)
             kernel.copy_bounds = self._copy_bounds(full)
             self._kernels[key] = kernel
         return kernel
 
-    def _launch_knob(self, what, value, constexprs):
-        """`num_warps`/`num_stages` is an int, or the name of a constexpr that
-        holds it (a knob the strategy table and the tuner set per variant)."""
+    def _launch_knob(self, what, value, constexprs, check):
+        """`num_warps`/`num_stages`/`smem_epilogue` is a value, or the name of
+        a constexpr that holds it (a knob the strategy table and the tuner
+        set per variant); `check` refuses what the compiler cannot use,
+        naming the knob (and the constexpr) and the allowed values."""
         if isinstance(value, str):
             if value not in constexprs:
                 raise TypeError(f"{self.fn.__name__}: {what} names the constexpr "
                                 f"'{value}', which the kernel does not declare")
-            return int(constexprs[value])
-        return int(value)
+            return check(constexprs[value], f"{self.fn.__name__}: {what} (the constexpr {value})")
+        return check(value, f"{self.fn.__name__}: {what}")
 
     def _copy_bounds(self, constexprs):
         """`copy_bounds` is one of compiler.COPY_BOUNDS or, when it is not,
@@ -168,9 +188,13 @@ class Kernel:
         $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
         disk. Without the compiler extension, a prebuilt artifact of the same
         IR (compiler.find_prebuilt) is used instead."""
-        num_warps = num_warps or self.num_warps
-        num_stages = num_stages or self.num_stages
-        smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
+        # None means "this kernel's own"; 0 is a value (and refused), not a default.
+        num_warps = self.num_warps if num_warps is None else \
+            compiler.check_num_warps(num_warps, f"{self.name}: num_warps")
+        num_stages = self.num_stages if num_stages is None else \
+            compiler.check_num_stages(num_stages, f"{self.name}: num_stages")
+        smem_epilogue = self.smem_epilogue if smem_epilogue is None else \
+            compiler.check_flag(smem_epilogue, f"{self.name}: smem_epilogue")
         copy_bounds = copy_bounds or self.copy_bounds
         have_compiler = compiler.can_compile()
         if have_compiler:
@@ -274,7 +298,13 @@ class Kernel:
         written in place; bf16 as uint16 bit patterns) and Python numbers.
         `grid` is up to three ints."""
         self.check_args(args, cpu=True)
-        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        if not 1 <= len(grid) <= 3:
+            raise ValueError(f"{self.name}: grid has {len(grid)} dimensions; give 1 to 3")
+        for axis, g in enumerate(grid):
+            if isinstance(g, bool) or not hasattr(g, "__index__") or not 0 <= g < 2**31:
+                raise ValueError(f"{self.name}: grid[{axis}] must be an int in [0, 2^31), got {g!r}")
+        grid = tuple(g.__index__() for g in grid) + (1,) * (3 - len(grid))
         compiler.run_cpu(self.ir, self.source_name, self.name, args, [t for _, t in self.params],
                          grid, run_tile_passes)
 

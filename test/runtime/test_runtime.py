@@ -275,6 +275,9 @@ def with_param(index, **fields):
          'sass[0].arch must name a GPU like "sm_90", got ""'),
         (mutated(sass=[{"arch": "compute_90", "cubin": "k.sm_90.cubin"}]),
          'sass[0].arch must name a GPU like "sm_90", got "compute_90"'),
+        # More digits than an int holds: std::stoi threw and ended the process.
+        (mutated(sass=[{"arch": "sm_99999999999", "cubin": "k.sm_90.cubin"}]),
+         'sass[0].arch must name a GPU like "sm_90", got "sm_99999999999"'),
         (mutated(arch="sm_90", sass=[{"arch": "sm_90", "cubin": "k.sm_90.cubin"}]),
          'sass[0].arch is the main cubin\'s arch "sm_90"'),
         (mutated(sass=[{"arch": "sm_90", "cubin": "a.cubin"}, {"arch": "sm_90", "cubin": "b.cubin"}]),
