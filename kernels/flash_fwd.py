@@ -112,8 +112,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             mask = mask & (kq >= rows - window_left) & (kq <= rows + window_right)
         s = tl.where(mask, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
-        if WINDOW:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN
-            m_new = tl.maximum(m_new, -1e30)
+        if WINDOW:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
+            m_new = tl.maximum(m_new, -1e8)  # not -1e30: FA2's fma(m, c, -m·c) would round to ~1e23
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
         l = l * alpha + tl.sum(p, 1)

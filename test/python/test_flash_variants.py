@@ -74,6 +74,10 @@ DENSE = [
     (1, 130, 150, 4, 1, 64, dict(window_size=(20, 5))),
     (1, 100, 900, 2, 2, 32, dict(window_size=(50, 0), causal=True)),
     (1, 900, 100, 2, 1, 32, dict(window_size=(10, 7))),
+    # 128-row blocks whose first rows see no key while later rows reach a
+    # second key block: the empty rows' clamped max goes through two blocks.
+    (1, 900, 100, 2, 1, 64, dict(window_size=(10, 7))),
+    (1, 900, 300, 2, 1, 64, dict(window_size=(0, 70))),
     (1, 70, 100, 2, 1, 64, dict(window_size=(1000, 1000))),     # wider than the sequence
     (1, 70, 100, 2, 1, 64, dict(window_size=(300, 2))),
     (1, 70, 100, 2, 1, 64, dict(window_size=(-1, 10))),
