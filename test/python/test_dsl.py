@@ -81,7 +81,7 @@ def test_flash_variants_verify(cx):
     assert kernel.name == f"flash_fwd_{cx['DTYPE'].name}_d{cx['HEAD_DIM']}{suffix}"
     assert (f'tile.variant = {{dtype = "{cx["DTYPE"].name}", head_dim = {cx["HEAD_DIM"]} : i64, '
             f'causal = {str(cx["CAUSAL"]).lower()}, window = false, softcap = false, alibi = false, '
-            f'block_m = 64 : i64}}') in kernel.ir
+            f'varlen = false, block_m = 64 : i64}}') in kernel.ir
 
 
 @needs_verifier
@@ -153,16 +153,16 @@ def test_every_op_is_located_in_the_python_source():
         assert re.search(r'loc\("' + re.escape(src) + r'":\d+:\d+\)$', line), line
 
 
-def test_kernel_body_is_at_most_60_lines():
+def test_kernel_body_is_at_most_65_lines():
     """The dense kernel was 33 lines; GQA, bottom-right causal, windows,
-    softcap, ALiBi and the empty-row rule cost about 23 more."""
+    softcap, ALiBi, varlen and the empty-row rule cost about 30 more."""
     import ast
     import textwrap
 
     fdef = ast.parse(textwrap.dedent(inspect.getsource(flash_fwd_kernel().fn))).body[0]
     lines = inspect.getsource(flash_fwd_kernel().fn).splitlines()[fdef.body[0].lineno - 1:]
     body = [l for l in lines if l.strip() and not l.strip().startswith("#")]
-    assert len(body) <= 60, len(body)
+    assert len(body) <= 65, len(body)
 
 
 # --- semantics: promotion, broadcasting, loops, constexprs -------------------
