@@ -52,7 +52,9 @@ STRIDE_NAMES = [
 SCALAR_NAMES = ["seqlen_q", "seqlen_k", "num_heads", "batch", "kv_group"]
 # The variants' parameters (kernels/flash_fwd.py), after the scale.
 VARIANT_PARAMS = [("window_left", "i32", None), ("window_right", "i32", None),
-                  ("softcap", "f32", None), ("alibi", "ptr", "f32"), ("stride_alibi_b", "i64", None)]
+                  ("softcap", "f32", None), ("alibi", "ptr", "f32"), ("stride_alibi_b", "i64", None),
+                  ("cu_seqlens_q", "ptr", "i32"), ("cu_seqlens_k", "ptr", "i32"),
+                  ("seqused_k", "ptr", "i32"), ("use_seqused_k", "i32", None)]
 
 BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LSE_BOUND = 1e-3
@@ -155,12 +157,13 @@ class FlashKernel:
                 raise ValueError(f"{name}: the last dimension must be contiguous")
         if self._dummy is None:
             self._dummy = torch.zeros(4, dtype=torch.float32, device=q.device)
+            self._dummy_i32 = torch.zeros(4, dtype=torch.int32, device=q.device)
         self.kernel(
             q, k, v, o, lse,
             seqlen_q, seqlen_k, heads, batch, heads // k.shape[2],
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
             *lse.stride()[:2],
-            scale, -1, -1, 1.0, self._dummy, 0,
+            scale, -1, -1, 1.0, self._dummy, 0, self._dummy_i32, self._dummy_i32, self._dummy_i32, 0,
             stream=stream,
         )
 

@@ -39,9 +39,10 @@ QUICK = [0, 3, 5, 9, 12, 20]  # indices of the cases --quick runs (sanitizers)
 
 
 # Kernels bench/bench_variants.py launches beyond the table's (bf16 d128):
-# window (1024, 0) and causal softcap.
-BENCH_KERNELS = [("bfloat16", 128, False, True, False, False),
-                 ("bfloat16", 128, True, False, True, False)]
+# window (1024, 0), causal softcap, causal varlen.
+BENCH_KERNELS = [("bfloat16", 128, False, True, False, False, False),
+                 ("bfloat16", 128, True, False, True, False, False),
+                 ("bfloat16", 128, True, False, False, False, True)]
 
 
 def case_label(case):
@@ -52,7 +53,7 @@ def case_label(case):
 
 
 def needed_kernels(fa):
-    """(dtype, padded head_dim, causal, window, softcap, alibi) of every
+    """(dtype, padded head_dim, causal, window, softcap, alibi, varlen) of every
     kernel the cases launch; fa is tilec.flash_attn (its own option handling
     decides which kernel a call runs)."""
     keys = set()
@@ -67,5 +68,6 @@ def needed_kernels(fa):
                                              opts.get("alibi"))
         padded = -(-case["d"] // 8) * 8
         for dtype in DTYPES:
-            keys.add((dtype, padded, causal, window, opts.get("softcap", 0) > 0, "alibi" in opts))
+            keys.add((dtype, padded, causal, window, opts.get("softcap", 0) > 0, "alibi" in opts,
+                      case["api"] == "varlen"))
     return sorted(keys | set(BENCH_KERNELS))

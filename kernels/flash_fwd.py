@@ -27,6 +27,9 @@ these parameters):
   (BLOCK_M, 1), kv_idx (1, BLOCK_N), unaligned positions), inlined when the
   kernel is specialized; applied after the switches above. tilec.flex_attention
   runs them through kernels/flex_fwd.py (torch's layout, lse -inf rows).
+- VARLEN: q/k/v/o packed (total, heads, head_dim); sequence b's rows are
+  cu_seqlens_q/k[b]..[b+1] (its key count seqused_k[b] when use_seqused_k);
+  lse (heads, total_q); seqlen_q/seqlen_k are the maxima (the grid's size).
 - Rows that see no key get out = 0 and lse = +inf.
 """
 
@@ -36,20 +39,20 @@ import tilec
 from tilec import language as tl
 
 
-def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, SCORE_MOD=None,
-          MASK_MOD=None, **_):
+def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False,
+          SCORE_MOD=None, MASK_MOD=None, **_):
     from tilec.frontend import static_key  # a digest per user hook: two hooks, two names
 
     mods = "".join(f"_{what}_{static_key(f)[-17:-1]}" for what, f in (("score", SCORE_MOD), ("mask", MASK_MOD))
                    if f is not None)
     return (f"flash_fwd_{DTYPE.name}_d{HEAD_DIM}" + "_causal" * CAUSAL + "_window" * WINDOW
-            + "_softcap" * SOFTCAP + "_alibi" * ALIBI + mods)
+            + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN + mods)
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "num_heads", "batch"), name=_name, num_warps="NUM_WARPS",
            num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE", copy_bounds="COPY_BOUNDS",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "window": "WINDOW",
-                    "softcap": "SOFTCAP", "alibi": "ALIBI", "block_m": "BLOCK_M"})
+                    "softcap": "SOFTCAP", "alibi": "ALIBI", "varlen": "VARLEN", "block_m": "BLOCK_M"})
 def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
               lse: tl.ptr(tl.float32), seqlen_q: tl.int32, seqlen_k: tl.int32,
               num_heads: tl.int32, batch: tl.int32, kv_group: tl.int32,
@@ -60,9 +63,11 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
               window_left: tl.int32, window_right: tl.int32, softcap: tl.float32,
               alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
+              cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
+              seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
               CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
-              SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
+              SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False, VARLEN: tl.constexpr = False,
               SCORE_MOD: tl.constexpr = None, MASK_MOD: tl.constexpr = None,
               BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
@@ -71,14 +76,22 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701 (it then folds into exp2's constant like the scale)
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
-    # Views of this (batch, head)'s rows: seqlen x head_dim.
-    qv = tl.view(q + (b * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
-    kv = tl.view(k + (b * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
-    vv = tl.view(v + (b * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
-    ov = tl.view(o + (b * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
-    lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    D = max(16, tl.next_power_of_2(HEAD_DIM))               # tile width; the views bound it
     row0 = pid_m * BLOCK_M
+    bq, bk = b, b                                           # which "batch" row the views start at
+    if VARLEN:  # sequence b: rows cu_seqlens[b]..cu_seqlens[b+1] (the caller passes stride_*b = stride_*s)
+        bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
+        seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
+        if use_seqused_k:
+            seqlen_k = tl.load(seqused_k + b)
+        if row0 >= seqlen_q:                                # past this sequence's end
+            return
+    # Views of this (batch, head)'s rows: seqlen x head_dim.
+    qv = tl.view(q + (bq * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
+    kv = tl.view(k + (bk * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
+    vv = tl.view(v + (bk * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
+    ov = tl.view(o + (bq * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
+    lsev = tl.view(lse + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))               # tile width; the views bound it
     qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
@@ -87,15 +100,14 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
         rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for masks and ALiBi
         diag = seqlen_k - seqlen_q                          # bottom right: key i + diag aligns with query i
     if ALIBI:
-        # One slope per program, read as a stride-0 row (until scalar loads).
-        slope = tl.load(tl.view(alibi + (b * stride_alibi_b + h), (BLOCK_M,), (0,)), (0,), (BLOCK_M,))
+        slope = tl.load(alibi + (b * stride_alibi_b + h))   # one f32 per (batch, head)
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
         kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
         vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
         s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)  # S = scale · Q·Kᵀ
         if SOFTCAP:                                         # S = softcap · tanh(scale · Q·Kᵀ / softcap)
-            s = softcap * (1.0 - 2.0 / (tl.exp(2.0 * s) + 1.0))  # tanh, until tl.tanh
+            s = softcap * tl.tanh(s)
         if CAUSAL or WINDOW or ALIBI:
             kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
             mask = kq < seqlen_q                            # keys past seqlen_k do not exist
@@ -104,7 +116,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             mask = cols < seqlen_k                          # keys past seqlen_k do not exist
         if ALIBI:
             dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)  # causal: kq <= rows
-            s = s - slope[:, None] * dist.to(tl.float32)
+            s = s - slope * dist.to(tl.float32)
         if CAUSAL:
             mask = mask & (kq <= rows)
         if WINDOW:
@@ -115,15 +127,15 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             mask = mask & MASK_MOD(b, h, rows, kv_idx) if MASK_MOD else mask
         s = tl.where(mask, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
-        if WINDOW or MASK_MOD:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN
-            m_new = tl.maximum(m_new, -2.0 ** 20)  # not -1e30: FA2's exp2(fma(m, K, -m'K)) rounds to ±2^76 there
+        if WINDOW or MASK_MOD:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
+            m_new = tl.maximum(m_new, -1e8)  # not -1e30: FA2's fma(m, c, -m·c) would round to ~1e23
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
         l = l * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
         m = m_new
     out, lse_rows = acc / l[:, None], m + tl.log(l)         # O = diag(l)⁻¹·acc, lse = m + log(l)
-    if CAUSAL or WINDOW or MASK_MOD:  # rows that saw no key: out = 0, lse = +inf (a causal one is empty in every block)
+    if CAUSAL or WINDOW or VARLEN or MASK_MOD:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
         empty = l == 0 if WINDOW or MASK_MOD else m == float("-inf")
         out = tl.where(empty[:, None], 0.0, out)
         lse_rows = tl.where(empty, float("inf"), lse_rows)

@@ -143,8 +143,9 @@ def build_flash_variants(out, args, tilec, compiler):
 
     out.mkdir(parents=True, exist_ok=True)
     failed = 0
-    for dtype, head_dim, causal, window, softcap, alibi in flash_variants.needed_kernels(fa):
-        kernel, config = fa._select(dtype, head_dim, causal, window, softcap, alibi, args.arch)
+    for dtype, head_dim, causal, window, softcap, alibi, varlen in flash_variants.needed_kernels(fa):
+        kernel, config = fa._select(dtype, head_dim, causal, window, softcap, alibi, varlen,
+                                    arch=args.arch)
         start = time.time()
         try:
             results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,

@@ -21,10 +21,12 @@ What flash_attn's C++ does to the options is done there too:
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 from . import language as tl
 from . import strategy
+from .jit import LaunchCache
 
 _flash_module = None
 MAX_HEAD_DIM = 256
@@ -117,20 +119,20 @@ def _empty(like, shape, dtype):
 _DUMMIES = {}
 
 
-def _dummy_f32(like):
-    """A one-element f32 buffer for the pointer parameters a variant does not
-    read (the kernel's signature is the same for every variant)."""
-    key = _device(like)
+def _dummy(like, dtype="float32"):
+    """A small buffer for the pointer parameters a variant does not read (the
+    kernel's signature is the same for every variant)."""
+    key = (_device(like), dtype)
     buf = _DUMMIES.get(key)
     if buf is None:
         if _is_torch(like) and like.device.type == "cuda":
             import torch
 
-            buf = torch.zeros(4, dtype=torch.float32, device=like.device)
+            buf = torch.zeros(4, dtype=getattr(torch, dtype), device=like.device)
         else:
             import numpy as np
 
-            buf = np.zeros(4, np.float32)
+            buf = np.zeros(4, dtype)
         _DUMMIES[key] = buf
     return buf
 
@@ -141,16 +143,17 @@ def _dummy_f32(like):
 _KERNELS = {}
 
 
-def _select(dtype, head_dim, causal, window, softcap, alibi, arch="sm_80"):
+def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch="sm_80"):
     """(Kernel, FlashConfig) for a variant; specialized once, then cached."""
-    key = (dtype, head_dim, causal, window, softcap, alibi, arch)
+    key = (dtype, head_dim, causal, window, softcap, alibi, varlen, arch)
     hit = _KERNELS.get(key)
     if hit is None:
         config = strategy.flash_fwd_config(arch=arch, dtype=dtype, head_dim=head_dim, causal=causal,
                                            window=window, softcap=softcap, alibi=alibi)
         kernel = flash_fwd_kernel().specialize(
             DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
-            CAUSAL=causal, WINDOW=window, SOFTCAP=softcap, ALIBI=alibi, **config.constexprs())
+            CAUSAL=causal, WINDOW=window, SOFTCAP=softcap, ALIBI=alibi, VARLEN=varlen,
+            **config.constexprs())
         hit = _KERNELS[key] = (kernel, config)
     return hit
 
@@ -246,9 +249,22 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
     cu_seqlens_q/k int32 (b + 1,), max_seqlen_q/k ints, seqused_k int32 (b,)
     or None; out like q, lse (hq, total_q). softmax_scale None means
     1/sqrt(d). window -1 is unbounded; softcap 0 is off; alibi_slopes (hq,) or
-    (b, hq) f32 or None. Checks are O(1): values inside cu_seqlens are the
-    varlen functions' to check.
+    (b, hq) f32 or None. Checks are O(1) except varlen's values (cu_seqlens
+    non-decreasing, within the tensors and max_seqlen; seqused_k within its
+    sequence), read on the host unless a CUDA graph is being captured.
     """
+    if _torch_compiling():
+        # torch.compile/torch.export trace the custom op (tilec/ops.py), whose
+        # implementation is this function.
+        from . import ops
+
+        return ops.flash_attn_forward(q, k, v, softmax_scale, bool(causal), window_left, window_right,
+                                      float(softcap), alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+                                      max_seqlen_q, max_seqlen_k, seqused_k, fn)
+    if cu_seqlens_q is None and alibi_slopes is None and _is_torch(q) and q.is_cuda:
+        fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap)
+        if fast is not None:
+            return fast
     varlen = cu_seqlens_q is not None
     if varlen:
         return _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
@@ -302,11 +318,11 @@ def _lse_fill(lse):
 
 
 def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
-            batch, seqlen_q, seqlen_k, heads, heads_k, head_dim, out=None, lse=None):
-    """Runs the kernel; returns (out, lse). `out` (batch, seqlen_q, heads,
-    head_dim padded to a multiple of 8) and `lse` (batch, heads, seqlen_q),
-    any strides with a contiguous last dimension, are written when given
-    (varlen passes views of its packed outputs)."""
+            batch, seqlen_q, seqlen_k, heads, heads_k, head_dim, varlen=None):
+    """Runs the kernel; returns (out, lse). Dense: q (batch, seqlen_q, heads,
+    d), lse (batch, heads, seqlen_q). varlen = (cu_seqlens_q, cu_seqlens_k,
+    seqused_k or None): q (total_q, heads, d), lse (heads, total_q), and
+    seqlen_q/k are the maxima."""
     causal, window, left, right = mode
     padded = -(-head_dim // 8) * 8
     if padded != head_dim:  # rows move in 16-byte vectors: pad as flash_attn does
@@ -320,7 +336,6 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
     elif scale == 0:
         q = q.new_zeros(q.shape) if _is_torch(q) else __import__("numpy").zeros_like(q)
         scale = 1.0
-    kernel, config = _select(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None)
     if on_gpu:
         import torch
 
@@ -331,26 +346,123 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
         # come back as itself.
         q, k, v = (t if _rows_aligned(t) else t.clone(memory_format=torch.contiguous_format)
                    for t in (q, k, v))
-    o = _empty(q, (batch, seqlen_q, heads, padded), "same") if out is None else out
-    lse = _empty(q, (batch, heads, seqlen_q), "f32") if lse is None else lse
-    slopes = _dummy_f32(q) if alibi_slopes is None else alibi_slopes
-    stride_alibi_b = 0 if alibi_slopes is None or len(alibi_slopes.shape) == 1 else _strides(alibi_slopes)[0]
-    if seqlen_k == 0:  # no key at all: every row is empty
+    o = _empty(q, q.shape[:-1] + (padded,), "same")
+    lse = _empty(q, (heads, q.shape[0]) if varlen else (batch, heads, seqlen_q), "f32")
+    if seqlen_k == 0 or seqlen_q == 0:  # no key at all: every row is empty
         o[...] = 0
         return o[..., :head_dim], _lse_fill(lse)
+    slopes = _dummy(q) if alibi_slopes is None else alibi_slopes
+    stride_alibi_b = 0 if alibi_slopes is None or len(alibi_slopes.shape) == 1 else _strides(alibi_slopes)[0]
+    cu_q, cu_k, used = varlen if varlen else (_dummy(q, "int32"),) * 2 + (None,)
+    use_seqused = used is not None
+    used = _dummy(q, "int32") if used is None else used
     run_o, run_lse = o, lse
     if not on_gpu:
-        q, k, v, run_o, run_lse, slopes = (_to_numpy(t) for t in (q, k, v, o, lse, slopes))
+        q, k, v, run_o, run_lse, slopes, cu_q, cu_k, used = (
+            _to_numpy(t) for t in (q, k, v, o, lse, slopes, cu_q, cu_k, used))
     sq, sk, sv, so, sl = (_strides(t) for t in (q, k, v, run_o, run_lse))
+    if varlen:  # the kernel starts sequence b at row cu_seqlens[b]: its "batch stride" is the row's
+        sq, sk, sv, so = ((st[0],) + st for st in (sq, sk, sv, so))
+        sl = (1, sl[0])
     args = (q, k, v, run_o, run_lse, seqlen_q, seqlen_k, heads, batch, heads // heads_k,
             sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
             so[0], so[1], so[2], sl[0], sl[1], scale,
-            left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b)
+            left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
+            cu_q, cu_k, used, int(use_seqused))
+    # -- dispatch: one launch-cache lookup, one launch (docs/DESIGN.md) -----
     if on_gpu:
-        kernel(*args)
+        from . import runtime
+
+        device = q.get_device()
+        launch = _GPU_LAUNCHES[(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
+                                varlen is not None, device)]
+        runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     else:
+        kernel, config = _select(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
+                                 varlen is not None)
         kernel.run_cpu(*args, grid=grid(config, seqlen_q, heads, batch))
     return (o if padded == head_dim else o[..., :head_dim]), lse
+
+
+def _torch_compiling():
+    """True while torch.compile/torch.export traces the caller; cheap and
+    False when torch was never imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def _build_gpu_launch(key):
+    """LaunchCache builder: the kernel of (dtype, head_dim, causal, window,
+    softcap, alibi, varlen, device index), compiled or prebuilt, ready to launch."""
+    *variant, device = key
+    kernel, _ = _select(*variant)
+    return kernel.launcher(device=device)
+
+
+#: (dtype, padded head_dim, causal, window, softcap, alibi, varlen, device index) -> ready launcher.
+_GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
+_FAST_DTYPES = {}  # torch dtype -> dtype name, for _gpu_fast_path
+_FAST_DUMMIES = {}  # device index -> _dummy_f32
+
+
+def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
+    """The common dense GPU call in O(1), its checks folded into a few integer
+    tests: q, k, v CUDA tensors of one type, f16/bf16, one device, rank 4,
+    matching batch/head_dim, heads a multiple of the KV heads, head_dim a
+    multiple of 8 up to 256, rows 16-byte aligned, scale > 0, int windows,
+    softcap >= 0, no ALiBi. Returns (out, lse), or None for anything else:
+    the general path then handles it (padding, copies, scale mapping) or
+    raises the error that names the problem. Same kernel and arguments as
+    the general path, so the same bits."""
+    torch = sys.modules["torch"]
+    if not _FAST_DTYPES:
+        _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    kind = type(q)
+    if type(k) is not kind or type(v) is not kind or type(window_left) is not int \
+            or type(window_right) is not int:
+        return None
+    dt = q.dtype
+    dtype = _FAST_DTYPES.get(dt)
+    if dtype is None or k.dtype != dt or v.dtype != dt:
+        return None
+    shape_q, shape_k = q.shape, k.shape
+    if len(shape_q) != 4 or len(shape_k) != 4 or v.shape != shape_k:
+        return None
+    batch, seqlen_q, heads, head_dim = shape_q
+    seqlen_k, heads_k = shape_k[1], shape_k[2]
+    if (shape_k[0] != batch or shape_k[3] != head_dim or head_dim & 7 or not 8 <= head_dim <= MAX_HEAD_DIM
+            or not (batch and seqlen_q and heads and seqlen_k and heads_k) or heads % heads_k
+            or window_left < -1 or window_right < -1):
+        return None
+    device = q.get_device()
+    if device < 0 or k.get_device() != device or v.get_device() != device:
+        return None
+    sq, sk, sv = q.stride(), k.stride(), v.stride()
+    # Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+    if (sq[3] != 1 or sk[3] != 1 or sv[3] != 1
+            or (sq[0] | sq[1] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7
+            or (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15):
+        return None
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    softcap = float(softcap)
+    if not scale > 0 or not softcap >= 0:
+        return None
+    causal, window, left, right = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, None)
+    slopes = _FAST_DUMMIES.get(device)
+    if slopes is None:
+        slopes = _FAST_DUMMIES[device] = _dummy_f32(q)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = q.new_empty((batch, heads, seqlen_q), dtype=torch.float32)
+    row = heads * head_dim
+    args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch, heads // heads_k,
+            sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
+            seqlen_q * row, row, head_dim, heads * seqlen_q, seqlen_q, scale,
+            left, right, softcap if softcap > 0 else 1.0, slopes, 0)
+    from . import runtime
+
+    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, False, device)]
+    runtime.launch_on(device, launch, args, runtime.raw_stream(device))
+    return o, lse
 
 
 def _check_index_array(fn, name, t, q, length):
@@ -366,6 +478,8 @@ def _check_index_array(fn, name, t, q, length):
         raise ValueError(f"{fn}: '{name}' must be {want}, got shape {tuple(t.shape)}")
     if _device(t) != _device(q):
         raise ValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
+    if t.shape[0] > 1 and _strides(t)[0] != 1:
+        raise ValueError(f"{fn}: '{name}' must be contiguous (stride {_strides(t)[0]})")
 
 
 def _host_ints(t):
@@ -397,6 +511,31 @@ def _check_seqlens(fn, name, cu, total, max_seqlen, what):
     return lengths
 
 
+def _capturing():
+    """Whether the current CUDA stream is being captured into a graph (no
+    device-to-host copy may happen then)."""
+    import torch
+
+    return torch.cuda.is_current_stream_capturing()
+
+
+def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
+                         max_seqlen_q, max_seqlen_k):
+    """The values of cu_seqlens (and seqused_k), read on the host: one copy of
+    batch + 1 ints (a synchronization for CUDA tensors, skipped while a CUDA
+    graph is captured)."""
+    cu_q, cu_k = _host_ints(cu_seqlens_q), _host_ints(cu_seqlens_k)
+    _check_seqlens(fn, "cu_seqlens_q", cu_q, total_q, max_seqlen_q, "q")
+    len_k = _check_seqlens(fn, "cu_seqlens_k", cu_k, total_k, max_seqlen_k, "k")
+    if seqused_k is not None:
+        used = _host_ints(seqused_k)
+        bad = (used < 0) | (used > len_k)
+        if bad.any():
+            b = int(bad.argmax())
+            raise ValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is outside 0..{int(len_k[b])} "
+                             f"(the keys of sequence {b})")
+
+
 def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                     alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                     seqused_k, fn):
@@ -421,36 +560,13 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
     softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
                              batch, heads, q)
     scale = _scale(fn, softmax_scale, head_dim)
-    # The values: read on the host (one copy of batch + 1 ints).
-    cu_q, cu_k = _host_ints(cu_seqlens_q), _host_ints(cu_seqlens_k)
-    len_q = _check_seqlens(fn, "cu_seqlens_q", cu_q, total_q, max_seqlen_q, "q")
-    len_k = _check_seqlens(fn, "cu_seqlens_k", cu_k, total_k, max_seqlen_k, "k")
-    if seqused_k is not None:
-        used = _host_ints(seqused_k)
-        bad = (used < 0) | (used > len_k)
-        if bad.any():
-            b = int(bad.argmax())
-            raise ValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is outside 0..{int(len_k[b])} "
-                             f"(the keys of sequence {b})")
-        len_k = used
+    if not (on_gpu and _capturing()):
+        _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
+                             max_seqlen_q, max_seqlen_k)
     mode = _mask_mode(causal, window_left, window_right, max_seqlen_q, max_seqlen_k, alibi_slopes)
-    padded = -(-head_dim // 8) * 8
-    out = _empty(q, (total_q, heads, padded), "same")
-    lse = _empty(q, (heads, total_q), "f32")
-    # One launch per sequence, writing into views of the packed outputs,
-    # until the kernel reads cu_seqlens itself (that needs scalar loads).
-    for b in range(batch):
-        q0, q1, k0 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b])
-        k1 = k0 + int(len_k[b])
-        if q1 == q0:
-            continue
-        slopes = alibi_slopes
-        if alibi_slopes is not None and len(alibi_slopes.shape) == 2:
-            slopes = alibi_slopes[b]
-        _launch(fn, q[q0:q1][None], k[k0:k1][None], v[k0:k1][None], dtype, on_gpu, scale, mode,
-                softcap, slopes, 1, q1 - q0, k1 - k0, heads, heads_k, head_dim,
-                out=out[q0:q1][None], lse=lse[:, q0:q1][None])
-    return (out if padded == head_dim else out[..., :head_dim]), lse
+    return _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes, batch,
+                   max_seqlen_q, max_seqlen_k, heads, heads_k, head_dim,
+                   varlen=(cu_seqlens_q, cu_seqlens_k, seqused_k))
 
 
 # ---------------------------------------------------------------------------

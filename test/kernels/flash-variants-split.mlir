@@ -4,14 +4,16 @@
 // computed from seqlen_k - seqlen_q, and skips the rest; a sliding window
 // skips blocks on both sides ([0, a) and [e, cdiv) are never run) around
 // masked | unmasked | masked ranges. No mask stays applied in every block.
+// VARLEN's sequence lengths, loaded from cu_seqlens, split the same way.
 // RUN: %python %S/Inputs/flash_variant_ir.py CAUSAL=True BLOCK_M=128 | tile-opt --tile-split-masked-loops 2>&1 | FileCheck %s --check-prefix=CAUSAL
+// RUN: %python %S/Inputs/flash_variant_ir.py CAUSAL=True VARLEN=True BLOCK_M=128 | tile-opt --tile-split-masked-loops 2>&1 | FileCheck %s --check-prefix=CAUSAL
 // RUN: %python %S/Inputs/flash_variant_ir.py WINDOW=True BLOCK_M=128 | tile-opt --tile-split-masked-loops 2>&1 | FileCheck %s --check-prefix=WINDOW
 // RUN: %python %S/Inputs/flash_variant_ir.py WINDOW=True SOFTCAP=True ALIBI=True HEAD_DIM=64 | tile-opt --tile-split-masked-loops 2>&1 | FileCheck %s --check-prefix=WINDOW
 
 // The diagonal's last block is min(max(skip bound, 0), cdiv(seqlen_k, 64)); the
 // unmasked blocks end at the first block the diagonal reaches.
 // CAUSAL-NOT:   remark
-// CAUSAL-LABEL: func.func @flash_fwd_f16_d128_causal(
+// CAUSAL-LABEL: func.func @flash_fwd_f16_d128_causal{{(_varlen)?}}(
 // CAUSAL:       %[[E0:.+]] = arith.maxsi %{{.+}}, %c0_i32 : i32
 // CAUSAL-NEXT:  %[[E:.+]] = arith.minsi %[[E0]], %{{.+}} : i32
 // CAUSAL:       %[[D0:.+]] = arith.maxsi %{{.+}}, %c0_i32 : i32

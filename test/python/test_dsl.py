@@ -81,7 +81,7 @@ def test_flash_variants_verify(cx):
     assert kernel.name == f"flash_fwd_{cx['DTYPE'].name}_d{cx['HEAD_DIM']}{suffix}"
     assert (f'tile.variant = {{dtype = "{cx["DTYPE"].name}", head_dim = {cx["HEAD_DIM"]} : i64, '
             f'causal = {str(cx["CAUSAL"]).lower()}, window = false, softcap = false, alibi = false, '
-            f'block_m = 64 : i64}}') in kernel.ir
+            f'varlen = false, block_m = 64 : i64}}') in kernel.ir
 
 
 @needs_verifier
@@ -153,9 +153,9 @@ def test_every_op_is_located_in_the_python_source():
         assert re.search(r'loc\("' + re.escape(src) + r'":\d+:\d+\)$', line), line
 
 
-def test_kernel_body_is_at_most_64_lines():
+def test_kernel_body_is_at_most_69_lines():
     """The dense kernel was 33 lines; GQA, bottom-right causal, windows,
-    softcap, ALiBi and the empty-row rule cost about 23 more, the
+    softcap, ALiBi, varlen and the empty-row rule cost about 30 more, the
     score_mod/mask_mod hooks 4."""
     import ast
     import textwrap
@@ -163,7 +163,7 @@ def test_kernel_body_is_at_most_64_lines():
     fdef = ast.parse(textwrap.dedent(inspect.getsource(flash_fwd_kernel().fn))).body[0]
     lines = inspect.getsource(flash_fwd_kernel().fn).splitlines()[fdef.body[0].lineno - 1:]
     body = [l for l in lines if l.strip() and not l.strip().startswith("#")]
-    assert len(body) <= 64, len(body)
+    assert len(body) <= 69, len(body)
 
 
 # --- semantics: promotion, broadcasting, loops, constexprs -------------------

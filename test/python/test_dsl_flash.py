@@ -85,7 +85,7 @@ def test_flash_kernel_cpu_strided_inputs_and_poisoned_output():
     kernel.run_cpu(q, k, v, o, lse, sq, sk, h, b, 1,
                    sq_[0], sq_[1], sq_[2], sk_[0], sk_[1], sk_[2], sv_[0], sv_[1], sv_[2],
                    so_[0], so_[1], so_[2], sl_[0], sl_[1], scale,
-                   -1, -1, 1.0, np.zeros(1, np.float32), 0,
+                   -1, -1, 1.0, np.zeros(1, np.float32), 0, *[np.zeros(1, np.int32)] * 3, 0,
                    grid=(math.ceil(sq / 64), h, b))
     ref, ref_lse = reference(q, k, v, scale, False)
     assert np.isfinite(o).all() and np.isfinite(lse).all()
@@ -127,7 +127,7 @@ def test_run_cpu_rejects_scale_the_kernel_assumes_positive(scale):
     kernel = flash_fwd_kernel().specialize(HEAD_DIM=64)
     q, k, v = _qkv()
     o, lse = np.empty_like(q), np.empty((1, 2, 8), np.float32)
-    args = [q, k, v, o, lse, 8, 8, 2, 1, 1] + [1] * 14 + [scale, -1, -1, 1.0, np.zeros(1, np.float32), 0]
+    args = [q, k, v, o, lse, 8, 8, 2, 1, 1] + [1] * 14 + [scale, -1, -1, 1.0, np.zeros(1, np.float32), 0] + [np.zeros(1, np.int32)] * 3 + [0]
     with pytest.raises(tilec.CompilationError,
                        match=r"argument 24 \(scale\) of @flash_fwd_f16_d64 must be > 0 \(the kernel "
                              r"was compiled with tl.assume\(scale > 0\)\), got (-0.5|0|nan)"):
@@ -164,10 +164,11 @@ def test_flash_attn_func_rejects_non_contiguous_last_dim():
 
 def test_run_cpu_checks_arguments():
     kernel = flash_fwd_kernel().specialize(HEAD_DIM=64)
-    with pytest.raises(TypeError, match=r"takes 30 arguments"):
+    with pytest.raises(TypeError, match=r"takes 34 arguments"):
         kernel.run_cpu(1, 2, grid=(1,))
     args = [np.zeros(4, np.float16)] * 4 + [np.zeros(4, np.float64)] + [1] * 19 + [1.0, -1, -1, 1.0,
                                                                                  np.zeros(1, np.float32), 0]
+    args += [np.zeros(1, np.int32)] * 3 + [0]
     with pytest.raises(TypeError, match=r"argument 'lse': expected a numpy array of float32, got float64"):
         kernel.run_cpu(*args, grid=(1,))
 

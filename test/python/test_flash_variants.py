@@ -74,6 +74,10 @@ DENSE = [
     (1, 130, 150, 4, 1, 64, dict(window_size=(20, 5))),
     (1, 100, 900, 2, 2, 32, dict(window_size=(50, 0), causal=True)),
     (1, 900, 100, 2, 1, 32, dict(window_size=(10, 7))),
+    # 128-row blocks whose first rows see no key while later rows reach a
+    # second key block: the empty rows' clamped max goes through two blocks.
+    (1, 900, 100, 2, 1, 64, dict(window_size=(10, 7))),
+    (1, 900, 300, 2, 1, 64, dict(window_size=(0, 70))),
     (1, 70, 100, 2, 1, 64, dict(window_size=(1000, 1000))),     # wider than the sequence
     (1, 70, 100, 2, 1, 64, dict(window_size=(300, 2))),
     (1, 70, 100, 2, 1, 64, dict(window_size=(-1, 10))),
@@ -334,3 +338,29 @@ def test_kernel_selection_is_one_dict_lookup():
     first = fa._select("float16", 64, False, True, True, False)
     assert fa._select("float16", 64, False, True, True, False) is first
     assert first[0].name == "flash_fwd_f16_d64_window_softcap"
+
+
+@needs_cpu
+@pytest.mark.parametrize("opts", [dict(causal=True), dict(window_size=(0, 70))], ids=["causal", "window"])
+def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
+    """tile-lazy-rescale runs only in the GPU lowering (where O holds >= 128
+    registers per thread); here it runs on the CPU over the same kernels:
+    bottom-right causal with seqlen_q > seqlen_k (rows that see no key) is
+    rewritten and stays exact; so is the window kernel, whose running max is
+    clamped from below (the pass matches max(max(m, r), c))."""
+    real = compiler.run_cpu
+    rewritten = []
+
+    def lazy(text, source, name, args, types, grid, run_tile_passes=True):
+        text = compiler.run_pipeline(
+            text, "builtin.module(tile-optimize,tile-lazy-rescale{num-warps=2 min-registers=128})")
+        rewritten.append("tile.skip_unit_rescale" in text)
+        return real(text, source, name, args, types, grid, False)
+
+    monkeypatch.setattr(compiler, "run_cpu", lazy)
+    rng = np.random.default_rng()
+    q, k, v = randn(rng, 1, 900, 2, 128) * 2, randn(rng, 1, 300, 1, 128), randn(rng, 1, 300, 1, 128)
+    out, lse = tilec.flash_attn_func(q, k, v, return_lse=True, **opts)
+    assert rewritten == [True]
+    check(out, lse, *attention_batch(q, k, v, 128 ** -0.5, opts.get("causal", False),
+                                     opts.get("window_size", (-1, -1))))
