@@ -335,6 +335,7 @@ def test_flash_fwd_takes_the_same_hooks():
     st = [tuple(x // t.itemsize for x in t.strides) for t in (qs, ks, vs, o, lse)]
     kernel.run_cpu(qs, ks, vs, o, lse, SQ, SK, H, B, 1, *st[0][:3], *st[1][:3], *st[2][:3], *st[3][:3],
                    st[4][0], st[4][1], 0.125, 0, 0, 1.0, np.zeros(1, np.float32), 0,
+                   *([np.zeros(2, np.int32)] * 3), 0,  # varlen's cu_seqlens_q/k, seqused_k (unused)
                    grid=(-(-SQ // config.block_m), H, B))
     ro, rl = reference(q, k, v, 0.125, relative_bias, first_rows)
     o = o.transpose(0, 2, 1, 3)
@@ -350,7 +351,7 @@ def test_window_rows_without_keys_are_not_nan(scale):
     nonmatmul's alpha = exp2(fma(m, K, -m'K)) had a rounding residual of
     about 2^76 in rows that saw no key yet, exp2 overflowed and l = 0 * inf
     gave NaN rows (flash_attn_func with a window and seqlen_q > seqlen_k, at
-    these scales). Both kernels now clamp at -2^20."""
+    these scales). flex_fwd clamps at -2^20, flash_fwd at -1e8."""
     rng = np.random.default_rng(7)
     q = rng.standard_normal((1, 257, 1, 64)).astype(np.float16)
     k = rng.standard_normal((1, 100, 1, 64)).astype(np.float16)
