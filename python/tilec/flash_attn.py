@@ -135,6 +135,11 @@ def _dummy(like, dtype="float32"):
     return buf
 
 
+def _dummy_f32(like):
+    """The f32 dummy (alibi); kept for callers written before the int32 ones."""
+    return _dummy(like, "float32")
+
+
 # ---------------------------------------------------------------------------
 # Kernel selection: one dict lookup.
 
