@@ -101,6 +101,14 @@ failed=()
 step "runtime tests"
 run python3 -m pytest -q -rs test/runtime 2>&1 | tee "$LOGS/pytest.log" || failed+=("runtime tests")
 
+step "torch integration (custom op, torch.compile, CUDA graphs, streams)"
+PYTHONPATH="$PWD/python:$PYTHONPATH" run python3 -m pytest -q -rs test/python/test_torch_ops.py 2>&1 \
+  | tee "$LOGS/pytest_torch.log" \
+  || failed+=("torch integration tests")
+
+step "host overhead per call (bench/host_overhead.py)"
+run python3 bench/host_overhead.py 2>&1 | tee "$LOGS/host_overhead.md" || failed+=("host overhead")
+
 step "correctness"
 run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --summary "$LOGS/check_summary.txt" \
   2>&1 | tee "$LOGS/check.log" || failed+=("correctness")
@@ -171,6 +179,9 @@ cat "$LOGS/check_summary.txt" 2>/dev/null || echo "  (no summary: see $LOGS/chec
 cat "$LOGS/check_extra_summary.txt" 2>/dev/null || true
 tail -n 1 "$LOGS/check_compile.log" 2>/dev/null || true
 cat "$LOGS/check_variants_summary.txt" 2>/dev/null || true
+echo
+echo "host overhead (us per call):"
+cat "$LOGS/host_overhead.md" 2>/dev/null || true
 echo
 echo "benchmark (TFLOP/s):"
 cat "$LOGS/bench_summary.md" 2>/dev/null || echo "  (no table: see $LOGS/bench.log)"

@@ -2356,6 +2356,8 @@ LogicalResult KernelLowering::run() {
     numWarps = attr.getInt();
   else
     return func.emitError() << "kernel has no tile.num_warps: run tile-partition-warps first";
+  if (failed(tilec::checkNumWarps(func, "tile.num_warps", numWarps)))
+    return failure();
   auto gridAttr = func->getAttrOfType<ArrayAttr>("tile.grid");
   if (!gridAttr || gridAttr.size() != 3 ||
       !llvm::all_of(gridAttr, [](Attribute a) { return isa<StringAttr>(a); }))
@@ -2365,6 +2367,10 @@ LogicalResult KernelLowering::run() {
   if (namesAttr && namesAttr.size() != func.getNumArguments())
     return func.emitError() << "tile.arg_names has " << namesAttr.size() << " names for "
                             << func.getNumArguments() << " parameters";
+  if (namesAttr)
+    for (auto [i, name] : llvm::enumerate(namesAttr))
+      if (!isa<StringAttr>(name))
+        return func.emitError() << "tile.arg_names[" << i << "] must be a string, got " << name;
   // Every name in a grid expression must be an integer parameter: the
   // runtime evaluates them from the launch arguments.
   llvm::StringSet<> integerParams;

@@ -645,6 +645,13 @@ struct TileLazyRescale final : tilec::impl::TileLazyRescaleBase<TileLazyRescale>
                                  << threshold;
       return signalPassFailure();
     }
+    if (failed(tilec::checkNumWarps(getOperation(), "tile-lazy-rescale", numWarps)))
+      return signalPassFailure();
+    if (minRegisters < 0) {
+      getOperation().emitError() << "tile-lazy-rescale: min-registers must be >= 0, got "
+                                 << static_cast<int64_t>(minRegisters);
+      return signalPassFailure();
+    }
     int64_t threads = 32 * numWarps;
     getOperation().walk([&](scf::ForOp loop) {
       if (loop->hasAttr(tilec::kSoftmaxFallbackAttr))

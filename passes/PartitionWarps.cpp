@@ -122,6 +122,9 @@ bool isLoadedTile(Value v) {
   return arg && isPrefetchedCarriedTile(arg);
 }
 
+/// 32-bit registers a thread can have (sm_80 and sm_90).
+constexpr int64_t kRegistersPerThread = 255;
+
 /// Registers per thread the tiles of a split-Q loop may pin: the loop's
 /// accumulators plus loop-invariant A operands (Q). The rest of the 255 a
 /// thread can have goes to P, addresses and softmax temporaries.
@@ -500,6 +503,33 @@ LogicalResult LayoutAssigner::run() {
   });
   if (walk.wasInterrupted())
     return failure();
+  // A register tile larger than a thread's whole register file cannot be
+  // held, and lowering it register by register takes minutes (a 4096-row
+  // block: 4096 f32 per thread). Refuse it here, naming the numbers.
+  walk = func.walk([&](Operation *op) {
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      auto attr = type ? dyn_cast_or_null<LinearLayoutAttr>(type.getEncoding()) : nullptr;
+      if (!attr)
+        continue;
+      // Narrow elements pack (f16x2); i1 and i64 take a register or two each.
+      int64_t bits = type.getElementTypeBitWidth();
+      int64_t elements = toLinearLayout(attr).numRegs();
+      int64_t registers = bits == 16 ? llvm::divideCeil(elements, 2) : elements * std::max<int64_t>(1, bits / 32);
+      if (registers > kRegistersPerThread) {
+        op->emitError() << "the tile "
+                        << RankedTensorType::get(type.getShape(), type.getElementType())
+                        << " takes " << registers
+                        << " registers per thread over " << numWarps
+                        << " warps; a thread has at most " << kRegistersPerThread
+                        << ": use smaller blocks or more warps";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
   func->setAttr("tile.num_warps", IntegerAttr::get(IntegerType::get(ctx, 64), numWarps));
   return success();
 }
@@ -508,11 +538,8 @@ struct TilePartitionWarpsPass final
     : tilec::impl::TilePartitionWarpsBase<TilePartitionWarpsPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (numWarps < 1 || tilec::log2Exact(numWarps) < 0 || numWarps > 16) {
-      getOperation().emitError() << "num-warps must be a power of two in [1, 16], got "
-                                 << static_cast<int64_t>(numWarps);
+    if (failed(tilec::checkNumWarps(getOperation(), "tile-partition-warps", numWarps)))
       return signalPassFailure();
-    }
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(kKernelAttrName))
         continue;
@@ -523,3 +550,10 @@ struct TilePartitionWarpsPass final
 };
 
 } // namespace
+
+LogicalResult tilec::checkNumWarps(Operation *anchor, StringRef what, int64_t numWarps) {
+  if (numWarps >= 1 && numWarps <= kMaxWarps && tilec::log2Exact(numWarps) >= 0)
+    return success();
+  return anchor->emitError() << what << ": num-warps must be a power of two in [1, " << kMaxWarps
+                             << "], got " << numWarps;
+}

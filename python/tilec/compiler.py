@@ -215,14 +215,16 @@ def run_pipeline(text, pipeline, source_name="<tilec>"):
     return _call(native().run_pipeline, text, pipeline, source_name)
 
 
-def default_arch():
+def default_arch(device=None):
+    """$TILEC_ARCH, else the arch of GPU `device` (an index; default the
+    current one), else sm_80."""
     if os.environ.get("TILEC_ARCH"):
         return os.environ["TILEC_ARCH"]
     try:
         import torch
 
         if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
+            major, minor = torch.cuda.get_device_capability(device)
             return "sm_90a" if major >= 9 else "sm_80"
     except ImportError:
         pass
@@ -289,6 +291,39 @@ def write_artifacts(kernel, folder, extras=True):
 
 
 COPY_BOUNDS = ("row", "tile", "chunk")
+# Warps per program: a power of two up to 16 (tile-partition-warps; the C++
+# side refuses other values too). Pipeline stages: 1 or 2 (tile-pipeline).
+MAX_WARPS = 16
+NUM_STAGES = (1, 2)
+
+
+def _integer(value, what):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    return value.__index__()
+
+
+def check_num_warps(value, what="num_warps"):
+    """`value` as an int if it is a valid number of warps, else a ValueError
+    (TypeError for a non-integer) that names it and the allowed values."""
+    n = _integer(value, what)
+    if n < 1 or n > MAX_WARPS or n & (n - 1):
+        raise ValueError(f"{what} must be a power of two in [1, {MAX_WARPS}], got {value!r}")
+    return n
+
+
+def check_num_stages(value, what="num_stages"):
+    n = _integer(value, what)
+    if n not in NUM_STAGES:
+        raise ValueError(f"{what} must be 1 (one shared buffer per K/V tile) or 2 (a ring), "
+                         f"got {value!r}")
+    return n
+
+
+def check_flag(value, what):
+    if not isinstance(value, bool) and value not in (0, 1):
+        raise TypeError(f"{what} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
@@ -308,6 +343,9 @@ def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_pas
     JIT compile of the PTX."""
     if isinstance(extra_sass, str):
         extra_sass = (extra_sass,)
+    num_warps = check_num_warps(num_warps)
+    num_stages = check_num_stages(num_stages)
+    smem_epilogue = check_flag(smem_epilogue, "smem_epilogue")
     if copy_bounds not in COPY_BOUNDS:
         raise ValueError(f"copy_bounds must be one of {COPY_BOUNDS}, got {copy_bounds!r}")
     if "copy-bounds=" in lowering_options:

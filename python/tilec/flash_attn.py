@@ -21,10 +21,12 @@ What flash_attn's C++ does to the options is done there too:
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 from . import language as tl
 from . import strategy
+from .jit import LaunchCache
 
 _flash_module = None
 MAX_HEAD_DIM = 256
@@ -256,6 +258,18 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
     non-decreasing, within the tensors and max_seqlen; seqused_k within its
     sequence), read on the host unless a CUDA graph is being captured.
     """
+    if _torch_compiling():
+        # torch.compile/torch.export trace the custom op (tilec/ops.py), whose
+        # implementation is this function.
+        from . import ops
+
+        return ops.flash_attn_forward(q, k, v, softmax_scale, bool(causal), window_left, window_right,
+                                      float(softcap), alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+                                      max_seqlen_q, max_seqlen_k, seqused_k, fn)
+    if cu_seqlens_q is None and alibi_slopes is None and _is_torch(q) and q.is_cuda:
+        fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap)
+        if fast is not None:
+            return fast
     varlen = cu_seqlens_q is not None
     if varlen:
         return _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
@@ -327,8 +341,6 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
     elif scale == 0:
         q = q.new_zeros(q.shape) if _is_torch(q) else __import__("numpy").zeros_like(q)
         scale = 1.0
-    kernel, config = _select(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
-                             varlen is not None)
     if on_gpu:
         import torch
 
@@ -362,11 +374,99 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
             so[0], so[1], so[2], sl[0], sl[1], scale,
             left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
             cu_q, cu_k, used, int(use_seqused))
+    # -- dispatch: one launch-cache lookup, one launch (docs/DESIGN.md) -----
+    variant = (dtype, padded, causal, window, softcap > 0, alibi_slopes is not None, varlen is not None)
     if on_gpu:
-        kernel(*args)
+        from . import runtime
+
+        device = q.get_device()
+        runtime.launch_on(device, _GPU_LAUNCHES[variant + (device,)], args, runtime.raw_stream(device))
     else:
+        kernel, config = _select(*variant)
         kernel.run_cpu(*args, grid=grid(config, seqlen_q, heads, batch))
     return (o if padded == head_dim else o[..., :head_dim]), lse
+
+
+def _torch_compiling():
+    """True while torch.compile/torch.export traces the caller; cheap and
+    False when torch was never imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def _build_gpu_launch(key):
+    """LaunchCache builder: the kernel of (dtype, head_dim, causal, window,
+    softcap, alibi, varlen, device index), compiled or prebuilt, ready to launch."""
+    *variant, device = key
+    kernel, _ = _select(*variant)
+    return kernel.launcher(device=device)
+
+
+#: (dtype, padded head_dim, causal, window, softcap, alibi, varlen, device index) -> ready launcher.
+_GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
+_FAST_DTYPES = {}  # torch dtype -> dtype name, for _gpu_fast_path
+_FAST_DUMMIES = {}  # device index -> (f32 dummy, int32 dummy)
+
+
+def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
+    """The common dense GPU call in O(1), its checks folded into a few integer
+    tests: q, k, v CUDA tensors of one type, f16/bf16, one device, rank 4,
+    matching batch/head_dim, heads a multiple of the KV heads, head_dim a
+    multiple of 8 up to 256, rows 16-byte aligned, scale > 0, int windows,
+    softcap >= 0, no ALiBi. Returns (out, lse), or None for anything else:
+    the general path then handles it (padding, copies, scale mapping) or
+    raises the error that names the problem. Same kernel and arguments as
+    the general path, so the same bits."""
+    torch = sys.modules["torch"]
+    if not _FAST_DTYPES:
+        _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    kind = type(q)
+    if type(k) is not kind or type(v) is not kind or type(window_left) is not int \
+            or type(window_right) is not int:
+        return None
+    dt = q.dtype
+    dtype = _FAST_DTYPES.get(dt)
+    if dtype is None or k.dtype != dt or v.dtype != dt:
+        return None
+    shape_q, shape_k = q.shape, k.shape
+    if len(shape_q) != 4 or len(shape_k) != 4 or v.shape != shape_k:
+        return None
+    batch, seqlen_q, heads, head_dim = shape_q
+    seqlen_k, heads_k = shape_k[1], shape_k[2]
+    if (shape_k[0] != batch or shape_k[3] != head_dim or head_dim & 7 or not 8 <= head_dim <= MAX_HEAD_DIM
+            or not (batch and seqlen_q and heads and seqlen_k and heads_k) or heads % heads_k
+            or window_left < -1 or window_right < -1):
+        return None
+    device = q.get_device()
+    if device < 0 or k.get_device() != device or v.get_device() != device:
+        return None
+    sq, sk, sv = q.stride(), k.stride(), v.stride()
+    # Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+    if (sq[3] != 1 or sk[3] != 1 or sv[3] != 1
+            or (sq[0] | sq[1] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7
+            or (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15):
+        return None
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    softcap = float(softcap)
+    if not scale > 0 or not softcap >= 0:
+        return None
+    causal, window, left, right = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, None)
+    dummies = _FAST_DUMMIES.get(device)
+    if dummies is None:
+        dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
+    slopes, ints = dummies
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = q.new_empty((batch, heads, seqlen_q), dtype=torch.float32)
+    row = heads * head_dim
+    args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch, heads // heads_k,
+            sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
+            seqlen_q * row, row, head_dim, heads * seqlen_q, seqlen_q, scale,
+            left, right, softcap if softcap > 0 else 1.0, slopes, 0, ints, ints, ints, 0)
+    from . import runtime
+
+    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, False, device)]
+    runtime.launch_on(device, launch, args, runtime.raw_stream(device))
+    return o, lse
 
 
 def _check_index_array(fn, name, t, q, length):

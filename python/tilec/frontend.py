@@ -195,6 +195,22 @@ _CMP = {
 _MATH = {"exp": math.exp, "exp2": lambda x: 2.0 ** x, "log": math.log,
          "log2": math.log2, "sqrt": math.sqrt, "tanh": math.tanh, "sin": math.sin,
          "cos": math.cos, "erf": math.erf}
+
+
+def _const_math(name, x):
+    """tl.<name>(x) of a Python number, with the IEEE results the kernel's
+    own math gives (Python's math module raises instead): exp overflows to
+    inf, log(0) is -inf, log and sqrt of negatives are nan."""
+    try:
+        return _MATH[name](x)
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        if name in ("log", "log2") and x == 0:
+            return -math.inf
+        return math.nan
+
+
 # Safe Python builtins usable on compile-time constants.
 _PY_FUNCS = {"float": float, "int": int, "bool": bool, "min": min, "max": max,
              "abs": abs, "len": len}
@@ -1050,6 +1066,8 @@ class CodeGen(ast.NodeVisitor):
 
     def tl_cdiv(self, node, args, kwargs):
         a, b = self._args(node, "cdiv", args, kwargs, ["a", "b"])
+        if not isinstance(b, Value) and b == 0:
+            self.error(node, f"tl.cdiv({_describe(a)}, 0): division by zero")
         if not isinstance(a, Value) and not isinstance(b, Value):
             return -(-a // b)
         if isinstance(b, Value):
@@ -1197,7 +1215,7 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(x, Value):
             if _kind_of_const(x) not in ("int", "float"):
                 self.error(node, f"tl.{name} needs a number or a tile, got {_describe(x)}")
-            return _MATH[name](x)
+            return _const_math(name, x)
         if not _is_numeric(x.type):
             self.error(node, f"tl.{name} needs a number or a tile, got {x.type}")
         if not x.dtype.is_float:

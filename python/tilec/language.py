@@ -24,6 +24,15 @@ Type promotion in arithmetic (``+ - * / // % & | ^``, comparisons,
   dimensions are inserted (``tile.expand_dims``), and size-1 dimensions are
   repeated (``tile.broadcast``). ``x[:, None]`` / ``x[None, :]`` insert a unit
   dimension explicitly.
+
+Control flow: ``for i in range(start, stop[, step])`` is a loop (names it
+reassigns are carried). ``if`` on a compile-time value keeps one branch; on a
+run-time scalar (a parameter, a program id, a value read with
+``tl.load(ptr + i)``) it is a branch taken by the whole program: a name
+assigned in a branch that exists before the ``if``, or in both branches, has
+the branch's value afterwards (one type in both), other names stay local to
+their branch. ``return`` may end a branch outside loops: an early exit, e.g.
+``if row0 >= seqlen_q: return`` for the programs past a short sequence.
 """
 
 

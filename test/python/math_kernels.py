@@ -118,3 +118,25 @@ def reference(op, x):
            "sin": np.sin, "cos": np.cos, "exp": np.exp, "exp2": np.exp2, "log": np.log,
            "log2": np.log2, "sqrt": np.sqrt, "erf": np.vectorize(math.erf)}
     return fns[op](x)
+
+
+@tilec.jit(grid=("1", "1", "1"))
+def constant_math(y: tl.ptr(tl.float32)):
+    """Math of Python numbers, folded when the kernel is generated, with the
+    kernel's IEEE results (Python's math module would raise)."""
+    vy = tl.view(y, (1, 8), (8, 1))
+    r = tl.where(tl.arange(0, 8)[None, :] == 0, tl.exp(1e10), 0.0)
+    r = tl.where(tl.arange(0, 8)[None, :] == 1, tl.log(0.0), r)
+    r = tl.where(tl.arange(0, 8)[None, :] == 2, tl.log(-1.0), r)
+    r = tl.where(tl.arange(0, 8)[None, :] == 3, tl.sqrt(-4.0), r)
+    r = tl.where(tl.arange(0, 8)[None, :] == 4, tl.tanh(0.5), r)
+    r = tl.where(tl.arange(0, 8)[None, :] == 5, tl.sigmoid(-1e6), r)
+    r = tl.where(tl.arange(0, 8)[None, :] == 6, tl.abs(-3), r)
+    r = tl.where(tl.arange(0, 8)[None, :] == 7, tl.cos(0.25), r)
+    tl.store(vy, (0, 0), r)
+
+
+@tilec.jit(grid=("1", "1", "1"))
+def cdiv_by_zero(y: tl.ptr(tl.float32), n: tl.int32):
+    vy = tl.view(y, (n, 64), (64, 1))
+    tl.store(vy, (0, 0), tl.zeros((64, tl.cdiv(64, 0)), tl.float32))  # <- cdiv 0

@@ -7,6 +7,13 @@
 // RUN: not tilec --from-llvm-dialect --arch=sm_99 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=BAD-ARCH
 // BAD-ARCH: tilec: error: unknown GPU architecture 'sm_99' (expected e.g. sm_80, sm_90a)
 
+// --extra-sass names are checked before any work (an empty one used to reach
+// ptxas as -arch=, an sm_ with too many digits the runtime's std::stoi).
+// RUN: not tilec --from-llvm-dialect --extra-sass=sm_70 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=BAD-SASS
+// BAD-SASS: tilec: error: extra SASS arch 'sm_70' is not a GPU architecture tilec's PTX runs on: expected sm_<major><minor>[a] with major >= 8 (e.g. sm_90)
+// RUN: not tilec --from-llvm-dialect --extra-sass=sm_90, --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=EMPTY-SASS
+// EMPTY-SASS: tilec: error: extra SASS arch '' is not a GPU architecture
+
 // Several files cannot go to stdout.
 // RUN: not tilec --from-llvm-dialect --emit=all %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=NEED-OUT
 // NEED-OUT: tilec: error: --emit=all (the default) writes files: give -o OUTDIR (or -o FILE with a single --emit)
