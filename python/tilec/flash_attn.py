@@ -375,14 +375,16 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
             left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
             cu_q, cu_k, used, int(use_seqused))
     # -- dispatch: one launch-cache lookup, one launch (docs/DESIGN.md) -----
-    variant = (dtype, padded, causal, window, softcap > 0, alibi_slopes is not None, varlen is not None)
     if on_gpu:
         from . import runtime
 
         device = q.get_device()
-        runtime.launch_on(device, _GPU_LAUNCHES[variant + (device,)], args, runtime.raw_stream(device))
+        launch = _GPU_LAUNCHES[(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
+                                varlen is not None, device)]
+        runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     else:
-        kernel, config = _select(*variant)
+        kernel, config = _select(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
+                                 varlen is not None)
         kernel.run_cpu(*args, grid=grid(config, seqlen_q, heads, batch))
     return (o if padded == head_dim else o[..., :head_dim]), lse
 
