@@ -121,9 +121,12 @@ def test_cli_diagnostics_become_compilation_errors(cli):
         compiler.compile(bad, "bad.mlir")
     assert info.value.filename == "bad.mlir" and info.value.lineno == 2
     assert len(cli.children) == 1
-    # A CLI-side check (not an MLIR diagnostic) loses the "tilec: error: " prefix.
-    with pytest.raises(tilec.CompilationError, match=r"^--num-warps=3 must be a power of two"):
+    # compile() refuses a bad knob itself, before any child runs; the CLI's own
+    # check (not an MLIR diagnostic) loses the "tilec: error: " prefix.
+    with pytest.raises(ValueError, match=r"num_warps must be a power of two"):
         compiler.compile(bad, "bad.mlir", num_warps=3)
+    with pytest.raises(tilec.CompilationError, match=r"^--num-warps=3 must be a power of two"):
+        compiler._compile_cli(bad, "bad.mlir", "sm_80", 3, 2, True, "", True, False, None, ())
 
 
 def fake_cli(tmp_path, body):
