@@ -1,0 +1,266 @@
+"""tilec.flash_attn_with_kvcache and tilec.flash_attn_combine on the CPU
+runner (numpy and torch CPU tensors) against float64 references written from
+flash_attn's documented semantics, on fresh random inputs with poisoned
+outputs; the split-KV heuristic; argument checks.
+
+The reference never reads what the call wrote: it attends over the logical
+key sequence of each batch row (the cache contents the test put there, then
+the new keys), built before the call, so a paged pool is checked against
+contiguous per-sequence keys and the append against the test's own copy.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec import compiler
+from tilec.flash_decode import num_splits_heuristic
+
+HAVE_NATIVE = compiler.available()
+HAVE_CPU = HAVE_NATIVE and getattr(compiler.native(), "has_cpu_runner", False)
+needs_cpu = pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
+
+# f16 inputs, f32 accumulation, P rounded to f16 before P·V, out rounded to
+# f16 (the split path combines f32 partials): measured ||out-ref||/||ref||
+# 2.8e-4, lse within 4e-7, as flash_attn_func's.
+REL_TOL = 1e-3
+LSE_TOL = 1e-5
+
+
+def rel_err(out, ref):
+    return np.linalg.norm(np.asarray(out, np.float64) - ref) / np.linalg.norm(ref)
+
+
+def f16(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float16)
+
+
+def rotate64(x, cos, sin, pos, interleaved):
+    """float64 rotary of x (s, h, d) at positions pos (s,), rounded to f16
+    (what a cache of f16 holds)."""
+    x = x.astype(np.float64)
+    rd = cos.shape[1] * 2
+    c, s = cos[pos].astype(np.float64)[:, None, :], sin[pos].astype(np.float64)[:, None, :]
+    r = x[..., :rd].copy()
+    if interleaved:
+        a, b = r[..., 0::2].copy(), r[..., 1::2].copy()
+        r[..., 0::2], r[..., 1::2] = a * c - b * s, a * s + b * c
+    else:
+        a, b = r[..., : rd // 2].copy(), r[..., rd // 2:].copy()
+        r[..., : rd // 2], r[..., rd // 2:] = a * c - b * s, a * s + b * c
+    x[..., :rd] = r
+    return x.astype(np.float16)
+
+
+def reference(q, keys, values, scale, causal=False, window=(-1, -1), alibi=None):
+    """float64 attention of q (b, sq, h, d) over per-sequence keys/values
+    [(n_b, hk, d)]: flash_attn's bottom-right causal and windows, ALiBi
+    slopes (b, h); lse +inf and out 0 where a row sees no key."""
+    b, sq, h, d = q.shape
+    out = np.zeros(q.shape)
+    lse = np.full((b, h, sq), np.inf)
+    left, right = window
+    if causal:
+        right = 0
+    for i in range(b):
+        K, V = keys[i].astype(np.float64), values[i].astype(np.float64)
+        n = K.shape[0]
+        g = h // K.shape[1]
+        diag = np.arange(sq)[:, None] + n - sq
+        j = np.arange(n)[None, :]
+        visible = np.ones((sq, n), bool)
+        if right >= 0:
+            visible &= j <= diag + right
+        if left >= 0:
+            visible &= j >= diag - left
+        for hh in range(h):
+            s = q[i, :, hh].astype(np.float64) @ K[:, hh // g].T * scale
+            if alibi is not None:
+                s = s - alibi[i, hh] * np.abs(diag - j)
+            s = np.where(visible, s, -np.inf)
+            for r in range(sq):
+                if visible[r].any():
+                    m = s[r].max()
+                    p = np.exp(s[r] - m)
+                    out[i, r, hh] = p @ V[:, hh // g] / p.sum()
+                    lse[i, hh, r] = m + np.log(p.sum())
+    return out, lse
+
+
+def check(out, lse, ref, ref_lse):
+    assert np.isfinite(np.asarray(out, np.float64)).all()
+    assert rel_err(out, ref) < REL_TOL
+    seen = np.isfinite(ref_lse)
+    np.testing.assert_array_equal(np.asarray(lse)[~seen], np.inf)
+    assert np.abs(np.asarray(lse)[seen] - ref_lse[seen]).max(initial=0) < LSE_TOL
+
+
+def contiguous_case(rng, batch, seqlen_q, heads, heads_k, d, lens, capacity):
+    q = f16(rng, batch, seqlen_q, heads, d)
+    k_cache = f16(rng, batch, capacity, heads_k, d)
+    v_cache = f16(rng, batch, capacity, heads_k, d)
+    keys = [k_cache[b, :n].copy() for b, n in enumerate(lens)]
+    values = [v_cache[b, :n].copy() for b, n in enumerate(lens)]
+    return q, k_cache, v_cache, keys, values
+
+
+# --- contiguous cache, one length for the batch (an int cache_seqlens) -------
+
+
+@needs_cpu
+@pytest.mark.parametrize("heads,heads_k", [(4, 4), (8, 2), (4, 1)])
+@pytest.mark.parametrize("seqlen_q,causal", [(1, False), (4, True), (4, False)])
+@pytest.mark.parametrize("num_splits", [1, 3, 0])
+def test_uniform_cache_matches_float64(heads, heads_k, seqlen_q, causal, num_splits):
+    rng = np.random.default_rng()
+    batch, d, n = 3, 64, 300
+    q, kc, vc, keys, values = contiguous_case(rng, batch, seqlen_q, heads, heads_k, d, [n] * batch, 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=n, causal=causal,
+                                             num_splits=num_splits, return_softmax_lse=True)
+    ref, ref_lse = reference(q, keys, values, 1 / math.sqrt(d), causal)
+    assert out.shape == q.shape and out.dtype == np.float16 and lse.shape == (batch, heads, seqlen_q)
+    check(out, lse, ref, ref_lse)
+
+
+@needs_cpu
+def test_more_splits_than_blocks_leave_empty_splits():
+    """17 keys in one 64-key block over 5 splits: four splits see nothing
+    (lse −inf partials) and the combine ignores them."""
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 1, 1, 4, 2, 64, [17], 64)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=17, num_splits=5,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64)))
+
+
+@needs_cpu
+def test_causal_rows_before_the_cache_see_nothing():
+    """seqlen_q 4 over a cache of 1 key, causal: query i sees keys j <= i − 3,
+    so rows 0..2 see none: out 0 and lse +inf, as flash_attn."""
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 1, 4, 2, 2, 64, [1], 16)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1, causal=True, num_splits=1,
+                                             return_softmax_lse=True)
+    ref, ref_lse = reference(q, keys, values, 1 / math.sqrt(64), causal=True)
+    assert np.isinf(ref_lse[0, :, :3]).all()
+    np.testing.assert_array_equal(out[0, :3], 0)
+    check(out, lse, ref, ref_lse)
+
+
+# --- flash_attn_combine -------------------------------------------------------
+
+
+@needs_cpu
+@pytest.mark.parametrize("out_dtype", [None, "float16"])
+def test_combine_matches_direct_computation(out_dtype):
+    """Partials of a real attention (keys cut into 3 ranges, one empty for
+    some rows) merge to the attention over all keys, computed directly."""
+    rng = np.random.default_rng()
+    b, s, h, d, n = 2, 3, 5, 48, 90
+    q, k, v = (rng.standard_normal(shape) for shape in ((b, s, h, d), (b, n, h, d), (b, n, h, d)))
+    scores = np.einsum("bshd,bnhd->bshn", q, k) / math.sqrt(d)
+    cuts = [(0, 30), (30, 31), (31, n)]
+    o_part = np.empty((3, b, s, h, d), np.float32)
+    l_part = np.empty((3, b, s, h), np.float32)
+    for i, (lo, hi) in enumerate(cuts):
+        sc = scores[..., lo:hi]
+        m = sc.max(-1, keepdims=True)
+        p = np.exp(sc - m)
+        o_part[i] = np.einsum("bshn,bnhd->bshd", p / p.sum(-1, keepdims=True), v[:, lo:hi])
+        l_part[i] = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
+    l_part[1, 0, 1, 2] = -np.inf        # an empty split for one row
+    o_part[1, 0, 1, 2] = 0
+    l_part[:, 1, 2, 4] = -np.inf        # a row no split saw
+    m = scores.max(-1, keepdims=True)
+    p = np.exp(scores - m)
+    ref = np.einsum("bshn,bnhd->bshd", p / p.sum(-1, keepdims=True), v)
+    ref_lse = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
+    # Row (0, 1, 2) without the middle split: the attention over the other keys.
+    keep = np.r_[0:30, 31:n]
+    sc = scores[0, 1, 2, keep]
+    pr = np.exp(sc - sc.max())
+    ref[0, 1, 2] = pr @ v[0, keep, 2] / pr.sum()
+    ref_lse[0, 1, 2] = sc.max() + np.log(pr.sum())
+    ref[1, 2, 4], ref_lse[1, 2, 4] = 0, np.inf
+    out, lse = tilec.flash_attn_combine(o_part, l_part, out_dtype=out_dtype)
+    assert out.shape == (b, s, h, d) and lse.shape == (b, s, h)
+    assert out.dtype == np.dtype(out_dtype or "float32")
+    tol = 1e-3 if out_dtype else 1e-6
+    assert rel_err(out, ref) < tol
+    np.testing.assert_array_equal(out[1, 2, 4], 0)
+    assert lse[1, 2, 4] == np.inf
+    fin = np.isfinite(ref_lse)
+    assert np.abs(lse[fin] - ref_lse[fin]).max() < 1e-5
+
+
+@needs_cpu
+def test_combine_torch_cpu_into_out():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    o_part = torch.from_numpy(rng.standard_normal((2, 1, 4, 3, 32)).astype(np.float32))
+    l_part = torch.from_numpy(rng.standard_normal((2, 1, 4, 3)).astype(np.float32))
+    out = torch.full((1, 4, 3, 32), float("nan"))
+    res, lse = tilec.flash_attn_combine(o_part, l_part, out=out)
+    assert res is out and isinstance(lse, torch.Tensor)
+    l64 = l_part.double()
+    w = torch.softmax(l64, 0)
+    ref = (w[..., None] * o_part.double()).sum(0)
+    assert (out.double() - ref).abs().max() < 1e-6
+    assert (lse.double() - torch.logsumexp(l64, 0)).abs().max() < 1e-6
+
+
+# --- num_splits heuristic -------------------------------------------------------
+
+
+def test_num_splits_heuristic_is_flash_attn_2s_rule():
+    # Enough programs to fill 80% of the slots: no split.
+    assert num_splits_heuristic(240, 264, 256) == 1
+    # batch 1 x 32 heads on 2 x 132 slots, 256 blocks: the best eligible count is 8
+    # (97% of a wave); 7 (85%) is the first within 85% of it.
+    assert num_splits_heuristic(32, 264, 256) == 7
+    # Never more splits than key blocks.
+    assert num_splits_heuristic(1, 264, 3) <= 3
+    # batch 1 x 8 KV heads (pack-GQA): 33 splits fill one wave exactly.
+    s = num_splits_heuristic(8, 264, 256)
+    assert 8 * s / 264 / math.ceil(8 * s / 264) >= 0.85
+
+
+# --- argument checks ------------------------------------------------------------
+
+
+def _small(batch=1, sq=1, h=2, hk=2, d=64, cap=32):
+    z = lambda *s: np.zeros(s, np.float16)
+    return z(batch, sq, h, d), z(batch, cap, hk, d), z(batch, cap, hk, d)
+
+
+@pytest.mark.parametrize("kwargs,match,exc", [
+    ({"k": np.zeros((1, 1, 2, 64), np.float16)}, "k without v", ValueError),
+    ({"softcap": 30.0}, "softcap is not implemented", NotImplementedError),
+    ({"softcap": -1.0}, "softcap must be >= 0", ValueError),
+    ({"num_splits": -1}, "num_splits must be an int >= 0", ValueError),
+    ({"cache_seqlens": 33}, "exceeds the cache capacity 32", ValueError),
+    ({"window_size": (-2, 0)}, "window_size values must be >= -1", ValueError),
+    ({"softmax_scale": float("nan")}, "softmax_scale is NaN", ValueError),
+    ({"cache_seqlens": np.array([3], np.int64)}, "'cache_seqlens' must be int32", TypeError),
+    ({"cache_seqlens": np.array([3, 4], np.int32)}, "has 2 entries, the batch is 1", ValueError),
+    ({"alibi_slopes": np.zeros(3, np.float32)}, "'alibi_slopes' has shape", ValueError),
+])
+def test_bad_arguments_are_refused_before_anything_runs(kwargs, match, exc):
+    q, kc, vc = _small()
+    with pytest.raises(exc, match=match):
+        tilec.flash_attn_with_kvcache(q, kc, vc, **kwargs)
+
+
+def test_gqa_heads_must_divide():
+    q, kc, vc = _small(h=3, hk=2)
+    with pytest.raises(ValueError, match="3 heads, not a multiple of the cache's 2 KV heads"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=4)
+
+
+def test_append_needs_cache_seqlens():
+    q, kc, vc = _small()
+    k = np.zeros((1, 1, 2, 64), np.float16)
+    with pytest.raises(ValueError, match="needs cache_seqlens"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, k=k, v=k)
