@@ -258,6 +258,12 @@ private:
   /// their constant byte offset from it (-1: a runtime offset). Pointers
   /// carried through loops or branches are not followed (no check for them).
   DenseMap<Value, std::pair<unsigned, int64_t>> pointerParam;
+  /// Pointer parameters some tile.store writes through (all of them when a
+  /// store's base is not traced to one): tile.load_scalar reads the others
+  /// with ld.global.nc.
+  llvm::SmallDenseSet<unsigned> storedParams;
+  bool storesUntraced = false;
+  LogicalResult lowerLoadScalar(LoadScalarOp op);
   /// Widest single global access (bytes) made through each pointer
   /// parameter: the launch manifest asks the runtime to check alignment.
   std::map<unsigned, int64_t> accessBytes;
@@ -2095,6 +2101,29 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   return success();
 }
 
+/// The kernel parameter a pointer is (through tile.addptr), or null.
+static BlockArgument pointerRoot(Value ptr) {
+  while (auto add = ptr.getDefiningOp<AddPtrOp>())
+    ptr = add.getPtr();
+  return dyn_cast<BlockArgument>(ptr);
+}
+
+/// One element read by every thread of the program (a uniform load: the
+/// threads of a warp hit one address, one transaction). A buffer the kernel
+/// never writes is read through the non-coherent path (ld.global.nc, via
+/// LLVM's !invariant.load), which cu_seqlens and block tables are.
+LogicalResult KernelLowering::lowerLoadScalar(LoadScalarOp op) {
+  Type type = op.getType();
+  BlockArgument root = pointerRoot(op.getPtr());
+  bool readOnly = root && isa<func::FuncOp>(root.getOwner()->getParentOp()) && !storesUntraced &&
+                  !storedParams.contains(root.getArgNumber());
+  unsigned bytes = std::max<unsigned>(1, type.getIntOrFloatBitWidth() / 8);
+  mapping.map(op.getResult(), LLVM::LoadOp::create(b, type, scalar(op.getPtr()), bytes,
+                                                   /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                                   /*isInvariant=*/readOnly));
+  return success();
+}
+
 LogicalResult KernelLowering::lowerOp(Operation *op) {
   b.setLoc(op->getLoc());
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
@@ -2158,6 +2187,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     views[view.getResult()] = info;
     return success();
   }
+  if (auto load = dyn_cast<LoadScalarOp>(op))
+    return lowerLoadScalar(load);
   if (auto load = dyn_cast<LoadOp>(op))
     return lowerLoad(load);
   if (auto store = dyn_cast<StoreOp>(op))
@@ -2317,6 +2348,15 @@ LogicalResult KernelLowering::run() {
   }
   if (func.getNumResults() != 0)
     return func.emitError() << "kernels return nothing; write results with tile.store";
+
+  func.walk([&](StoreOp store) {
+    auto view = store.getView().getDefiningOp<ViewOp>();
+    BlockArgument root = view ? pointerRoot(view.getBase()) : BlockArgument();
+    if (root && root.getOwner() == &func.getBody().front())
+      storedParams.insert(root.getArgNumber());
+    else
+      storesUntraced = true;
+  });
 
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(func);

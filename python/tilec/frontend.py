@@ -973,6 +973,9 @@ class CodeGen(ast.NodeVisitor):
         return [self._scalar_of(node, o, tl.int32, f"offset {i}") for i, o in enumerate(offsets)]
 
     def tl_load(self, node, args, kwargs):
+        first = args[0] if args else kwargs.get("ptr")
+        if isinstance(first, Value) and isinstance(first.type, PtrTy):
+            return self._load_scalar(node, args, kwargs)
         view, offsets, shape, padding = self._args(
             node, "load", args, kwargs, ["view", "offsets", "shape", "padding"], ["zero"])
         offs = self._view_and_offsets(node, view, offsets, "tl.load")
@@ -986,6 +989,14 @@ class CodeGen(ast.NodeVisitor):
         text = (f"tile.load {view.ref}[{', '.join(o.ref for o in offs)}] padding = {padding} "
                 f": {view.type} -> {ty}")
         return self.emit(node, text, [view] + offs, ty)
+
+    def _load_scalar(self, node, args, kwargs):
+        """tl.load(ptr + i): the one element at a pointer, as a scalar."""
+        (ptr,) = self._args(node, "load", args, kwargs, ["ptr"])
+        dtype = ptr.type.dtype
+        if dtype.kind == "bool":
+            self.error(node, f"tl.load of one element reads integers or floats, not {dtype.name}")
+        return self.emit(node, f"tile.load_scalar {ptr.ref} : {ptr.type} -> {dtype}", [ptr], dtype)
 
     def tl_store(self, node, args, kwargs):
         view, offsets, value = self._args(node, "store", args, kwargs, ["view", "offsets", "value"])

@@ -147,7 +147,12 @@ def view(ptr, sizes, strides):
 @_builtin
 def load(view, offsets, shape, padding="zero"):
     """Load a tile of `shape` at element `offsets` of `view`; out-of-bounds
-    elements read `padding` ("zero", "neg_inf" or "nan")."""
+    elements read `padding` ("zero", "neg_inf" or "nan").
+
+    ``tl.load(ptr + i)`` (a pointer, nothing else) reads the one element at
+    the pointer as a scalar, usable as offsets, view sizes, loop bounds and in
+    arithmetic (e.g. ``start = tl.load(cu_seqlens + b)``). It is not bounds
+    checked: the element must be inside the buffer."""
 
 
 @_builtin
