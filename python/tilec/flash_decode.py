@@ -349,6 +349,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
 
     # Everything checked: from here on, arrays are written.
+    torch_cpu = _is_torch(q) and not on_gpu
     if not on_gpu:
         (q, k_cache, v_cache, k, v, block_table, rotary_cos, rotary_sin, alibi_slopes) = _as_cpu_arrays(
             q, k_cache, v_cache, k, v, block_table, rotary_cos, rotary_sin, alibi_slopes)
@@ -382,10 +383,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     elif scale == 0:
         q, scale = q * 0, 1.0
 
-    return _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
-                   lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
-                   page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
-                   left, right, alibi_slopes, num_splits, return_softmax_lse, dtype)
+    out, lse = _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
+                       lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
+                       page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
+                       left, right, alibi_slopes, num_splits, dtype)
+    if torch_cpu:
+        import torch
+
+        out, lse = torch.from_numpy(out), torch.from_numpy(lse)
+    return (out, lse) if return_softmax_lse else out
 
 
 def _positions(ops, lens, rows):
@@ -397,7 +403,7 @@ def _positions(ops, lens, rows):
 
 def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen_new, cache_batch_idx,
             cache_leftpad, block_table, paged, page_size, capacity, heads_k, group, scale, causal,
-            window, left, right, alibi_slopes, num_splits, return_lse, dtype):
+            window, left, right, alibi_slopes, num_splits, dtype):
     batch, seqlen_q, heads, head_dim = q.shape
     rows_q = group * seqlen_q
     # Pack-GQA: the rows of one KV head's query heads, (head, position) order,
@@ -500,7 +506,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         out = ops.contiguous(out)
     elif not ops.torch:
         out = out.reshape(batch, 1, heads, head_dim)
-    return (out, lse) if return_lse else out
+    return out, lse
 
 
 def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):

@@ -264,3 +264,193 @@ def test_append_needs_cache_seqlens():
     k = np.zeros((1, 1, 2, 64), np.float16)
     with pytest.raises(ValueError, match="needs cache_seqlens"):
         tilec.flash_attn_with_kvcache(q, kc, vc, k=k, v=k)
+
+
+# --- per-batch lengths, appends, paged KV, batch indices, left padding ---------
+
+
+def paged_pool(rng, keys, values, page, spare=3, share=False):
+    """A pool of pages holding each sequence's keys, in shuffled pages (plus
+    spare ones), and its block table; with share, sequence 1 starts with
+    sequence 0's first page (a shared prefix)."""
+    heads_k, d = keys[0].shape[1:]
+    width = max(-(-len(k) // page) for k in keys) + 1
+    total = len(keys) * width + spare
+    perm = rng.permutation(total)
+    kp, vp = f16(rng, total, page, heads_k, d), f16(rng, total, page, heads_k, d)
+    table = np.zeros((len(keys), width), np.int32)
+    for b in range(len(keys)):
+        table[b] = perm[b * width:(b + 1) * width]
+    if share and len(keys) > 1 and len(keys[0]) >= page and len(keys[1]) >= page:
+        table[1, 0] = table[0, 0]
+        keys[1][:page], values[1][:page] = keys[0][:page], values[0][:page]
+    for b, (k, v) in enumerate(zip(keys, values)):
+        for i in range(0, len(k), page):
+            kp[table[b, i // page], : len(k[i:i + page])] = k[i:i + page]
+            vp[table[b, i // page], : len(v[i:i + page])] = v[i:i + page]
+    return kp, vp, table
+
+
+@needs_cpu
+@pytest.mark.parametrize("heads,heads_k", [(4, 4), (8, 2), (4, 1)])
+@pytest.mark.parametrize("seqlen_q,causal", [(1, False), (4, True)])
+@pytest.mark.parametrize("num_splits", [1, 3, 0])
+def test_per_batch_lengths(heads, heads_k, seqlen_q, causal, num_splits):
+    rng = np.random.default_rng()
+    lens = [1, 17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 3, seqlen_q, heads, heads_k, 64, lens, 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             causal=causal, num_splits=num_splits, return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64), causal))
+
+
+@needs_cpu
+@pytest.mark.parametrize("page", [16, 64])
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize("seqlen_q,causal", [(1, False), (4, True)])
+def test_paged_shuffled_block_table(page, num_splits, seqlen_q, causal):
+    rng = np.random.default_rng()
+    lens = [0, 17, 300, page - 1, page, page + 1]
+    heads, heads_k, d = 8, 2, 64
+    keys = [f16(rng, n, heads_k, d) for n in lens]
+    values = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page, share=True)
+    q = f16(rng, len(lens), seqlen_q, heads, d)
+    out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, causal=causal, num_splits=num_splits,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), causal))
+
+
+@needs_cpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_append_writes_the_new_keys_and_nothing_else(paged):
+    """k/v (3 new tokens) go into the cache at cache_seqlens, in place, before
+    attending; every other element of the cache is unchanged."""
+    rng = np.random.default_rng()
+    lens, new, heads, heads_k, d = [0, 17, 40], 3, 4, 2, 64
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    kn, vn = f16(rng, 3, new, heads_k, d), f16(rng, 3, new, heads_k, d)
+    q = f16(rng, 3, new, heads, d)
+    if paged:
+        kc, vc, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], 16)
+    else:
+        kc, vc = f16(rng, 3, 64, heads_k, d), f16(rng, 3, 64, heads_k, d)
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = old_k[b], old_v[b]
+        table = None
+    kc_before, vc_before = kc.copy(), vc.copy()
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, causal=True, num_splits=2,
+                                             return_softmax_lse=True)
+    keys = [np.concatenate([old_k[b], kn[b]]) for b in range(3)]
+    values = [np.concatenate([old_v[b], vn[b]]) for b in range(3)]
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), causal=True))
+    want_k, want_v = kc_before.copy(), vc_before.copy()
+    for b, n in enumerate(lens):
+        for i in range(new):
+            p = n + i
+            slot = (table[b, p // 16], p % 16) if paged else (b, p)
+            want_k[slot], want_v[slot] = kn[b, i], vn[b, i]
+    np.testing.assert_array_equal(kc, want_k)
+    np.testing.assert_array_equal(vc, want_v)
+
+
+@needs_cpu
+def test_cache_batch_idx_and_leftpad():
+    """Batch row b reads cache row cache_batch_idx[b], keys cache_leftpad[b] ..
+    cache_seqlens[b]; the new key lands at cache_seqlens[b] of that row."""
+    rng = np.random.default_rng()
+    heads, heads_k, d = 4, 2, 64
+    kc, vc = f16(rng, 5, 80, heads_k, d), f16(rng, 5, 80, heads_k, d)
+    bidx = np.array([3, 0, 4], np.int32)
+    lens = np.array([30, 5, 70], np.int32)
+    pad = np.array([4, 0, 69], np.int32)
+    kn, vn = f16(rng, 3, 1, heads_k, d), f16(rng, 3, 1, heads_k, d)
+    q = f16(rng, 3, 1, heads, d)
+    keys = [np.concatenate([kc[bidx[b], pad[b]:lens[b]], kn[b]]) for b in range(3)]
+    values = [np.concatenate([vc[bidx[b], pad[b]:lens[b]], vn[b]]) for b in range(3)]
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=lens,
+                                             cache_batch_idx=bidx, cache_leftpad=pad, num_splits=3,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d)))
+    np.testing.assert_array_equal(kc[bidx, lens], kn[:, 0])
+
+
+# --- rotary, windows, ALiBi -----------------------------------------------------
+
+
+@needs_cpu
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("rotary_dim", [32, 64])
+def test_rotary_on_q_and_the_new_keys(interleaved, causal, rotary_dim):
+    """q rotated at cache_seqlens + i (causal) or cache_seqlens (not causal),
+    the new k at cache_seqlens + i, as flash_attn; the cache holds rotated k."""
+    rng = np.random.default_rng()
+    heads, heads_k, d, new = 4, 2, 64, 2
+    lens = np.array([5, 33], np.int32)
+    kc, vc = f16(rng, 2, 48, heads_k, d), f16(rng, 2, 48, heads_k, d)
+    kn, vn = f16(rng, 2, new, heads_k, d), f16(rng, 2, new, heads_k, d)
+    q = f16(rng, 2, new, heads, d)
+    angles = rng.uniform(0, 2 * np.pi, (48, rotary_dim // 2))
+    cos, sin = np.cos(angles).astype(np.float16), np.sin(angles).astype(np.float16)
+    keys, values, qr = [], [], np.empty_like(q)
+    for b in range(2):
+        pos = lens[b] + np.arange(new)
+        keys.append(np.concatenate([kc[b, :lens[b]], rotate64(kn[b], cos, sin, pos, interleaved)]))
+        values.append(np.concatenate([vc[b, :lens[b]], vn[b]]))
+        qr[b] = rotate64(q[b], cos, sin, pos if causal else np.full(new, lens[b]), interleaved)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, rotary_cos=cos, rotary_sin=sin,
+                                             cache_seqlens=lens, causal=causal,
+                                             rotary_interleaved=interleaved, return_softmax_lse=True)
+    check(out, lse, *reference(qr, keys, values, 1 / math.sqrt(d), causal))
+    for b in range(2):
+        rot = keys[b][lens[b]:].astype(np.float64)
+        assert np.abs(kc[b, lens[b]:lens[b] + new].astype(np.float64) - rot).max() <= 2e-3 * np.abs(rot).max()
+
+
+@needs_cpu
+@pytest.mark.parametrize("window,causal", [((40, -1), False), ((10, 0), True), ((30, 5), False)])
+def test_windows(window, causal):
+    rng = np.random.default_rng()
+    lens = [1, 17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 3, 4, 4, 2, 64, lens, 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             causal=causal, window_size=window, num_splits=3,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64), causal, window))
+
+
+@needs_cpu
+@pytest.mark.parametrize("per_batch_slopes", [False, True])
+def test_alibi(per_batch_slopes):
+    rng = np.random.default_rng()
+    lens = [17, 300]
+    heads = 4
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 2, heads, 2, 64, lens, 320)
+    slopes = rng.uniform(0.01, 0.5, (2, heads) if per_batch_slopes else (heads,)).astype(np.float32)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             causal=True, alibi_slopes=slopes, num_splits=2,
+                                             return_softmax_lse=True)
+    ref = reference(q, keys, values, 1 / math.sqrt(64), True, alibi=np.broadcast_to(slopes, (2, heads)))
+    check(out, lse, *ref)
+
+
+@needs_cpu
+def test_torch_cpu_tensors_and_in_place_append():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 1, 8, 2, 64, [9, 40], 48)
+    kn, vn = f16(rng, 2, 1, 2, 64), f16(rng, 2, 1, 2, 64)
+    t = torch.from_numpy
+    tkc, tvc = t(kc.copy()), t(vc.copy())
+    out, lse = tilec.flash_attn_with_kvcache(t(q), tkc, tvc, k=t(kn), v=t(vn),
+                                             cache_seqlens=torch.tensor([9, 40], dtype=torch.int32),
+                                             return_softmax_lse=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float16
+    keys = [np.concatenate([keys[b], kn[b]]) for b in range(2)]
+    values = [np.concatenate([values[b], vn[b]]) for b in range(2)]
+    check(out.numpy(), lse.numpy(), *reference(q, keys, values, 1 / math.sqrt(64)))
+    assert (tkc[1, 40] == t(kn[1, 0])).all() and (tvc[0, 9] == t(vn[0, 0])).all()
