@@ -29,12 +29,12 @@ import tilec
 from tilec import language as tl
 
 
-def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW, ALIBI,
-          BATCH_IDX, LEFTPAD, **_):
-    flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_paged", PAGED),
+def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
+          ALIBI, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, **_):
+    flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
                                     ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD)) if on)
-    return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}{flags}"
+    return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}_q{QPOS}{flags}"
 
 
 @tilec.jit(grid=("num_splits", "cdiv(rows_q, BLOCK_M) * num_heads_k", "batch"), name=_name,
@@ -59,6 +59,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  ALIBI: tl.constexpr = False, PAGED: tl.constexpr = False,
                  PAGE_SIZE: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
+                 QPOS: tl.constexpr = "mod",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
                  NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2):
     tl.assume(scale > 0)
@@ -81,8 +82,17 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     qv = tl.view(q + (b * stride_qb + hk * stride_qk), (rows_q, HEAD_DIM), (stride_qr, 1))
     row0 = pid_m * BLOCK_M
     qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
-    # The diagonal key of each packed row (query position r % seqlen_q).
-    diag = ((row0 + tl.arange(0, BLOCK_M)) % seqlen_q + (seqlen_k - seqlen_q))[:, None]
+    # The diagonal key of each packed row: its query position r % seqlen_q
+    # (QPOS "mod") plus seqlen_k − seqlen_q. With one query head per KV head
+    # (QPOS "row") the position is r itself (rows past rows_q are never
+    # stored), with one query token (QPOS "one") it is 0: both keep the mask
+    # affine, so tile-split-masked-loops can leave full blocks unmasked.
+    if QPOS == "mod":
+        diag = ((row0 + tl.arange(0, BLOCK_M)) % seqlen_q + (seqlen_k - seqlen_q))[:, None]
+    elif QPOS == "row":
+        diag = (row0 + tl.arange(0, BLOCK_M) + (seqlen_k - seqlen_q))[:, None]
+    else:
+        diag = (tl.zeros((BLOCK_M,), tl.int32) + (seqlen_k - seqlen_q))[:, None]
     if ALIBI:
         av = tl.view(alibi_rows + (b * stride_ab + hk * stride_ak), (rows_q,), (1,))
         slope = tl.load(av, (row0,), (BLOCK_M,))[:, None]

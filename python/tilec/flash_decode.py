@@ -20,6 +20,7 @@ How a call runs:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from . import language as tl
 from .flash_attn import _is_torch, _rows_aligned, _strides
@@ -54,6 +55,65 @@ def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS
         if eff[s] >= 0.85 * best:
             return s
     return 1
+
+
+# The CPU runner's Q tile: None for the smallest that holds the packed rows
+# (fast to run), or a GPU size, for tests of the GPU configuration's numerics.
+CPU_BLOCK_M = None
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """How one call runs: tiles, warps and the split count."""
+    seqlen_q: int
+    group: int
+    head_dim: int
+    page_size: int          # 0: contiguous cache
+    block_m: int
+    block_n: int
+    num_warps: int
+    m_blocks: int
+    num_splits: int
+
+    def constexprs(self, dtype, causal=False, window=False, alibi=False, paged=False,
+                   per_batch=False, batch_idx=False, leftpad=False):
+        """The decode kernel's constexprs for this plan and these features."""
+        tdt = {"float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
+        split = self.num_splits > 1
+        qpos = "one" if self.seqlen_q == 1 else "row" if self.group == 1 else "mod"
+        return dict(DTYPE=tdt, ODTYPE=tl.float32 if split else tdt, HEAD_DIM=self.head_dim,
+                    SPLIT=split, CAUSAL=bool(causal), WINDOW=bool(window), ALIBI=bool(alibi),
+                    PAGED=bool(paged), PAGE_SIZE=self.page_size if paged else 64,
+                    PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
+                    QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps)
+
+
+def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
+                on_gpu=True, sms=_DEFAULT_SMS):
+    """Tiles and splits for a call. The Q tile holds the packed rows (group ×
+    seqlen_q); on the GPU it is 64 rows over 4 warps even for one row, as
+    flash_attn 2's split kernel: the warps that compute padding rows still
+    share the K/V copies, and a decode kernel is bound by those. Key blocks
+    are 64 keys, or the largest power of two dividing the page size (a block
+    must lie in one page). num_splits=0: num_splits_heuristic over the
+    programs (batch × KV heads × row blocks), two per SM, and the cache
+    capacity in 128-key blocks (flash_attn 2's count at head_dim <= 128)."""
+    rows_q = heads // heads_k * seqlen_q
+    block_n = _BLOCK_N
+    if page_size:
+        while page_size % block_n:
+            block_n //= 2
+    if on_gpu:
+        block_m = 64
+    else:
+        block_m = CPU_BLOCK_M or min(64, max(16, 1 << (rows_q - 1).bit_length()))
+    m_blocks = -(-rows_q // block_m)
+    if num_splits == 0:
+        n_blocks = -(-capacity // (128 if head_dim <= 128 else 64))
+        num_splits = num_splits_heuristic(batch * heads_k * m_blocks, 2 * sms, max(n_blocks, 1))
+    num_splits = min(num_splits, _MAX_SPLITS)
+    return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
+                      block_m // 16, m_blocks, num_splits)
 
 
 def _sm_count(device):
@@ -317,7 +377,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if causal:
         right = 0
     window = left >= 0 or right > 0
-    causal_only = right == 0 and left < 0
+    # One query token sees every key under causal (j <= 0 + seqlen_k - 1).
+    causal_only = right == 0 and left < 0 and seqlen_q > 1
 
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
     if math.isnan(scale):
@@ -420,23 +481,9 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         if on_gpu and not _rows_aligned(t):
             _fail(f"'{name}' rows must start 16-byte aligned (strides {_strides(t)}); the cache is "
                   "written in place, so it is not copied")
-    # Blocks: a paged key block must lie in one page.
-    block_n = _BLOCK_N
-    if paged:
-        while page_size % block_n:
-            block_n //= 2
-    block_m = min(64, max(16, 1 << (rows_q - 1).bit_length()))
-    if on_gpu:
-        block_m = 64 if rows_q > 16 else block_m
-    num_warps = block_m // 16
-    m_blocks = -(-rows_q // block_m)
-    if num_splits == 0:
-        sms = _sm_count(q.device) if on_gpu else _DEFAULT_SMS
-        # flash_attn 2 counts 128-key blocks at head_dim 128 (its split kernel's kBlockN) and
-        # two programs per SM.
-        n_blocks = -(-capacity // max(block_n, 128 if head_dim <= 128 else 64))
-        num_splits = num_splits_heuristic(batch * heads_k * m_blocks, 2 * sms, max(n_blocks, 1))
-    num_splits = min(num_splits, _MAX_SPLITS)
+    plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size if paged else 0,
+                       num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS)
+    block_m, m_blocks, num_splits = plan.block_m, plan.m_blocks, plan.num_splits
     split = num_splits > 1
 
     out_dtype = dtype
@@ -484,13 +531,10 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             sbt, ab[0], ab[1], scale)
-    tdt = tl.float16 if dtype == "float16" else tl.bfloat16
-    kernel = decode_kernel().specialize(
-        DTYPE=tdt, ODTYPE=tl.float32 if split else tdt, HEAD_DIM=head_dim, SPLIT=split,
-        CAUSAL=causal, WINDOW=window, ALIBI=alibi_slopes is not None, PAGED=paged,
-        PAGE_SIZE=page_size if paged else 64, PER_BATCH=per_batch,
-        BATCH_IDX=cache_batch_idx is not None, LEFTPAD=cache_leftpad is not None,
-        BLOCK_M=block_m, BLOCK_N=block_n, NUM_WARPS=num_warps)
+    kernel = decode_kernel().specialize(**plan.constexprs(
+        dtype, causal=causal, window=window, alibi=alibi_slopes is not None, paged=paged,
+        per_batch=per_batch, batch_idx=cache_batch_idx is not None,
+        leftpad=cache_leftpad is not None))
     grid = (num_splits, m_blocks * heads_k, batch)
     if on_gpu:
         kernel(*args)
