@@ -2006,22 +2006,86 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   return success();
 }
 
+/// Math ops the NVPTX backend selects as they are (for every float type the
+/// tile IR has): cloned per register, converted by MathToLLVM later.
+static bool isNativeGpuMath(Operation *op) {
+  return isa<math::AbsFOp, math::AbsIOp, math::SqrtOp, math::RsqrtOp, math::FmaOp, math::FloorOp,
+             math::CeilOp, math::TruncOp, math::RoundEvenOp, math::RoundOp, math::CopySignOp,
+             math::CountLeadingZerosOp, math::CountTrailingZerosOp, math::CtPopOp>(op);
+}
+
+/// Math ops lowerMath expands into approximate hardware instructions.
+static bool isExpandedGpuMath(Operation *op) {
+  return isa<math::ExpOp, math::Exp2Op, math::LogOp, math::Log2Op, math::TanhOp, math::SinOp,
+             math::CosOp>(op);
+}
+
+/// The legality check for math on the GPU, before any code is generated:
+/// a math op the backend cannot select (LLVM's "Cannot select: ftanh" is a
+/// fatal error that ends the process, Python's included) is refused here,
+/// at the op's location, with the list of what does lower.
+static LogicalResult checkGpuMath(Operation *op) {
+  if (!op->getDialect() || !isa<math::MathDialect>(op->getDialect()))
+    return success();
+  Type elem = getElementTypeOrSelf(op->getOperand(0).getType());
+  if (isNativeGpuMath(op) || (isExpandedGpuMath(op) && (elem.isF32() || elem.isF16() || elem.isBF16())))
+    return success();
+  auto diag = op->emitError() << "'" << op->getName() << "' on " << elem
+                              << " has no GPU (NVPTX) lowering; the GPU lowers math.exp, exp2, "
+                                 "log, log2, tanh, sin, cos on f16/bf16/f32 and absf, absi, sqrt, "
+                                 "rsqrt, fma, floor, ceil, trunc, round, roundeven, copysign";
+  return diag;
+}
+
 LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
                                         SmallVectorImpl<Value> &results) {
-  Type type = operands.empty() ? Type() : operands[0].getType();
-  bool f32 = type && type.isF32();
-  auto log2e = [&]() { return arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::log2e)); };
-  auto ln2 = [&]() { return arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::ln2)); };
-  if (isa<math::Exp2Op>(op) && f32)
-    results.push_back(exp2(operands[0]));
-  else if (isa<math::ExpOp>(op) && f32)
-    results.push_back(exp2(arith::MulFOp::create(b, operands[0], log2e())));
-  else if (isa<math::Log2Op>(op) && f32)
-    results.push_back(log2(operands[0]));
-  else if (isa<math::LogOp>(op) && f32)
-    results.push_back(arith::MulFOp::create(b, log2(operands[0]), ln2()));
-  else
+  if (failed(checkGpuMath(op)))
     return failure();
+  if (!isExpandedGpuMath(op))
+    return success(); // cloned as is
+  Type type = operands[0].getType();
+  // f16/bf16: the approximate instructions are f32 ones.
+  if (!type.isF32()) {
+    Value wide = arith::ExtFOp::create(b, b.getF32Type(), operands[0]);
+    SmallVector<Value> wideResults;
+    if (failed(lowerMath(op, ValueRange{wide}, wideResults)))
+      return failure();
+    results.push_back(arith::TruncFOp::create(b, type, wideResults[0]));
+    return success();
+  }
+  auto f32 = [&](double v) { return arith::ConstantOp::create(b, b.getF32FloatAttr(v)); };
+  auto intrinsic = [&](StringRef name, Value x) {
+    return LLVM::CallIntrinsicOp::create(b, b.getF32Type(), b.getStringAttr(name), ValueRange{x})
+        .getResult(0);
+  };
+  Value x = operands[0];
+  if (isa<math::Exp2Op>(op)) {
+    results.push_back(exp2(x));
+  } else if (isa<math::ExpOp>(op)) {
+    results.push_back(exp2(arith::MulFOp::create(b, x, f32(llvm::numbers::log2e))));
+  } else if (isa<math::Log2Op>(op)) {
+    results.push_back(log2(x));
+  } else if (isa<math::LogOp>(op)) {
+    results.push_back(arith::MulFOp::create(b, log2(x), f32(llvm::numbers::ln2)));
+  } else if (isa<math::TanhOp>(op)) {
+    // llvm.tanh with `afn` selects tanh.approx.f32 (sm_75+; one MUFU op,
+    // relative error about 2^-11); without it NVPTX has no pattern at all.
+    results.push_back(LLVM::TanhOp::create(b, b.getF32Type(), x, LLVM::FastmathFlags::afn));
+  } else {
+    // sin/cos.approx are accurate on [-pi, pi] only: reduce x - 2*pi*k,
+    // k = rint(x / 2pi), with 2*pi in two parts (Cody-Waite) so the reduced
+    // argument stays exact to ~1 ulp for |x| up to ~1e5 (rotary angles).
+    constexpr double twoPi = 2 * llvm::numbers::pi;
+    const float hi = static_cast<float>(twoPi);
+    const float lo = static_cast<float>(twoPi - static_cast<double>(hi));
+    Value k = math::RoundEvenOp::create(b, arith::MulFOp::create(b, x, f32(1 / twoPi)));
+    Value negK = arith::NegFOp::create(b, k);
+    Value r = math::FmaOp::create(b, negK, f32(hi), x);
+    r = math::FmaOp::create(b, negK, f32(lo), r);
+    results.push_back(intrinsic(isa<math::SinOp>(op) ? "llvm.nvvm.sin.approx.ftz.f"
+                                                     : "llvm.nvvm.cos.approx.ftz.f",
+                                r));
+  }
   return success();
 }
 
@@ -2087,7 +2151,9 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     for (Value operand : op->getOperands())
       operands.push_back(isa<RankedTensorType>(operand.getType()) ? regs[operand][r] : scalar(operand));
     SmallVector<Value> mathResults;
-    if (succeeded(lowerMath(op, operands, mathResults))) {
+    if (failed(lowerMath(op, operands, mathResults)))
+      return failure();
+    if (!mathResults.empty()) {
       result.push_back(mathResults[0]);
       continue;
     }
@@ -2268,12 +2334,14 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   }
   if (op->getNumRegions() != 0)
     return op->emitError() << "'" << op->getName() << "' has no GPU lowering";
-  // Scalar math the NVPTX backend cannot expand (exp, log) goes to the
-  // approximate hardware instructions; everything else is cloned as is.
+  // Scalar math the NVPTX backend cannot expand (exp, log, tanh, sin, cos)
+  // goes to the approximate hardware instructions, math it cannot select at
+  // all is refused (lowerMath); everything else is cloned as is.
   SmallVector<Value> operands = llvm::map_to_vector(op->getOperands(), [&](Value v) { return scalar(v); });
   SmallVector<Value> mathResults;
-  if (op->getDialect() && isa<math::MathDialect>(op->getDialect()) &&
-      succeeded(lowerMath(op, operands, mathResults))) {
+  if (failed(lowerMath(op, operands, mathResults)))
+    return failure();
+  if (!mathResults.empty()) {
     mapping.map(op->getResult(0), mathResults[0]);
     return success();
   }

@@ -217,6 +217,42 @@ def sqrt(x):
 
 
 @_builtin
+def tanh(x):
+    """Elementwise hyperbolic tangent (softcapping: c * tanh(s / c)). On the
+    GPU tanh.approx.f32 (max relative error about 2^-11); f16/bf16 compute in
+    f32."""
+
+
+@_builtin
+def sigmoid(x):
+    """Elementwise 1 / (1 + e**-x); on the GPU ex2.approx and rcp.approx."""
+
+
+@_builtin
+def abs(x):
+    """Elementwise |x| of a float or integer tile (or scalar)."""
+
+
+@_builtin
+def sin(x):
+    """Elementwise sine. On the GPU the argument is reduced to [-pi, pi]
+    (x - 2*pi*round(x / 2pi), two-part 2*pi) and sin.approx.f32 evaluates it:
+    absolute error about 1e-6 for |x| up to ~1e5, growing with |x| beyond."""
+
+
+@_builtin
+def cos(x):
+    """Elementwise cosine; on the GPU like `sin` (cos.approx.f32)."""
+
+
+@_builtin
+def erf(x):
+    """Elementwise error function. The CPU runner evaluates it (libm); the
+    GPU lowering has none yet, so a GPU compile is refused with an error at
+    this call."""
+
+
+@_builtin
 def where(cond, a, b):
     """Elementwise cond ? a : b (arith.select), broadcasting all three."""
 

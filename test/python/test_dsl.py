@@ -249,13 +249,13 @@ def test_error_broadcast_names_shapes():
 
 
 @tilec.jit(grid=(1,))
-def _runtime_if(x: tl.ptr(tl.float32), n: tl.int32):
-    if n > 0:  # <-
+def _tile_if(x: tl.ptr(tl.float32), n: tl.int32):
+    if tl.arange(0, 16) > n:  # <-
         pass
 
 
-def test_error_runtime_if():
-    _raises_at(_runtime_if, r"'if' on a run-time value is not supported")
+def test_error_if_on_a_tile():
+    _raises_at(_tile_if, r"'if' needs a scalar condition, got tensor<16xi1> \(for tiles, use tl.where\)")
 
 
 @tilec.jit(grid=(1,))

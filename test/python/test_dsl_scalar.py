@@ -3,7 +3,9 @@ the DSL makes, a varlen attention kernel (sequence bounds loaded from
 cu_seqlens) on the CPU runner against a float64 reference, its loops still
 split by tile-split-masked-loops, and its GPU code."""
 
+import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -82,7 +84,7 @@ def varlen_reference(q, k, v, cu_q, cu_k, scale, causal):
     return out
 
 
-def run_varlen(seqlens_q, seqlens_k, causal, heads=2, head_dim=32, run_tile_passes=True):
+def run_varlen(seqlens_q, seqlens_k, causal, heads=2, head_dim=32, run_tile_passes=True, fn=None):
     rng = np.random.default_rng()
     cu_q = np.concatenate([[0], np.cumsum(seqlens_q)]).astype(np.int32)
     cu_k = np.concatenate([[0], np.cumsum(seqlens_k)]).astype(np.int32)
@@ -91,7 +93,7 @@ def run_varlen(seqlens_q, seqlens_k, causal, heads=2, head_dim=32, run_tile_pass
     v = rng.standard_normal((cu_k[-1], heads, head_dim)).astype(np.float16)
     o = np.full(q.shape, np.nan, np.float16)  # poisoned: unwritten rows show
     scale = 1.0 / np.sqrt(head_dim)
-    kernel = varlen_fwd.specialize(HEAD_DIM=head_dim, CAUSAL=causal)
+    kernel = (fn or varlen_fwd).specialize(HEAD_DIM=head_dim, CAUSAL=causal)
     batch, max_q = len(seqlens_q), max(seqlens_q)
     kernel.run_cpu(q, k, v, o, cu_q, cu_k, max_q, heads, batch,
                    *(s // 2 for x in (q, k, v, o) for s in x.strides[:2]), float(scale),
@@ -207,3 +209,230 @@ def test_scalar_load_gpu_code():
     arts = compiler.compile(varlen_fwd.specialize(BLOCK_M=64, BLOCK_N=64).ir, "<varlen>", arch="sm_80")
     ptx = arts[0]["ptx"]
     assert len(re.findall(r"ld\.global\.nc\.(?:u|b|s)32", ptx)) >= 2, ptx[:2000]
+
+
+# --- run-time if and early exit ---------------------------------------------
+
+
+@tilec.jit(grid=("n_programs",))
+def _early_exit(x: tl.ptr(tl.float32), flags: tl.ptr(tl.int32), n_programs: tl.int32):
+    pid = tl.program_id(0)
+    if tl.load(flags + pid) == 0:
+        return
+    xv = tl.view(x + pid * 16, (16,), (1,))
+    tl.store(xv, (0,), tl.full((16,), pid, tl.float32) + 1.0)
+
+
+@tilec.jit(grid=(4,))
+def _branches(x: tl.ptr(tl.float32), y: tl.ptr(tl.float32), n: tl.int32, thr: tl.float32):
+    pid = tl.program_id(0)
+    v = tl.load(tl.view(x + pid * 16, (16,), (1,)), (0,), (16,))
+    scale = 1.0
+    if pid % 2 == 1:
+        scale = thr              # a constant before, an f32 here: one f32 result
+        v = v * 2.0
+    else:
+        w = 3                    # local to this branch
+        v = v - w
+    if n > 8:
+        off = 1
+    else:
+        off = 2                  # two different constants: an i32 result
+    if pid == 3:
+        v = -v                   # no else: the else yields v unchanged
+    tl.store(tl.view(y + pid * 16, (16,), (1,)), (0,), v * scale + off)
+
+
+@needs_native
+def test_runtime_if_ir():
+    ir = _branches.specialize().ir
+    compiler.parse_and_verify(ir, "<branches>")
+    assert re.search(r"%v\w*, %scale = scf.if %\w+ -> \(tensor<16xf32>, f32\)", ir)
+    assert re.search(r"%off = scf.if %\w+ -> \(i32\)", ir)
+    assert ir.count("scf.if") == 3 and ir.count("} else {") == 3
+
+
+@needs_native
+def test_early_exit_is_an_if_around_the_rest():
+    ir = _early_exit.specialize().ir
+    compiler.parse_and_verify(ir, "<early-exit>")
+    head, rest = ir.split("scf.if", 1)
+    then, orelse = rest.split("} else {", 1)
+    assert "tile.store" not in then and "tile.store" in orelse
+    assert ir.count("return") == 1
+
+
+@needs_cpu
+def test_runtime_if_on_cpu_matches_numpy():
+    rng = np.random.default_rng()
+    for n in (4, 12):
+        x = rng.standard_normal(64).astype(np.float32)
+        y = np.full(64, np.nan, np.float32)
+        thr = float(rng.standard_normal())
+        _branches.specialize().run_cpu(x, y, n, thr, grid=(4,))
+        want = x.astype(np.float64).reshape(4, 16).copy()
+        want[1::2] *= 2.0 * thr
+        want[0::2] -= 3
+        want[3] = -want[3]
+        want += 1 if n > 8 else 2
+        np.testing.assert_allclose(y.reshape(4, 16), want, rtol=1e-6, atol=1e-6)
+
+
+@needs_cpu
+def test_early_exit_on_cpu_writes_only_where_flagged():
+    rng = np.random.default_rng()
+    flags = rng.integers(0, 2, 8).astype(np.int32)
+    flags[0], flags[1] = 0, 1
+    x = np.full(8 * 16, np.nan, np.float32)
+    _early_exit.specialize().run_cpu(x, flags, 8, grid=(8,))
+    x = x.reshape(8, 16)
+    for pid, f in enumerate(flags):
+        if f:
+            np.testing.assert_array_equal(x[pid], pid + 1.0)
+        else:
+            assert np.isnan(x[pid]).all(), pid
+
+
+@tilec.jit(grid=("cdiv(max_seqlen_q, BLOCK_M)", "batch * num_heads", 1))
+def varlen_early_exit(q: tl.ptr(tl.float16), k: tl.ptr(tl.float16), v: tl.ptr(tl.float16),
+                      o: tl.ptr(tl.float16), cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
+                      max_seqlen_q: tl.int32, num_heads: tl.int32, batch: tl.int32,
+                      stride_qs: tl.int64, stride_qh: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
+                      stride_vs: tl.int64, stride_vh: tl.int64, stride_os: tl.int64, stride_oh: tl.int64,
+                      scale: tl.float32, HEAD_DIM: tl.constexpr = 32, CAUSAL: tl.constexpr = False,
+                      BLOCK_M: tl.constexpr = 16, BLOCK_N: tl.constexpr = 16):
+    """varlen_fwd with the early exit of programs past a short sequence."""
+    tl.assume(scale > 0)
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b, h = pid_bh // num_heads, pid_bh % num_heads
+    q_start = tl.load(cu_seqlens_q + b)
+    seqlen_q = tl.load(cu_seqlens_q + b + 1) - q_start
+    row0 = pid_m * BLOCK_M
+    if row0 >= seqlen_q:
+        return
+    k_start = tl.load(cu_seqlens_k + b)
+    seqlen_k = tl.load(cu_seqlens_k + b + 1) - k_start
+    qv = tl.view(q + (q_start * stride_qs + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
+    kv = tl.view(k + (k_start * stride_ks + h * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
+    vv = tl.view(v + (k_start * stride_vs + h * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
+    ov = tl.view(o + (q_start * stride_os + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
+    qt = tl.load(qv, (row0, 0), (BLOCK_M, HEAD_DIM))
+    m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    rows = (row0 + tl.arange(0, BLOCK_M))[:, None]
+    for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
+        col0 = j * BLOCK_N
+        kt = tl.load(kv, (col0, 0), (BLOCK_N, HEAD_DIM))
+        vt = tl.load(vv, (col0, 0), (BLOCK_N, HEAD_DIM))
+        s = tl.dot(qt, kt, trans_b=True) * scale
+        cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
+        mask = cols < seqlen_k
+        if CAUSAL:
+            mask = mask & (cols <= rows)
+        s = tl.where(mask, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, 1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m - m_new)
+        l = l * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(tl.float16), vt, acc * alpha[:, None])
+        m = m_new
+    tl.store(ov, (row0, 0), (acc / l[:, None]).to(tl.float16))
+
+
+@needs_cpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_with_early_exit_matches_float64(causal):
+    """Programs past a sequence's end return before loading anything; the
+    rest is as varlen_fwd (max_seqlen_q 40: most programs of the short
+    sequences exit)."""
+    o, ref = run_varlen([1, 7, 40, 16, 3], [9, 7, 40, 70, 33], causal, fn=varlen_early_exit)
+    assert not np.isnan(o).any(), "rows left unwritten"
+    err = np.linalg.norm(o.astype(np.float64) - ref) / np.linalg.norm(ref)
+    assert err < REL_TOL, err
+
+
+@needs_native
+@pytest.mark.parametrize("causal", [False, True])
+def test_loops_inside_the_early_exit_still_split(causal):
+    ir = compiler.run_pipeline(varlen_early_exit.specialize(CAUSAL=causal).ir, "tile-optimize")
+    blocks = re.findall(r'tile.blocks = "(\w+)"', ir)
+    assert blocks.count("full") == 1 and "partial" in blocks, blocks
+
+
+@needs_native
+@pytest.mark.parametrize("kernel,constexprs", [
+    (varlen_early_exit, dict(BLOCK_M=64, BLOCK_N=64)),
+    (varlen_early_exit, dict(BLOCK_M=64, BLOCK_N=64, CAUSAL=True)),
+    (_early_exit, {}), (_branches, {})], ids=["varlen", "varlen-causal", "early-exit", "branches"])
+def test_runtime_if_compiles_for_the_gpu(kernel, constexprs):
+    """PTX (and, where ptxas is installed, a cubin) for kernels with run-time
+    branches; the early exit is a branch around the kernel's work."""
+    art = compiler.compile(kernel.specialize(**constexprs).ir, "<if>", arch="sm_80")[0]
+    assert ".entry" in art["ptx"]
+    if shutil.which("ptxas") or os.path.exists("/usr/local/cuda/bin/ptxas"):
+        assert art["cubin"]  # ptxas assembled it (a ptxas error raises)
+
+
+def _error_kernel(body):
+    """A kernel whose body is `body` (source text), defined in a file so the
+    DSL can read it."""
+    import importlib.util
+    import tempfile
+    import textwrap
+
+    src = textwrap.dedent('''
+        import tilec
+        from tilec import language as tl
+
+        @tilec.jit(grid=(1,))
+        def k(x: tl.ptr(tl.float32), n: tl.int32):
+        ''') + textwrap.indent(textwrap.dedent(body), "    ")
+    f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+    f.write(src)
+    f.close()
+    spec = importlib.util.spec_from_file_location("errk", f.name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.k
+
+
+@pytest.mark.parametrize("body,match", [
+    ("""
+     if n > 0:
+         a = tl.zeros((16,), tl.float32)
+     else:
+         a = tl.zeros((8,), tl.float32)
+     """, r"'a' has type tensor<16xf32> in the 'if' branch and tensor<8xf32> in the 'else' branch"),
+    ("""
+     if n > 0:
+         a = 1
+     b = a + 1
+     """, r"'a' is assigned in only one branch of a run-time 'if'"),
+    ("""
+     p = x
+     if n > 0:
+         p = x + 1
+     """, r"'p' is assigned !tile.ptr<f32> in a run-time 'if'"),
+    ("""
+     for i in range(n):
+         if i > 2:
+             return
+     """, r"'return' inside a loop is not supported"),
+    ("""
+     return
+     a = 1
+     """, r"unreachable code after 'return'"),
+    ("""
+     if n > 0:
+         return
+     else:
+         return
+     a = 1
+     """, r"unreachable code after 'return'"),
+], ids=["type-mismatch", "one-branch-local", "pointer", "return-in-loop", "after-return",
+        "after-both-return"])
+def test_runtime_if_errors(body, match):
+    with pytest.raises(tilec.CompilationError, match=match):
+        _error_kernel(body).specialize()

@@ -2,6 +2,15 @@
 // code 1, never a crash; one case per chunk.
 // RUN: not tilec --from-llvm-dialect --split-input-file --emit=ptx -o - %s 2>&1 | FileCheck %s
 
+// A math op the GPU has no lowering for is refused before code generation,
+// at its line, with exit status 1 (it was LLVM's fatal "Cannot select",
+// SIGABRT, which also ended any Python process compiling it; `not` fails on
+// a crash).
+// RUN: not tilec --emit=ptx -o - %S/Inputs/no_gpu_math.mlir 2> %t.math
+// RUN: FileCheck %s --check-prefix=NO-LOWERING --input-file=%t.math
+// NO-LOWERING: no_gpu_math.mlir:12:8: error: 'math.erf' on 'f32' has no GPU (NVPTX) lowering; the GPU lowers math.exp, exp2, log, log2, tanh, sin, cos
+// NO-LOWERING-NOT: LLVM ERROR
+
 // A kernel the runtime could not launch: nothing says grid or block.
 // CHECK: tilec-errors.mlir:1 offset :[[@LINE+1]]:3: error: kernel @no_launch has no 'tile.launch' dictionary
   llvm.func @no_launch() attributes {nvvm.kernel} {
