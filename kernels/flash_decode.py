@@ -15,8 +15,10 @@ for an empty split), merged by kernels/flash_combine.py.
 Key visibility, flash_attn's semantics with seqlen_k the sequence's cache
 length: query s sees key j when j < seqlen_k and, with CAUSAL, j ≤ s +
 seqlen_k − seqlen_q (bottom-right alignment); a window (left, right) limits j
-to [s + seqlen_k − seqlen_q − left, s + seqlen_k − seqlen_q + right]. ALiBi
-adds −slope·|s + seqlen_k − seqlen_q − j| (slopes per packed row).
+to [s + seqlen_k − seqlen_q − left, s + seqlen_k − seqlen_q + right]. With
+SOFTCAP scores are softcap·tanh(scale·q·k / softcap); ALiBi then adds
+−slope·|s + seqlen_k − seqlen_q − j| (slopes per packed row). The formulas
+are kernels/flash_fwd.py's.
 
 The running max starts at −1e30, not −inf: a row that sees no key of a block
 (causal rows near a split's end, windows) then keeps exp(−inf − m) = 0
@@ -30,8 +32,8 @@ from tilec import language as tl
 
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
-          ALIBI, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, **_):
-    flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), (f"_page{PAGE_SIZE}", PAGED),
+          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, **_):
+    flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_softcap", SOFTCAP), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
                                     ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD)) if on)
     return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}_q{QPOS}{flags}"
@@ -52,11 +54,11 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  stride_osplit: tl.int64, stride_ob: tl.int64, stride_ok: tl.int64, stride_or: tl.int64,
                  stride_lsplit: tl.int64, stride_lb: tl.int64, stride_lk: tl.int64,
                  stride_btb: tl.int64, stride_ab: tl.int64, stride_ak: tl.int64,
-                 scale: tl.float32,
+                 scale: tl.float32, softcap: tl.float32,
                  DTYPE: tl.constexpr = tl.float16, ODTYPE: tl.constexpr = tl.float16,
                  HEAD_DIM: tl.constexpr = 128, SPLIT: tl.constexpr = False,
                  CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
-                 ALIBI: tl.constexpr = False, PAGED: tl.constexpr = False,
+                 ALIBI: tl.constexpr = False, SOFTCAP: tl.constexpr = False, PAGED: tl.constexpr = False,
                  PAGE_SIZE: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
                  QPOS: tl.constexpr = "mod",
@@ -127,7 +129,9 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         else:
             kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
             vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
-        s = tl.dot(qt, kt, trans_b=True) * scale
+        s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)
+        if SOFTCAP:
+            s = softcap * tl.tanh(s)                         # softcap · tanh(scale · q·k / softcap)
         cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
         if ALIBI:
             s = s - slope * tl.maximum(diag - cols, cols - diag).to(tl.float32)

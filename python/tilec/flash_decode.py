@@ -75,7 +75,7 @@ class DecodePlan:
     m_blocks: int
     num_splits: int
 
-    def constexprs(self, dtype, causal=False, window=False, alibi=False, paged=False,
+    def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
                    per_batch=False, batch_idx=False, leftpad=False):
         """The decode kernel's constexprs for this plan and these features."""
         tdt = {"float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
@@ -83,6 +83,7 @@ class DecodePlan:
         qpos = "one" if self.seqlen_q == 1 else "row" if self.group == 1 else "mod"
         return dict(DTYPE=tdt, ODTYPE=tl.float32 if split else tdt, HEAD_DIM=self.head_dim,
                     SPLIT=split, CAUSAL=bool(causal), WINDOW=bool(window), ALIBI=bool(alibi),
+                    SOFTCAP=bool(softcap),
                     PAGED=bool(paged), PAGE_SIZE=self.page_size if paged else 64,
                     PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
                     QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps)
@@ -272,11 +273,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _check_tensor(name, t, on_gpu, 4, device)
     if (k is None) != (v is None):
         _fail("'k' and 'v' go together: got " + ("k without v" if v is None else "v without k"))
-    if softcap != 0:
-        if softcap < 0:
-            _fail(f"softcap must be >= 0, got {softcap}")
-        _fail(f"softcap is not implemented yet (softcap={softcap}); pass softcap=0.0",
-              NotImplementedError)
+    softcap = float(softcap)
+    if not softcap >= 0 or math.isinf(softcap):
+        _fail(f"softcap must be a finite value >= 0 (0 = off), got {softcap}")
     if not isinstance(num_splits, int) or isinstance(num_splits, bool) or num_splits < 0:
         _fail(f"num_splits must be an int >= 0 (0 = choose), got {num_splits!r}")
     dtype = _dtype_name(q)
@@ -447,7 +446,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     out, lse = _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
                        lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
                        page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
-                       left, right, alibi_slopes, num_splits, dtype)
+                       left, right, alibi_slopes, softcap, num_splits, dtype)
     if torch_cpu:
         import torch
 
@@ -464,7 +463,7 @@ def _positions(ops, lens, rows):
 
 def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen_new, cache_batch_idx,
             cache_leftpad, block_table, paged, page_size, capacity, heads_k, group, scale, causal,
-            window, left, right, alibi_slopes, num_splits, dtype):
+            window, left, right, alibi_slopes, softcap, num_splits, dtype):
     batch, seqlen_q, heads, head_dim = q.shape
     rows_q = group * seqlen_q
     # Pack-GQA: the rows of one KV head's query heads, (head, position) order,
@@ -530,9 +529,10 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
             alibi_rows, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
-            sbt, ab[0], ab[1], scale)
+            sbt, ab[0], ab[1], scale, softcap or 1.0)
     kernel = decode_kernel().specialize(**plan.constexprs(
-        dtype, causal=causal, window=window, alibi=alibi_slopes is not None, paged=paged,
+        dtype, causal=causal, window=window, alibi=alibi_slopes is not None, softcap=softcap > 0,
+        paged=paged,
         per_batch=per_batch, batch_idx=cache_batch_idx is not None,
         leftpad=cache_leftpad is not None))
     grid = (num_splits, m_blocks * heads_k, batch)
@@ -560,16 +560,21 @@ def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     so, sl, sout, slse = (_strides(t) for t in (o_part, l_part, out, lse))
     if sl[2] != 1 or slse[1] != 1:
         raise ValueError("flash_attn_combine: lse rows must be contiguous")
-    block_m = 16
-    kernel = combine_kernel().specialize(
-        DTYPE=tl.float32 if dtype == "float32" else tl.float16 if dtype == "float16" else tl.bfloat16,
-        HEAD_DIM=head_dim, BLOCK_M=block_m, NUM_WARPS=4)
+    consts = combine_constexprs(dtype, head_dim)
+    block_m = consts["BLOCK_M"]
+    kernel = combine_kernel().specialize(**consts)
     args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
             sout[0], sout[1], slse[0])
     if on_gpu:
         kernel(*args)
     else:
         kernel.run_cpu(*args, grid=(-(-rows // block_m), outer, 1))
+
+
+def combine_constexprs(dtype, head_dim):
+    """The combine kernel's constexprs for an output dtype and head_dim."""
+    return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
+                HEAD_DIM=head_dim, BLOCK_M=16, NUM_WARPS=4)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):

@@ -54,10 +54,11 @@ def rotate64(x, cos, sin, pos, interleaved):
     return x.astype(np.float16)
 
 
-def reference(q, keys, values, scale, causal=False, window=(-1, -1), alibi=None):
+def reference(q, keys, values, scale, causal=False, window=(-1, -1), alibi=None, softcap=0.0):
     """float64 attention of q (b, sq, h, d) over per-sequence keys/values
     [(n_b, hk, d)]: flash_attn's bottom-right causal and windows, ALiBi
-    slopes (b, h); lse +inf and out 0 where a row sees no key."""
+    slopes (b, h) after the softcap (softcap·tanh(s / softcap)); lse +inf
+    and out 0 where a row sees no key."""
     b, sq, h, d = q.shape
     out = np.zeros(q.shape)
     lse = np.full((b, h, sq), np.inf)
@@ -77,6 +78,8 @@ def reference(q, keys, values, scale, causal=False, window=(-1, -1), alibi=None)
             visible &= j >= diag - left
         for hh in range(h):
             s = q[i, :, hh].astype(np.float64) @ K[:, hh // g].T * scale
+            if softcap:
+                s = softcap * np.tanh(s / softcap)
             if alibi is not None:
                 s = s - alibi[i, hh] * np.abs(diag - j)
             s = np.where(visible, s, -np.inf)
@@ -237,8 +240,7 @@ def _small(batch=1, sq=1, h=2, hk=2, d=64, cap=32):
 
 @pytest.mark.parametrize("kwargs,match,exc", [
     ({"k": np.zeros((1, 1, 2, 64), np.float16)}, "k without v", ValueError),
-    ({"softcap": 30.0}, "softcap is not implemented", NotImplementedError),
-    ({"softcap": -1.0}, "softcap must be >= 0", ValueError),
+    ({"softcap": -1.0}, "softcap must be a finite value >= 0", ValueError),
     ({"num_splits": -1}, "num_splits must be an int >= 0", ValueError),
     ({"cache_seqlens": 33}, "exceeds the cache capacity 32", ValueError),
     ({"window_size": (-2, 0)}, "window_size values must be >= -1", ValueError),
@@ -435,6 +437,22 @@ def test_alibi(per_batch_slopes):
                                              causal=True, alibi_slopes=slopes, num_splits=2,
                                              return_softmax_lse=True)
     ref = reference(q, keys, values, 1 / math.sqrt(64), True, alibi=np.broadcast_to(slopes, (2, heads)))
+    check(out, lse, *ref)
+
+
+@needs_cpu
+def test_softcap_with_alibi():
+    rng = np.random.default_rng()
+    lens = [17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 1, 4, 2, 64, lens, 320)
+    q = (q * 4).astype(np.float16)  # scores large enough for the cap to bite
+    slopes = rng.uniform(0.01, 0.1, (4,)).astype(np.float32)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             softcap=5.0, alibi_slopes=slopes, num_splits=3,
+                                             return_softmax_lse=True)
+    ref = reference(q, keys, values, 1 / math.sqrt(64), alibi=np.broadcast_to(slopes, (2, 4)), softcap=5.0)
+    no_cap = reference(q, keys, values, 1 / math.sqrt(64), alibi=np.broadcast_to(slopes, (2, 4)))
+    assert rel_err(no_cap[0], ref[0]) > 10 * REL_TOL  # the cap changes the answer
     check(out, lse, *ref)
 
 
