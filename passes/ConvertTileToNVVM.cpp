@@ -703,7 +703,8 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
   SmallVector<Value> out;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, c[0], c[1])));
+    Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
+    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, row, c.back())));
   }
   return out;
 }
@@ -713,7 +714,8 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, c[0], c[1]));
+    Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
+    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, row, c.back()));
   }
 }
 
@@ -1987,17 +1989,17 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   // Same threads hold the same elements: only the register order differs.
   if (from.laneBases() == to.laneBases() && from.warpBases() == to.warpBases())
     return registerRemap(in, out, [](tilec::Coord c) { return c; }, op);
-  // General case: through a scratch tile in shared memory.
+  // General case: through an unswizzled scratch tile in shared memory, one
+  // element per access, so any row width works (a rank-1 tile is one row):
+  // the row vectors of kernels without dots (a softmax's sums meeting a
+  // second tile's layout) are the usual client.
   auto type = cast<RankedTensorType>(out.getType());
-  if (type.getRank() != 2)
+  if (type.getRank() > 2)
     return op.emitError() << "layout conversion of a rank-" << type.getRank()
                           << " tile through shared memory is not supported";
   int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  if (type.getDimSize(1) * elemBytes % kChunkBytes != 0)
-    return op.emitError() << "layout conversion through shared memory needs rows of whole "
-                             "16-byte chunks";
-  SharedTile scratch = allocateRegion(type.getDimSize(0), type.getDimSize(1), elemBytes,
-                                      /*swizzleBits=*/0);
+  SharedTile scratch = allocateRegion(type.getRank() == 2 ? type.getDimSize(0) : 1,
+                                      type.getShape().back(), elemBytes, /*swizzleBits=*/0);
   drainRegion(scratch);
   barrierBeforeFill();
   writeShared(scratch, from, regs[in]);

@@ -373,11 +373,19 @@ LogicalResult LayoutAssigner::propagate(Value v) {
   return success();
 }
 
-/// Tiles no dot reaches (a copy kernel, say) get the coalesced layout:
-/// 16 bytes per thread per access.
+/// Tiles no dot reaches (a copy kernel, a row softmax) get the coalesced
+/// layout: 16 bytes per thread per access, warps on rows so that row
+/// reductions stay inside a warp as in split-Q. Values that own their data (loads,
+/// loop-carried tiles) are seeded before cheap producers (constants, iota,
+/// splats), which then follow their users' layouts: a softmax's deferred
+/// `1 / l` constant, seeded first, would impose a rank-1 layout of its own
+/// on the row sums and force a conversion.
 void LayoutAssigner::seedDefaults() {
+  bool cheapToo = false;
   auto seed = [&](Value v) {
     if (!isTile(v) || assigned.count(v))
+      return;
+    if (!cheapToo && isCheapToRecompute(v.getDefiningOp()))
       return;
     auto type = cast<RankedTensorType>(v.getType());
     int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
@@ -386,9 +394,9 @@ void LayoutAssigner::seedDefaults() {
     if (!powerOfTwo)
       return; // reported when types are rewritten
     int64_t vec = std::min<int64_t>(16 / elemBytes, shape.empty() ? 1 : shape.back());
-    demand(v, linear(tilec::LinearLayout::coalesced(shape, numWarps, vec)));
+    demand(v, linear(tilec::LinearLayout::coalesced(shape, numWarps, vec, /*warpsOnRows=*/true)));
   };
-  func.walk([&](Operation *op) {
+  auto seedOp = [&](Operation *op) {
     for (Value result : op->getResults())
       seed(result);
     for (Region &region : op->getRegions())
@@ -398,7 +406,12 @@ void LayoutAssigner::seedDefaults() {
     // Seed one at a time so the first seed's consequences win over later
     // defaults.
     return worklist.empty() ? WalkResult::advance() : WalkResult::interrupt();
-  });
+  };
+  func.walk(seedOp);
+  if (worklist.empty()) {
+    cheapToo = true;
+    func.walk(seedOp);
+  }
 }
 
 Value LayoutAssigner::materialize(Value v, Attribute layout, OpBuilder &builder) {

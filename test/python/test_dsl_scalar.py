@@ -436,3 +436,40 @@ def _error_kernel(body):
 def test_runtime_if_errors(body, match):
     with pytest.raises(tilec.CompilationError, match=match):
         _error_kernel(body).specialize()
+
+
+# --- on the GPU (skipped without one) ------------------------------------------
+
+
+def _cuda():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+@pytest.mark.skipif(_cuda() is None, reason="needs torch and a CUDA GPU")
+@pytest.mark.parametrize("fn", [varlen_fwd, varlen_early_exit], ids=["varlen", "early-exit"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_gpu_matches_float64(fn, causal):
+    torch = _cuda()
+    seqlens_q = [1, 7, 64, 200, 5, 0, 130]
+    seqlens_k = [3, 7, 80, 200, 50, 9, 300] if causal else [9, 1, 64, 77, 333, 9, 2]
+    heads, d = 3, 64
+    cu_q = torch.tensor([0] + np.cumsum(seqlens_q).tolist(), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0] + np.cumsum(seqlens_k).tolist(), dtype=torch.int32, device="cuda")
+    q = torch.randn(int(cu_q[-1]), heads, d, device="cuda", dtype=torch.float16)
+    k = torch.randn(int(cu_k[-1]), heads, d, device="cuda", dtype=torch.float16)
+    v = torch.randn(int(cu_k[-1]), heads, d, device="cuda", dtype=torch.float16)
+    o = torch.full_like(q, float("nan"))
+    scale = d ** -0.5
+    kernel = fn.specialize(HEAD_DIM=d, CAUSAL=causal, BLOCK_M=64, BLOCK_N=64)
+    kernel(q, k, v, o, cu_q, cu_k, max(seqlens_q), heads, len(seqlens_q),
+           *(s for x in (q, k, v, o) for s in x.stride()[:2]), scale)
+    torch.cuda.synchronize()
+    ref = varlen_reference(*(x.cpu().numpy() for x in (q, k, v, cu_q, cu_k)), scale, causal)
+    out = o.double().cpu().numpy()
+    assert not np.isnan(out).any(), "rows left unwritten"
+    err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    assert err < REL_TOL, err
