@@ -57,6 +57,12 @@ def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS
     return 1
 
 
+# The values of cache_seqlens, cache_batch_idx and cache_leftpad are read back
+# and checked before anything is written: on CUDA one device sync per call.
+# Off, a serving loop saves the sync and bad values are not caught (on the
+# CPU the runner still reports accesses outside a buffer).
+CHECK_VALUES = True
+
 # The CPU runner's Q tile: None for the smallest that holds the packed rows
 # (fast to run), or a GPU size, for tests of the GPU configuration's numerics.
 CPU_BLOCK_M = None
@@ -204,14 +210,35 @@ def _int32_vector(name, t, batch, on_gpu, device):
         _fail(f"'{name}' has {t.shape[0]} entries, the batch is {batch}")
 
 
-def _as_cpu_arrays(*xs):
-    """numpy views (sharing memory) of CPU torch tensors; numpy arrays as they are."""
-    out = []
-    for x in xs:
-        if x is not None and _is_torch(x):
-            x = x.detach().numpy()
-        out.append(x)
+def _read_ints(ops, *tensors):
+    """Host lists of the values of small int tensors (None stays None), in
+    one transfer."""
+    present = [t for t in tensors if t is not None]
+    if not present:
+        return [None] * len(tensors)
+    if ops.torch:
+        flat = ops.t.cat([t.reshape(-1) for t in present]).tolist()
+    else:
+        flat = [int(v) for t in present for v in t.reshape(-1)]
+    out, at = [], 0
+    for t in tensors:
+        if t is None:
+            out.append(None)
+        else:
+            out.append([int(v) for v in flat[at:at + t.shape[0]]])
+            at += t.shape[0]
     return out
+
+
+_dummies = {}
+
+
+def _dummy(ops, dtype):
+    """A one-element buffer for a pointer parameter a variant does not read."""
+    key = (dtype, str(ops.device) if ops.torch else "numpy")
+    if key not in _dummies:
+        _dummies[key] = ops.zeros((1,), dtype)
+    return _dummies[key]
 
 
 def _rotary(ops, x, cos, sin, pos, interleaved):
@@ -279,13 +306,13 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if not isinstance(num_splits, int) or isinstance(num_splits, bool) or num_splits < 0:
         _fail(f"num_splits must be an int >= 0 (0 = choose), got {num_splits!r}")
     dtype = _dtype_name(q)
-    allowed = ("float16", "bfloat16") if on_gpu else ("float16",)
+    allowed = ("float16", "bfloat16") if _is_torch(q) else ("float16",)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
         if t is not None and _dtype_name(t) != dtype:
             _fail(f"'{name}' is {_dtype_name(t)}, 'q' is {dtype}: one dtype for q, the cache and k/v",
                   TypeError)
     if dtype not in allowed:
-        _fail(f"'q' must be {' or '.join(allowed)}{'' if on_gpu else ' on the CPU'}, got {dtype}",
+        _fail(f"'q' must be {' or '.join(allowed)}{'' if _is_torch(q) else ' (numpy)'}, got {dtype}",
               TypeError)
 
     batch, seqlen_q, heads, head_dim = q.shape
@@ -337,34 +364,35 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens = capacity                       # flash_attn: the whole cache
     if isinstance(cache_seqlens, bool):
         _fail(f"cache_seqlens must be an int or an int32 tensor, got {cache_seqlens!r}", TypeError)
-    if per_batch:
-        _int32_vector("cache_seqlens", cache_seqlens, batch, on_gpu, device)
-        lens_host = ops.to_host_ints(cache_seqlens)
-    else:
-        lens_host = [int(cache_seqlens)] * batch
-    bidx_host = list(range(batch))
-    if cache_batch_idx is not None:
-        _int32_vector("cache_batch_idx", cache_batch_idx, batch, on_gpu, device)
-        bidx_host = ops.to_host_ints(cache_batch_idx)
-        bad = [i for i in bidx_host if not 0 <= i < batch_cache]
+    for name, t in (("cache_seqlens", cache_seqlens if per_batch else None),
+                    ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
+        if t is not None:
+            _int32_vector(name, t, batch, on_gpu, device)
+    if not paged and cache_batch_idx is None and batch_cache < batch:
+        _fail(f"'k_cache' holds {batch_cache} sequences, the batch is {batch}")
+    # The values of the int32 tensors: read once (one device sync on CUDA,
+    # unless CHECK_VALUES is off) and checked before anything is written.
+    check_values = CHECK_VALUES
+    lens_host = None if per_batch else [int(cache_seqlens)] * batch
+    if check_values:
+        lens_v, bidx_v, pad_v = _read_ints(ops, cache_seqlens if per_batch else None, cache_batch_idx,
+                                           cache_leftpad)
+        lens_host = lens_v or lens_host
+        bad = [i for i in bidx_v or () if not 0 <= i < batch_cache]
         if bad:
             _fail(f"cache_batch_idx holds {bad[0]}, outside the cache's batch 0..{batch_cache - 1}")
-    elif not paged and batch_cache < batch:
-        _fail(f"'k_cache' holds {batch_cache} sequences, the batch is {batch}")
-    pad_host = [0] * batch
-    if cache_leftpad is not None:
-        _int32_vector("cache_leftpad", cache_leftpad, batch, on_gpu, device)
-        pad_host = ops.to_host_ints(cache_leftpad)
-    for b, (n, p) in enumerate(zip(lens_host, pad_host)):
-        if n < 0 or n + seqlen_new > capacity:
-            _fail(f"cache_seqlens[{b}] = {n} plus {seqlen_new} new keys exceeds the cache capacity "
-                  f"{capacity}" + (" (block_table pages × page size)" if paged else "")
-                  if n >= 0 else f"cache_seqlens[{b}] = {n} is negative")
-        if not 0 <= p <= n:
-            _fail(f"cache_leftpad[{b}] = {p} is outside 0..cache_seqlens[{b}] = {n}")
-    if paged:
+        for b, (n, p) in enumerate(zip(lens_host, pad_v or [0] * batch)):
+            if n < 0:
+                _fail(f"cache_seqlens[{b}] = {n} is negative")
+            if n + seqlen_new > capacity:
+                _fail(f"cache_seqlens[{b}] = {n} plus {seqlen_new} new keys exceeds the cache capacity "
+                      f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
+            if not 0 <= p <= n:
+                _fail(f"cache_leftpad[{b}] = {p} is outside 0..cache_seqlens[{b}] = {n}")
+    if paged and check_values and not on_gpu:
+        # Page numbers in the pool (the CPU path only: on CUDA it would copy the table every call).
         need = max(-(-(n + seqlen_new) // page_size) for n in lens_host)
-        flat = ops.to_host_ints(block_table[:, :need].reshape(-1) if need else ops.int32([]))
+        flat = ops.to_host_ints(block_table[:, :need].reshape(-1))
         bad = [i for i in flat if not 0 <= i < num_pages]
         if bad:
             _fail(f"block_table names page {bad[0]}, outside the pool 0..{num_pages - 1}")
@@ -404,20 +432,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if rd > head_dim or rd == 0 or rd % 16:
             _fail(f"rotary dim {rd} (2 × rotary_cos.shape[1]) must be a multiple of 16 and <= head_dim "
                   f"{head_dim}")
-        reach = max(n + max(seqlen_new, seqlen_q) for n in lens_host)
+        reach = max(n + max(seqlen_new, seqlen_q) for n in lens_host) if lens_host else 0
         if rotary_cos.shape[0] < reach:
             _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
 
-    # Everything checked: from here on, arrays are written.
-    torch_cpu = _is_torch(q) and not on_gpu
-    if not on_gpu:
-        (q, k_cache, v_cache, k, v, block_table, rotary_cos, rotary_sin, alibi_slopes) = _as_cpu_arrays(
-            q, k_cache, v_cache, k, v, block_table, rotary_cos, rotary_sin, alibi_slopes)
-        cs = cache_seqlens
-        cache_seqlens = _as_cpu_arrays(cs)[0] if per_batch else cs
-        cache_batch_idx, cache_leftpad = _as_cpu_arrays(cache_batch_idx, cache_leftpad)
-        ops = _Arrays(q)
-    lens = cache_seqlens if per_batch else ops.int32(lens_host)
+    # Everything checked: from here on, arrays are written. Host-side steps
+    # use the caller's kind of array (numpy, or torch on its device); only
+    # the CPU runner's launches see numpy views of torch CPU tensors.
+    lens = cache_seqlens if per_batch else None
+    if lens is None and (rotary or seqlen_new):
+        lens = ops.int32(lens_host)
     if rotary:
         rows = ops.arange(seqlen_q)[None, :] if (causal or window) else ops.arange(seqlen_q)[None, :] * 0
         q = _rotary(ops, q, rotary_cos, rotary_sin, _positions(ops, lens, rows), rotary_interleaved)
@@ -429,10 +453,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if paged:
             rows_b = ops.arange(batch)[:, None]
             page = block_table[rows_b, pos // page_size]
+            page = page.long() if ops.torch else page
             k_cache[page, pos % page_size] = k
             v_cache[page, pos % page_size] = v
         else:
-            rows_b = (cache_batch_idx if cache_batch_idx is not None else ops.int32(bidx_host))
+            rows_b = cache_batch_idx if cache_batch_idx is not None else ops.arange(batch)
             rows_b = rows_b.reshape(batch, 1)
             rows_b = rows_b.long() if ops.torch else rows_b
             k_cache[rows_b, pos] = k
@@ -447,10 +472,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                        lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
                        page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
                        left, right, alibi_slopes, softcap, num_splits, dtype)
-    if torch_cpu:
-        import torch
-
-        out, lse = torch.from_numpy(out), torch.from_numpy(lse)
     return (out, lse) if return_softmax_lse else out
 
 
@@ -498,11 +519,11 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         l_part = ops.empty((num_splits, batch, heads, seqlen_q), "float32")
     else:
         o_part, l_part = obuf, lse
-    dummy_i = ops.zeros((1,), "int32")
+    dummy_i = _dummy(ops, "int32")
     seqlens_arg = lens if per_batch else dummy_i
     if per_batch and seqlen_new:
         seqlens_arg = (lens + seqlen_new).to(ops.t.int32) if ops.torch else (lens + seqlen_new).astype("int32")
-    alibi_rows = dummy_f = ops.zeros((1,), "float32")
+    alibi_rows = _dummy(ops, "float32")
     if alibi_slopes is not None:
         a = alibi_slopes if len(alibi_slopes.shape) == 2 else alibi_slopes.reshape(1, heads)
         if ops.torch:
@@ -510,7 +531,6 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         else:
             alibi_rows = ops.np.ascontiguousarray(ops.np.broadcast_to(
                 a.reshape(-1, heads, 1), (batch, heads, seqlen_q))).astype("float32")
-    del dummy_f
     sk, sv = _strides(k_cache), _strides(v_cache)
     so, sl = _strides(o_part), _strides(l_part)
     if split:
@@ -521,7 +541,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         l_strides = (0, sl[0], group * sl[1])
     sbt = _strides(block_table)[0] if paged else 0
     ab = (heads * seqlen_q, rows_q) if alibi_slopes is not None else (0, 0)
-    seqlen_uniform = lens_host[0] + seqlen_new
+    seqlen_uniform = (0 if per_batch else lens_host[0]) + seqlen_new
     args = (q, k_cache, v_cache, o_part, l_part, seqlens_arg,
             block_table if paged else dummy_i,
             cache_batch_idx if cache_batch_idx is not None else dummy_i,
@@ -536,10 +556,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         per_batch=per_batch, batch_idx=cache_batch_idx is not None,
         leftpad=cache_leftpad is not None))
     grid = (num_splits, m_blocks * heads_k, batch)
-    if on_gpu:
-        kernel(*args)
-    else:
-        kernel.run_cpu(*args, grid=grid)
+    _launch(kernel, args, grid, on_gpu)
     if split:
         _combine(ops, on_gpu, o_part.reshape(num_splits, batch, heads * seqlen_q, head_dim),
                  l_part.reshape(num_splits, batch, heads * seqlen_q),
@@ -565,10 +582,25 @@ def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     kernel = combine_kernel().specialize(**consts)
     args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
             sout[0], sout[1], slse[0])
+    _launch(kernel, args, (-(-rows // block_m), outer, 1), on_gpu)
+
+
+def _launch(kernel, args, grid, on_gpu):
+    """Launches on the GPU, or runs on the CPU runner over numpy views
+    (sharing memory, so outputs and the cache are written in place) of torch
+    CPU tensors; bf16 as uint16 bit patterns."""
     if on_gpu:
         kernel(*args)
-    else:
-        kernel.run_cpu(*args, grid=(-(-rows // block_m), outer, 1))
+        return
+    cpu = []
+    for a in args:
+        if _is_torch(a):
+            import torch
+
+            a = a.detach()
+            a = a.view(torch.int16).numpy().view("uint16") if a.dtype == torch.bfloat16 else a.numpy()
+        cpu.append(a)
+    kernel.run_cpu(*cpu, grid=grid)
 
 
 def combine_constexprs(dtype, head_dim):
@@ -609,9 +641,7 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     allowed = ("float32", "float16", "bfloat16") if on_gpu else ("float32", "float16")
     if out_dtype not in allowed:
         raise TypeError(f"{what}: out_dtype must be one of {allowed}, got {out_dtype}")
-    torch_cpu = _is_torch(out_partial) and not on_gpu
-    op, lp, out_np = _as_cpu_arrays(out_partial, lse_partial, out) if not on_gpu else (
-        out_partial, lse_partial, out)
+    op, lp, out_np = out_partial, lse_partial, out
     ops = _Arrays(op)
     # Rows (seqlen, heads) flatten when each is contiguous over the next.
     op = op if _flattens(op, 2) else ops.contiguous(op)
@@ -630,10 +660,6 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     _combine(ops, on_gpu, op.reshape(splits, batch, seqlen * heads, head_dim),
              lp.reshape(splits, batch, seqlen * heads), _flat_rows(dest, batch, seqlen * heads, head_dim),
              lse.reshape(batch, seqlen * heads), out_dtype)
-    if torch_cpu:
-        import torch
-
-        return (out if out is not None else torch.from_numpy(dest)), torch.from_numpy(lse)
     return (out if out is not None else dest), lse
 
 

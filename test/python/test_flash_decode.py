@@ -498,3 +498,66 @@ def test_gpu_tiles_on_the_cpu(monkeypatch, paged):
                                              block_table=table, causal=True, num_splits=2,
                                              return_softmax_lse=True)
     check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_cpu_paged_append_rotary_alibi(dtype):
+    """The torch code paths of the host side (rotary, paged append, ALiBi
+    rows, outputs) on CPU tensors, f16 and bf16: one call with everything."""
+    torch = pytest.importorskip("torch")
+    tdt = getattr(torch, dtype)
+    rng = np.random.default_rng()
+    heads, heads_k, d, new, page = 8, 2, 64, 2, 16
+    lens = [3, 40]
+    as_t = lambda a: torch.from_numpy(a).to(tdt)
+    back = lambda t: t.float().numpy().astype(np.float64)
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], page)
+    tkp, tvp = as_t(kp), as_t(vp)
+    kp_before = tkp.clone()
+    kn, vn, q = as_t(f16(rng, 2, new, heads_k, d)), as_t(f16(rng, 2, new, heads_k, d)), as_t(f16(rng, 2, new, heads, d))
+    angles = rng.uniform(0, 2 * np.pi, (64, 16))
+    cos, sin = torch.from_numpy(np.cos(angles)).to(tdt), torch.from_numpy(np.sin(angles)).to(tdt)
+    slopes = torch.from_numpy(rng.uniform(0.01, 0.3, heads).astype(np.float32))
+    out, lse = tilec.flash_attn_with_kvcache(
+        q, tkp, tvp, k=kn, v=vn, rotary_cos=cos, rotary_sin=sin, rotary_interleaved=False,
+        cache_seqlens=torch.tensor(lens, dtype=torch.int32), block_table=torch.from_numpy(table),
+        causal=True, alibi_slopes=slopes, num_splits=2, return_softmax_lse=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == tdt and lse.dtype == torch.float32
+    # Reference from the values as the call saw them (bf16 inputs rounded to bf16).
+    rot = lambda x, pos: torch.from_numpy(rotate64(back(x), back(cos), back(sin), pos, False)
+                                          .astype(np.float64)).to(tdt)
+    qr = torch.stack([rot(q[b], lens[b] + np.arange(new)) for b in range(2)])
+    kr = [rot(kn[b], lens[b] + np.arange(new)) for b in range(2)]
+    keys = [np.concatenate([back(as_t(old_k[b])), back(kr[b])]) for b in range(2)]
+    values = [np.concatenate([back(as_t(old_v[b])), back(vn[b])]) for b in range(2)]
+    ref, ref_lse = reference(back(qr), keys, values, 1 / math.sqrt(d), True,
+                             alibi=np.broadcast_to(slopes.numpy(), (2, heads)))
+    # bf16: P and out rounded to 8 bits, and the rotated q/k (f32 math here,
+    # float64 in the reference) may round to neighbouring bf16 values.
+    tol, lse_tol = (REL_TOL, 1e-4) if dtype == "float16" else (1e-2, 1e-2)
+    assert rel_err(back(out), ref) < tol
+    assert np.abs(lse.numpy() - ref_lse).max() < lse_tol
+    changed = (tkp != kp_before).any(-1).any(-1).nonzero().tolist()
+    slots = {(int(table[b, (n + i) // page]), (n + i) % page) for b, n in enumerate(lens) for i in range(new)}
+    assert {tuple(c) for c in changed} <= slots
+
+
+@needs_cpu
+def test_unchecked_values_path(monkeypatch):
+    """CHECK_VALUES off (what a serving loop on CUDA sets to save the sync):
+    per-batch lengths never reach the host, and the answer is the same."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    rng = np.random.default_rng()
+    lens = [1, 17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 3, 2, 4, 2, 64, lens, 320)
+    kn, vn = f16(rng, 3, 2, 2, 64), f16(rng, 3, 2, 2, 64)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             causal=True, num_splits=0, return_softmax_lse=True)
+    keys = [np.concatenate([keys[b], kn[b]]) for b in range(3)]
+    values = [np.concatenate([values[b], vn[b]]) for b in range(3)]
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64), True))
