@@ -107,10 +107,13 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     per_split = tl.cdiv(tl.maximum(n_hi - n_lo, 0), num_splits)
     j_lo = n_lo + split * per_split
     j_hi = tl.minimum(j_lo + per_split, n_hi)
+    # The views end with the split: the prefetch of block j_hi (tile-pipeline
+    # loads one block ahead) then reads nothing instead of the next split's keys.
+    key_end = tl.minimum(seqlen_k, j_hi * BLOCK_N)
     if not PAGED:
-        kv = tl.view(k + (bc * stride_kb + first * stride_ks + hk * stride_kh), (seqlen_k, HEAD_DIM),
+        kv = tl.view(k + (bc * stride_kb + first * stride_ks + hk * stride_kh), (key_end, HEAD_DIM),
                      (stride_ks, 1))
-        vv = tl.view(v + (bc * stride_vb + first * stride_vs + hk * stride_vh), (seqlen_k, HEAD_DIM),
+        vv = tl.view(v + (bc * stride_vb + first * stride_vs + hk * stride_vh), (key_end, HEAD_DIM),
                      (stride_vs, 1))
     m = tl.full((BLOCK_M,), -1e30, tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
@@ -118,10 +121,13 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     for j in range(j_lo, j_hi):
         col0 = j * BLOCK_N
         if PAGED:
-            # BLOCK_N divides PAGE_SIZE: a key block lies in one page.
-            page = tl.load(block_table + (bc * stride_btb + col0 // PAGE_SIZE))
+            # BLOCK_N divides PAGE_SIZE: a key block lies in one page. The
+            # index is clamped to the split's last page, so the prefetch past
+            # the end reads a table entry that exists (and then no keys).
+            last = tl.maximum(key_end - 1, 0)
+            page = tl.load(block_table + (bc * stride_btb + tl.minimum(col0, last) // PAGE_SIZE))
             in_page = col0 % PAGE_SIZE
-            rows_left = tl.minimum(seqlen_k - (col0 - in_page), PAGE_SIZE)
+            rows_left = tl.maximum(tl.minimum(key_end - (col0 - in_page), PAGE_SIZE), 0)
             kpage = tl.view(k + (page * stride_kb + hk * stride_kh), (rows_left, HEAD_DIM), (stride_ks, 1))
             vpage = tl.view(v + (page * stride_vb + hk * stride_vh), (rows_left, HEAD_DIM), (stride_vs, 1))
             kt = tl.load(kpage, (in_page, 0), (BLOCK_N, D))

@@ -45,6 +45,11 @@ namespace {
 
 /// Ops of `body` that `roots` depend on, in body order; failure if one of
 /// them has side effects (it could not be recomputed for another iteration).
+/// A scalar load (a page number read from a block table) may be recomputed:
+/// the callers rotate only loops whose body writes no memory, so it reads the
+/// same value for iteration j+1 as iteration j+1 itself would. It is not
+/// bounds-checked, so the kernel must keep the prefetch's index (one
+/// iteration past the loop) inside the buffer, as kernels/flash_decode.py does.
 FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots) {
   llvm::SetVector<Operation *> slice;
   SmallVector<Value> worklist(roots.begin(), roots.end());
@@ -57,7 +62,7 @@ FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots) 
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != body || slice.contains(def))
       continue;
-    if (!isPure(def) || def->getNumRegions() != 0)
+    if ((!isPure(def) && !isa<LoadScalarOp>(def)) || def->getNumRegions() != 0)
       return failure();
     slice.insert(def);
     llvm::append_range(worklist, def->getOperands());

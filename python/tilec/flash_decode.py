@@ -338,6 +338,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _check_tensor("block_table", block_table, on_gpu, 2, device)
         if _dtype_name(block_table) != "int32":
             _fail(f"'block_table' must be int32, got {_dtype_name(block_table)}", TypeError)
+        if block_table.shape[1] == 0:
+            _fail("'block_table' has no columns (each sequence needs at least one page)")
         if block_table.shape[0] != batch:
             _fail(f"'block_table' has {block_table.shape[0]} rows, the batch is {batch}")
         if page_size % 16 or page_size == 0:

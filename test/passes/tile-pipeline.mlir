@@ -235,3 +235,41 @@ func.func @writes(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32) attributes 
   }
   return
 }
+
+// -----
+
+// Paged K: the tile's base is a page number read from a block table inside
+// the loop (tile.load_scalar). The body writes no memory, so the read is
+// recomputed for the next iteration with the tile: the ring prefetches
+// through the loaded address (the table read for j + 1, then its view and load).
+// RING-LABEL: func.func @paged
+// RING:         tile.load_scalar
+// RING:         scf.for %[[IV:.+]] = %{{.*}} to %{{.*}} step %[[STEP:.+]] iter_args(%{{[^,]*}} = %{{[^,]*}}, %[[K:[^ ]+]] = %{{[^)]*}}) -> (tensor<64x64xf32>, tensor<64x64xf16>)
+// RING-NEXT:      %[[NEXT:.+]] = arith.addi %[[IV]], %[[STEP]]
+// RING:           %[[ENTRY:.+]] = tile.addptr %{{.*}}, %[[NEXT]]
+// RING-NEXT:      %[[PAGE:.+]] = tile.load_scalar %[[ENTRY]]
+// RING:           %[[KNEXT:.+]] = tile.load
+// RING:           %[[S:.+]] = tile.dot %{{.*}}, %[[K]]
+// RING:           scf.yield %[[S]], %[[KNEXT]]
+func.func @paged(%kp: !tile.ptr<f16>, %table: !tile.ptr<i32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %page_stride = arith.constant 4096 : i64
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc = scf.for %j = %c0 to %n step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %entry = tile.addptr %table, %j : !tile.ptr<i32>, i32
+    %page = tile.load_scalar %entry : !tile.ptr<i32> -> i32
+    %page64 = arith.extsi %page : i32 to i64
+    %off = arith.muli %page64, %page_stride : i64
+    %base = tile.addptr %kp, %off : !tile.ptr<f16>, i64
+    %kv = tile.view %base sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return
+}

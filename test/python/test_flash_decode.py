@@ -271,12 +271,12 @@ def test_append_needs_cache_seqlens():
 # --- per-batch lengths, appends, paged KV, batch indices, left padding ---------
 
 
-def paged_pool(rng, keys, values, page, spare=3, share=False):
+def paged_pool(rng, keys, values, page, spare=3, share=False, width=None):
     """A pool of pages holding each sequence's keys, in shuffled pages (plus
     spare ones), and its block table; with share, sequence 1 starts with
     sequence 0's first page (a shared prefix)."""
     heads_k, d = keys[0].shape[1:]
-    width = max(-(-len(k) // page) for k in keys) + 1
+    width = width or max(-(-len(k) // page) for k in keys) + 1
     total = len(keys) * width + spare
     perm = rng.permutation(total)
     kp, vp = f16(rng, total, page, heads_k, d), f16(rng, total, page, heads_k, d)
@@ -582,3 +582,22 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
     combine = fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", 128))
     assert f".entry {combine.name}" in combine.compile("sm_80").ptx
+
+
+@needs_cpu
+@pytest.mark.parametrize("num_splits", [1, 2])
+def test_paged_table_exactly_as_wide_as_needed(num_splits):
+    """The K/V loop prefetches one block ahead, through the block table: the
+    prefetch past a sequence's last page must not read past the table (the
+    CPU runner reports a read outside a buffer as an error)."""
+    rng = np.random.default_rng()
+    lens, page = [64, 128], 64
+    keys = [f16(rng, n, 2, 64) for n in lens]
+    values = [f16(rng, n, 2, 64) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page, width=2)
+    assert table.shape == (2, 2)
+    q = f16(rng, 2, 1, 4, 64)
+    out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, num_splits=num_splits,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64)))
