@@ -60,7 +60,8 @@ def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS
 # The values of cache_seqlens, cache_batch_idx and cache_leftpad are read back
 # and checked before anything is written: on CUDA one device sync per call.
 # Off, a serving loop saves the sync and bad values are not caught (on the
-# CPU the runner still reports accesses outside a buffer).
+# CPU the runner still reports accesses outside a buffer). Skipped while a
+# CUDA graph is being captured.
 CHECK_VALUES = True
 
 # The CPU runner's Q tile: None for the smallest that holds the packed rows
@@ -374,7 +375,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _fail(f"'k_cache' holds {batch_cache} sequences, the batch is {batch}")
     # The values of the int32 tensors: read once (one device sync on CUDA,
     # unless CHECK_VALUES is off) and checked before anything is written.
-    check_values = CHECK_VALUES
+    # Never while a CUDA graph is captured (a read-back cannot be captured).
+    check_values = CHECK_VALUES and not (on_gpu and ops.t.cuda.is_current_stream_capturing())
     lens_host = None if per_batch else [int(cache_seqlens)] * batch
     if check_values:
         lens_v, bidx_v, pad_v = _read_ints(ops, cache_seqlens if per_batch else None, cache_batch_idx,

@@ -146,9 +146,10 @@ class Kernel:
         num_stages = num_stages or self.num_stages
         smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
         copy_bounds = copy_bounds or self.copy_bounds
-        if not compiler.available():
-            # No compiler here (a GPU host without LLVM): use artifacts that
-            # scripts/build_artifacts.py built from this same IR and options.
+        if not compiler.can_compile():
+            # No compiler here (a GPU host without LLVM and without the tilec
+            # CLI bundle): use artifacts that scripts/build_artifacts.py built
+            # from this same IR and options.
             options = compiler.build_options(num_warps, num_stages, smem_epilogue, copy_bounds)
             art = compiler.find_prebuilt(self.name, self.ir, arch, options)
             if art is None:

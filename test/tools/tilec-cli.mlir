@@ -62,6 +62,25 @@
 // STATS-NOT: Pass statistics report
 // STATS: Execution time report
 
+// --results lists each kernel with its notes and ptxas log (what the Python
+// package's child-process compile reads back); --source-name names stdin in
+// diagnostics.
+// RUN: env TILEC_PTXAS= tilec --from-llvm-dialect -o %t.res --results=%t.res.json < %S/../Target/Inputs/mma_tile.mlir 2>/dev/null
+// RUN: FileCheck %s --check-prefix=RESULTS --input-file=%t.res.json
+// RESULTS: [
+// RESULTS-NEXT:   {
+// RESULTS-NEXT:     "name": "mma_tile",
+// RESULTS-NEXT:     "notes": [
+// RESULTS-NEXT:       "no ptxas found ({{.*}}): @mma_tile has PTX only; the runtime will JIT it"
+// RESULTS-NEXT:     ],
+// RESULTS-NEXT:     "ptxas_log": ""
+// RESULTS-NEXT:   }
+// RESULTS-NEXT: ]
+// RUN: not tilec --source-name=named.mlir -o %t.sn < %S/Inputs/no_kernel.mlir 2>&1 | FileCheck %s --check-prefix=SOURCE-NAME
+// SOURCE-NAME: named.mlir:{{[0-9]+}}:{{[0-9]+}}: error: no kernel to compile
+// RUN: not tilec --split-input-file --results=%t.x.json -o %t.split %S/Inputs/no_kernel.mlir 2>&1 | FileCheck %s --check-prefix=RESULTS-SPLIT
+// RESULTS-SPLIT: tilec: error: --results takes one input, not --split-input-file
+
 // TILEC_DUMP_IR=1 prints the IR at every stage, here the LLVM IR before and
 // after the O3 pipeline.
 // RUN: env TILEC_DUMP_IR=1 tilec --from-llvm-dialect --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=DUMP
