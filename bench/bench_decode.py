@@ -14,7 +14,9 @@ lengths · kv_heads · d · 2 bytes) / time. Per case, in the same run:
 
 tilec's bandwidth columns run with tilec.flash_decode.CHECK_VALUES off (no
 read-back of cache_seqlens, so no device sync per call, as a serving loop
-would); "host us" is the wall time per call with the check on and off.
+would); "host us" is the host time per call so (GPU kept busy), "wall us
+(checked)" the wall time per call of back-to-back calls with the check on
+(each waits for the previous kernels).
 The peers get one length per batch (they have no per-sequence lengths), so
 the mixed-length rows (lengths uniform in 1k..32k, paged) have tilec only.
 Also: the device copy ceiling (a 2 GiB device-to-device copy, read + write
@@ -30,6 +32,8 @@ The GPU host needs no LLVM: compile the kernels the cases launch here,
 carry build/artifacts, then there
 
     TILEC_ARTIFACTS=build/artifacts/decode python3 bench/bench_decode.py [--quick] [--record]
+
+(or carry the tilec CLI bundle, scripts/bundle.sh, and let it compile there).
 """
 
 import argparse
@@ -138,14 +142,17 @@ def median_ms(fn, iters, warmup, context=contextlib.nullcontext):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
-def host_us(fn, iters=200):
-    """Wall-clock microseconds per call of back-to-back calls while the GPU
-    is kept busy (so no call waits for the device unless it syncs)."""
+def host_us(fn, iters=200, busy=True):
+    """Wall-clock microseconds per call of back-to-back calls. busy: the GPU
+    is kept busy meanwhile, so this is host time alone (for calls that do
+    not sync); else a call that syncs also waits for the previous one's
+    kernels, and this is the wall time per call of a decode loop."""
     import torch
 
     fn()
     torch.cuda.synchronize()
-    torch.cuda._sleep(200_000_000)
+    if busy:
+        torch.cuda._sleep(200_000_000)
     start = time.perf_counter()
     for _ in range(iters):
         fn()
@@ -274,9 +281,9 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
             best = max(sweep, key=sweep.get)
             row["best fixed"] = f"{best}: {sweep[best]:,.0f}"
     try:
-        row["host us (unchecked)"] = host_us(tilec_call(k, v))
-        fd.CHECK_VALUES = True
         row["host us"] = host_us(tilec_call(k, v))
+        fd.CHECK_VALUES = True
+        row["wall us (checked)"] = host_us(tilec_call(k, v), busy=False)
     except Exception:  # noqa: BLE001
         row.setdefault("host us", None)
     finally:
@@ -285,7 +292,7 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
 
 
 COLUMNS = ["case", "tilec", "tilec p16", "tilec p256", "FA2", "cuDNN", "Flex", "tilec/best",
-           "auto", "best fixed", "host us", "host us (unchecked)"]
+           "auto", "best fixed", "host us", "wall us (checked)"]
 
 
 def fmt(row, column):
@@ -296,7 +303,7 @@ def fmt(row, column):
         return f"{value:,.0f}" + ("!" if column in row["mismatch"] else "")
     if column == "tilec/best":
         return f"{value:.2f}"
-    if column.startswith("host us"):
+    if column.endswith(" us") or column.startswith("wall us"):
         return f"{value:.0f}"
     return str(value)
 
@@ -330,8 +337,12 @@ def main():
     flex = None
     if not args.no_flex:
         try:
+            import torch._dynamo
             from torch.nn.attention.flex_attention import flex_attention
 
+            for name in ("recompile_limit", "cache_size_limit"):   # one graph per case
+                if hasattr(torch._dynamo.config, name):
+                    setattr(torch._dynamo.config, name, 1000)
             flex = torch.compile(flex_attention, dynamic=False)
         except Exception as e:  # noqa: BLE001
             print(f"Flex n/a: {e}")
