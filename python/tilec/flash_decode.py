@@ -440,6 +440,13 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if rotary_cos.shape[0] < reach:
             _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
 
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if _strides(t)[-1] != 1:
+            _fail(f"'{name}' must be contiguous in its last dimension (strides {_strides(t)})")
+        if on_gpu and not _rows_aligned(t):
+            _fail(f"'{name}' rows must start 16-byte aligned (strides {_strides(t)}); the cache is "
+                  "written in place, so it is not copied")
+
     # Everything checked: from here on, arrays are written. Host-side steps
     # use the caller's kind of array (numpy, or torch on its device); only
     # the CPU runner's launches see numpy views of torch CPU tensors.
@@ -493,18 +500,12 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     rows_q = group * seqlen_q
     # Pack-GQA: the rows of one KV head's query heads, (head, position) order,
     # one stride apart. With one query token q's own head stride does it.
-    if seqlen_q == 1 and (not on_gpu or _rows_aligned(q)):
+    if seqlen_q == 1 and _strides(q)[-1] == 1 and (not on_gpu or _rows_aligned(q)):
         sq = _strides(q)
         qb, qk, qr = sq[0], group * sq[2], sq[2]
     else:
         q = ops.contiguous(ops.transpose12(q))                    # (b, h, s, d)
         qb, qk, qr = heads * seqlen_q * head_dim, rows_q * head_dim, head_dim
-    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if _strides(t)[-1] != 1:
-            _fail(f"'{name}' must be contiguous in its last dimension (strides {_strides(t)})")
-        if on_gpu and not _rows_aligned(t):
-            _fail(f"'{name}' rows must start 16-byte aligned (strides {_strides(t)}); the cache is "
-                  "written in place, so it is not copied")
     plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size if paged else 0,
                        num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS)
     block_m, m_blocks, num_splits = plan.block_m, plan.m_blocks, plan.num_splits

@@ -601,3 +601,23 @@ def test_paged_table_exactly_as_wide_as_needed(num_splits):
                                              block_table=table, num_splits=num_splits,
                                              return_softmax_lse=True)
     check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64)))
+
+
+def test_cache_with_strided_last_dimension_is_refused_before_the_append():
+    q, kc, vc = _small()
+    k = np.ones((1, 1, 2, 64), np.float16)
+    wide = np.zeros((1, 32, 2, 128), np.float16)
+    kc_strided = wide[..., ::2]
+    with pytest.raises(ValueError, match="'k_cache' must be contiguous in its last dimension"):
+        tilec.flash_attn_with_kvcache(q, kc_strided, vc, k=k, v=k, cache_seqlens=3)
+    assert not wide.any()      # nothing was written
+
+
+@needs_cpu
+def test_query_with_strided_last_dimension():
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 1, 4, 2, 64, [9, 30], 32)
+    q_strided = np.repeat(q, 2, axis=-1)[..., ::2]
+    out = tilec.flash_attn_with_kvcache(q_strided, kc, vc, cache_seqlens=np.array([9, 30], np.int32))
+    ref, _ = reference(q, keys, values, 1 / math.sqrt(64))
+    assert rel_err(out, ref) < REL_TOL
