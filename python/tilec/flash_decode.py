@@ -156,11 +156,6 @@ class _Arrays:
 
             self.np = np
 
-    def int32(self, values):
-        if self.torch:
-            return self.t.as_tensor(values, dtype=self.t.int32, device=self.device)
-        return self.np.asarray(values, dtype=self.np.int32)
-
     def arange(self, n):
         if self.torch:
             return self.t.arange(n, device=self.device)
@@ -170,6 +165,11 @@ class _Arrays:
         if self.torch:
             return self.t.empty(shape, dtype=getattr(self.t, dtype), device=self.device)
         return self.np.empty(shape, dtype=dtype)
+
+    def full(self, shape, value, dtype):
+        if self.torch:
+            return self.t.full(shape, value, dtype=getattr(self.t, dtype), device=self.device)
+        return self.np.full(shape, value, dtype=dtype)
 
     def zeros(self, shape, dtype):
         if self.torch:
@@ -452,7 +452,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # the CPU runner's launches see numpy views of torch CPU tensors.
     lens = cache_seqlens if per_batch else None
     if lens is None and (rotary or seqlen_new):
-        lens = ops.int32(lens_host)
+        lens = ops.full((batch,), lens_host[0], "int32")      # made on the device, no copy
     if rotary:
         rows = ops.arange(seqlen_q)[None, :] if (causal or window) else ops.arange(seqlen_q)[None, :] * 0
         q = _rotary(ops, q, rotary_cos, rotary_sin, _positions(ops, lens, rows), rotary_interleaved)
