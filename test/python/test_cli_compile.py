@@ -19,8 +19,6 @@ from tilec import compiler
 from tilec import language as tl
 from tilec.flash_attn import flash_fwd_kernel
 
-from flash_reference import attention_batch
-
 ROOT = Path(__file__).resolve().parents[2]
 CLIS = [p for p in (ROOT / "build" / "bin" / "tilec", ROOT / "build" / "tilec-bundle" / "bin" / "tilec")
         if p.exists()]
@@ -121,12 +119,14 @@ def test_cli_diagnostics_become_compilation_errors(cli):
         compiler.compile(bad, "bad.mlir")
     assert info.value.filename == "bad.mlir" and info.value.lineno == 2
     assert len(cli.children) == 1
-    # compile() refuses a bad knob itself, before any child runs; the CLI's own
-    # check (not an MLIR diagnostic) loses the "tilec: error: " prefix.
-    with pytest.raises(ValueError, match=r"num_warps must be a power of two"):
+    # A CLI-side check (not an MLIR diagnostic) loses the "tilec: error: " prefix.
+    with pytest.raises(tilec.CompilationError, match=r"^--arch=sm_70 is not supported"):
+        compiler.compile(bad, "bad.mlir", arch="sm_70")
+    assert len(cli.children) == 2
+    # Knobs Python checks itself are refused before any child starts.
+    with pytest.raises(ValueError, match=r"num_warps must be a power of two in \[1, 16\], got 3"):
         compiler.compile(bad, "bad.mlir", num_warps=3)
-    with pytest.raises(tilec.CompilationError, match=r"^--num-warps=3 must be a power of two"):
-        compiler._compile_cli(bad, "bad.mlir", "sm_80", 3, 2, True, "", True, False, None, ())
+    assert len(cli.children) == 2
 
 
 def fake_cli(tmp_path, body):
@@ -187,8 +187,15 @@ def test_find_cli_prefers_env_then_the_unpacked_bundle(monkeypatch):
 
 
 def reference(q, k, v, scale, causal):
-    """float64, causal aligned bottom right as flash_attn (rows that see no key are 0)."""
-    return attention_batch(q, k, v, scale, causal)[0]
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if causal:  # flash_attn's bottom-right alignment: query i sees keys j <= i + sk - sq
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0))
+    l = p.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", np.where(l > 0, p / np.where(l > 0, l, 1), 0), v)  # rows with no key: 0
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -211,15 +218,15 @@ def test_run_cpu_cli_errors_and_negative_strides(cli):
     kernel = flash_fwd_kernel().specialize(HEAD_DIM=64)
     q = np.zeros((1, 8, 2, 64), np.float16)
     o, lse = np.empty_like(q), np.empty((1, 2, 8), np.float32)
-    i32 = np.zeros(1, np.int32)
-    args = ([q, q, q, o, lse, 8, 8, 2, 1, 1] + [1] * 14 + [-0.5]
-            + [-1, -1, 1.0, np.zeros(1, np.float32), 0, i32, i32, i32, 0])
-    scale = 24  # its index
+    names = [n for n, _ in kernel.params]
+    values = {"q": q, "k": q, "v": q, "o": o, "lse": lse, "seqlen_q": 8, "seqlen_k": 8, "num_heads": 2,
+              "batch": 1, "scale": -0.5, "alibi": np.zeros(2, np.float32)}
+    args = [values.get(n, 1) for n in names]
     # The kernel assumes scale > 0: the CLI's runner refuses it as the extension's does.
     with pytest.raises(tilec.CompilationError,
-                       match=r"argument 24 \(scale\) of @flash_fwd_f16_d64 must be > 0 .*got -0.5"):
+                       match=rf"argument {names.index('scale')} \(scale\) of @flash_fwd_f16_d64 must be > 0 .*got -0.5"):
         kernel.run_cpu(*args, grid=(1, 2, 1))
-    args[0], args[scale] = q[:, ::-1], 0.125
+    args[0], args[names.index("scale")] = q[:, ::-1], 0.125
     with pytest.raises(ValueError, match=r"argument 0 has negative strides"):
         compiler.run_cpu(kernel.ir, kernel.source_name, kernel.name, args,
                          [t for _, t in kernel.params], (1, 2, 1))
