@@ -19,6 +19,8 @@ from tilec import compiler
 from tilec import language as tl
 from tilec.flash_attn import flash_fwd_kernel
 
+from flash_reference import attention_batch
+
 ROOT = Path(__file__).resolve().parents[2]
 CLIS = [p for p in (ROOT / "build" / "bin" / "tilec", ROOT / "build" / "tilec-bundle" / "bin" / "tilec")
         if p.exists()]
@@ -187,15 +189,8 @@ def test_find_cli_prefers_env_then_the_unpacked_bundle(monkeypatch):
 
 
 def reference(q, k, v, scale, causal):
-    q, k, v = (x.astype(np.float64) for x in (q, k, v))
-    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
-    if causal:  # flash_attn's bottom-right alignment: query i sees keys j <= i + sk - sq
-        sq, sk = s.shape[-2:]
-        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq, s, -np.inf)
-    m = s.max(-1, keepdims=True)
-    p = np.exp(s - np.where(np.isfinite(m), m, 0))
-    l = p.sum(-1, keepdims=True)
-    return np.einsum("bhqk,bkhd->bqhd", np.where(l > 0, p / np.where(l > 0, l, 1), 0), v)  # rows with no key: 0
+    """float64, causal aligned bottom right as flash_attn (rows that see no key are 0)."""
+    return attention_batch(q, k, v, scale, causal)[0]
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -218,15 +213,15 @@ def test_run_cpu_cli_errors_and_negative_strides(cli):
     kernel = flash_fwd_kernel().specialize(HEAD_DIM=64)
     q = np.zeros((1, 8, 2, 64), np.float16)
     o, lse = np.empty_like(q), np.empty((1, 2, 8), np.float32)
-    names = [n for n, _ in kernel.params]
-    values = {"q": q, "k": q, "v": q, "o": o, "lse": lse, "seqlen_q": 8, "seqlen_k": 8, "num_heads": 2,
-              "batch": 1, "scale": -0.5, "alibi": np.zeros(2, np.float32)}
-    args = [values.get(n, 1) for n in names]
+    i32 = np.zeros(1, np.int32)
+    args = ([q, q, q, o, lse, 8, 8, 2, 1, 1] + [1] * 14 + [-0.5]
+            + [-1, -1, 1.0, np.zeros(1, np.float32), 0, i32, i32, i32, 0])
+    scale = 24  # its index
     # The kernel assumes scale > 0: the CLI's runner refuses it as the extension's does.
     with pytest.raises(tilec.CompilationError,
-                       match=rf"argument {names.index('scale')} \(scale\) of @flash_fwd_f16_d64 must be > 0 .*got -0.5"):
+                       match=r"argument 24 \(scale\) of @flash_fwd_f16_d64 must be > 0 .*got -0.5"):
         kernel.run_cpu(*args, grid=(1, 2, 1))
-    args[0], args[names.index("scale")] = q[:, ::-1], 0.125
+    args[0], args[scale] = q[:, ::-1], 0.125
     with pytest.raises(ValueError, match=r"argument 0 has negative strides"):
         compiler.run_cpu(kernel.ir, kernel.source_name, kernel.name, args,
                          [t for _, t in kernel.params], (1, 2, 1))
