@@ -2358,6 +2358,26 @@ LogicalResult KernelLowering::run() {
     return func.emitError() << "kernel has no tile.num_warps: run tile-partition-warps first";
   if (failed(tilec::checkNumWarps(func, "tile.num_warps", numWarps)))
     return failure();
+  // Layouts written by hand (or by a run of tile-partition-warps with
+  // another num-warps) must spread over exactly this many warps: the
+  // lowering indexes registers by the layout and threads by numWarps.
+  int64_t warpBits = llvm::Log2_64(numWarps);
+  WalkResult layouts = func.walk([&](Operation *op) {
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      auto attr = type ? dyn_cast_or_null<LinearLayoutAttr>(type.getEncoding()) : nullptr;
+      if (attr && int64_t(toLinearLayout(attr).warpBases().size()) != warpBits) {
+        op->emitError() << "the layout of this result has "
+                        << toLinearLayout(attr).warpBases().size() << " warp bases ("
+                        << (int64_t(1) << toLinearLayout(attr).warpBases().size())
+                        << " warps), but the kernel has tile.num_warps = " << numWarps;
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (layouts.wasInterrupted())
+    return failure();
   auto gridAttr = func->getAttrOfType<ArrayAttr>("tile.grid");
   if (!gridAttr || gridAttr.size() != 3 ||
       !llvm::all_of(gridAttr, [](Attribute a) { return isa<StringAttr>(a); }))

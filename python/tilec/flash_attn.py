@@ -137,6 +137,11 @@ def _dummy(like, dtype="float32"):
     return buf
 
 
+def _dummy_f32(like):
+    """The f32 dummy (alibi); kept for callers written before the int32 ones."""
+    return _dummy(like, "float32")
+
+
 # ---------------------------------------------------------------------------
 # Kernel selection: one dict lookup.
 
@@ -402,7 +407,7 @@ def _build_gpu_launch(key):
 #: (dtype, padded head_dim, causal, window, softcap, alibi, varlen, device index) -> ready launcher.
 _GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
 _FAST_DTYPES = {}  # torch dtype -> dtype name, for _gpu_fast_path
-_FAST_DUMMIES = {}  # device index -> _dummy_f32
+_FAST_DUMMIES = {}  # device index -> (f32 dummy, int32 dummy)
 
 
 def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
@@ -448,16 +453,17 @@ def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, so
     if not scale > 0 or not softcap >= 0:
         return None
     causal, window, left, right = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, None)
-    slopes = _FAST_DUMMIES.get(device)
-    if slopes is None:
-        slopes = _FAST_DUMMIES[device] = _dummy_f32(q)
+    dummies = _FAST_DUMMIES.get(device)
+    if dummies is None:
+        dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
+    slopes, ints = dummies
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((batch, heads, seqlen_q), dtype=torch.float32)
     row = heads * head_dim
     args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch, heads // heads_k,
             sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
             seqlen_q * row, row, head_dim, heads * seqlen_q, seqlen_q, scale,
-            left, right, softcap if softcap > 0 else 1.0, slopes, 0)
+            left, right, softcap if softcap > 0 else 1.0, slopes, 0, ints, ints, ints, 0)
     from . import runtime
 
     launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, False, device)]
@@ -516,7 +522,10 @@ def _capturing():
     device-to-host copy may happen then)."""
     import torch
 
-    return torch.cuda.is_current_stream_capturing()
+    try:
+        return torch.cuda.is_current_stream_capturing()
+    except RuntimeError:  # no usable CUDA runtime (tensors posing as CUDA in tests)
+        return False
 
 
 def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,

@@ -15,7 +15,9 @@ inputs: tilec --from-llvm-dialect). Each run is classified:
                        statically) on the stack
   crash-in-mlir-parser a signal inside MLIR's parser (libMLIR), no tilec frame
   crash-in-mlir        a signal elsewhere in libMLIR / libLLVM
-  timeout              over --timeout seconds
+  timeout              over --timeout seconds, and over twice that when rerun
+                       (a first timeout that then finishes is counted as
+                       timeout-then-<outcome>: CPU starvation, not a hang)
 
 Deterministic by seed: mutant i depends only on (--seed, i) and the corpus,
 so `--only I` replays one. Crash reproducers (mutant text + command) go to
@@ -300,6 +302,12 @@ def one(i, args, corpus, tools):
     results = []
     for label, cmd in steps:
         outcome, stderr, secs = run(cmd, mutant, args.timeout, args.memory_mb)
+        if outcome == "timeout":
+            # On a loaded machine a niced child can starve past the limit:
+            # a real hang also hangs a second time, with twice as long.
+            outcome, stderr, secs = run(cmd, mutant, 2 * args.timeout, args.memory_mb)
+            if outcome != "timeout":
+                outcome = "timeout-then-" + outcome
         results.append((label, cmd, outcome, stderr, secs))
         if outcome != "ok":
             break
@@ -350,7 +358,7 @@ def main():
         label, cmd, outcome, stderr, secs = results[-1]
         counts[outcome] += 1
         counts[f"{label}:{outcome}"] += 1
-        if outcome.startswith("crash") or outcome == "timeout" or outcome == "failure-without-diagnostic":
+        if outcome.startswith(("crash", "timeout")) or outcome == "failure-without-diagnostic":
             sig = signature(outcome, stderr) if outcome.startswith("crash") else f"{outcome}: {label}"
             entry = crashes.setdefault(sig, {"outcome": outcome, "known": known(stderr) if outcome.startswith("crash") else None,
                                              "count": 0, "first": i, "input": name, "mutations": notes,

@@ -36,6 +36,11 @@
 // RUN: sed 's/tile.kernel,/tile.kernel, tile.num_warps = 0 : i64,/' %s | not tile-opt -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=ATTR
 // ATTR: error: tile.num_warps: num-warps must be a power of two in [1, 16], got 0
 
+// Layouts assigned for 4 warps in a kernel that says 1 (tile.num_warps
+// edited by hand): refused, not lowered into silently wrong code.
+// RUN: tile-opt %s -tile-partition-warps=num-warps=4 | sed 's/tile.num_warps = 4 : i64/tile.num_warps = 1 : i64/' | not tile-opt -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=WARP-BASES
+// WARP-BASES: error: the layout of this result has 2 warp bases (4 warps), but the kernel has tile.num_warps = 1
+
 // Parameter names written by hand must be strings (they were cast blindly:
 // a crash the fuzzer's attribute mutations reach).
 // RUN: sed 's/tile.kernel,/tile.kernel, tile.arg_names = [1, "y", "n"],/' %s | not tile-opt -tile-partition-warps -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=NAMES

@@ -122,8 +122,13 @@ def test_cli_diagnostics_become_compilation_errors(cli):
     assert info.value.filename == "bad.mlir" and info.value.lineno == 2
     assert len(cli.children) == 1
     # A CLI-side check (not an MLIR diagnostic) loses the "tilec: error: " prefix.
-    with pytest.raises(tilec.CompilationError, match=r"^--num-warps=3 must be a power of two"):
+    with pytest.raises(tilec.CompilationError, match=r"^--arch=sm_70 is not supported"):
+        compiler.compile(bad, "bad.mlir", arch="sm_70")
+    assert len(cli.children) == 2
+    # Knobs Python checks itself are refused before any child starts.
+    with pytest.raises(ValueError, match=r"num_warps must be a power of two in \[1, 16\], got 3"):
         compiler.compile(bad, "bad.mlir", num_warps=3)
+    assert len(cli.children) == 2
 
 
 def fake_cli(tmp_path, body):

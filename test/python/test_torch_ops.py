@@ -375,3 +375,21 @@ def test_gpu_fast_path_variants_launch_like_the_general_path(monkeypatch, shape_
     (key_fast, args_fast, _), (key_general, args_general, _) = caught
     assert key_fast == key_general
     assert _launch_signature(args_fast) == _launch_signature(args_general)
+
+
+def test_varlen_launches_the_varlen_kernel(monkeypatch):
+    """The launch cache's key carries VARLEN: a varlen call must not be
+    served the dense kernel of the same head dim and switches."""
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    q = cuda(torch.randn(30, 4, 64).half())
+    k = cuda(torch.randn(40, 2, 64).half())
+    cu_q = cuda(torch.tensor([0, 10, 30], dtype=torch.int32))
+    cu_k = cuda(torch.tensor([0, 25, 40], dtype=torch.int32))
+    tilec.flash_attn_varlen_func(q, k, k, cu_q, cu_k, 20, 25, causal=True)
+    qd, kd = cuda(torch.randn(1, 30, 4, 64).half()), cuda(torch.randn(1, 40, 2, 64).half())
+    tilec.flash_attn_func(qd, kd, kd, causal=True)
+    assert len(caught) == 2
+    (key_varlen, args_varlen, _), (key_dense, _, _) = caught
+    assert key_varlen[:-1] == ("float16", 64, True, False, False, False, True)
+    assert key_dense[:-1] == ("float16", 64, True, False, False, False, False)
+    assert args_varlen[-4] is cu_q and args_varlen[-3] is cu_k and args_varlen[-1] == 0
