@@ -63,3 +63,20 @@ def test_mutants_are_deterministic_by_seed():
     a = fuzz.Mutator(random.Random("5:3"), corpus).mutate(corpus[0][1])
     b = fuzz.Mutator(random.Random("5:3"), corpus).mutate(corpus[0][1])
     assert a == b
+
+
+def test_mlir_verifier_called_from_tilecs_driver_is_mlir():
+    """The 1-hour run's two 'tilec' crashes: MLIR's NVVM::MmaOp::verify
+    overflowing a SmallVector (fatal error, abort), under tilec's driver."""
+    assert crash([("llvm::report_fatal_error(llvm::Twine const&, bool)", "/usr/lib/llvm-22/lib/libLLVM.so.22.1"),
+                  ("", "/usr/lib/llvm-22/lib/libLLVM.so.22.1"),
+                  ("llvm::SmallVectorBase<unsigned int>::grow_pod(void*, unsigned long, unsigned long)",
+                   "/usr/lib/llvm-22/lib/libLLVM.so.22.1"),
+                  ("mlir::NVVM::MmaOp::verify()", "/usr/lib/llvm-22/lib/libMLIR.so.22.1"),
+                  ("tilec::compileForGPU(llvm::StringRef)", "build/bin/tile-opt")], rc=-6) == "crash-in-mlir"
+
+
+def test_fatal_error_raised_by_tilec_code_is_tilec():
+    assert crash([("llvm::report_fatal_error(llvm::Twine const&, bool)", "/usr/lib/llvm-22/lib/libLLVM.so.22.1"),
+                  ("(anonymous namespace)::KernelLowering::lowerDot()", "build/bin/tile-opt")], rc=-6) \
+        == "crash-in-tilec"
