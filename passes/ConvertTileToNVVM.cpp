@@ -167,6 +167,7 @@ private:
                        unsigned firstDim = 0);
   Value elementAddress(const ViewInfo &view, ArrayRef<Value> index);
   Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
+  Value sharedElementAddress(const SharedTile &tile, ArrayRef<Value> coords);
   Value sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
                            Value chunkRuntime, int64_t chunkConst);
   std::pair<Value, int64_t> sharedChunkBase(const SharedTile &tile, Value rowRuntime,
@@ -542,6 +543,11 @@ Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpo
 
 /// Byte address of element (row, col) of a swizzled row-major shared tile:
 /// the 16-byte chunk index is XORed with the row's low bits.
+Value KernelLowering::sharedElementAddress(const SharedTile &tile, ArrayRef<Value> coords) {
+  // A rank-1 tile is one row of its region.
+  return sharedElementAddress(tile, coords.size() == 1 ? i32(0) : coords[0], coords.back());
+}
+
 Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Value col) {
   int64_t elemsPerChunk = kChunkBytes / tile.elemBytes;
   Value chunk = arith::DivUIOp::create(b, col, i32(elemsPerChunk));
@@ -697,7 +703,7 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
   SmallVector<Value> out;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, c[0], c[1])));
+    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, c)));
   }
   return out;
 }
@@ -707,7 +713,7 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, c[0], c[1]));
+    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, c));
   }
 }
 
@@ -1982,16 +1988,19 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   if (from.laneBases() == to.laneBases() && from.warpBases() == to.warpBases())
     return registerRemap(in, out, [](tilec::Coord c) { return c; }, op);
   // General case: through a scratch tile in shared memory.
+  // A rank-1 tile (a row vector: Delta = rowsum(dO ∘ O) computed in one
+  // layout, needed in the accumulator's row slice) goes through one row.
   auto type = cast<RankedTensorType>(out.getType());
-  if (type.getRank() != 2)
+  if (type.getRank() != 1 && type.getRank() != 2)
     return op.emitError() << "layout conversion of a rank-" << type.getRank()
                           << " tile through shared memory is not supported";
+  int64_t rows = type.getRank() == 2 ? type.getDimSize(0) : 1;
+  int64_t cols = type.getShape().back();
   int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  if (type.getDimSize(1) * elemBytes % kChunkBytes != 0)
+  if (cols * elemBytes % kChunkBytes != 0)
     return op.emitError() << "layout conversion through shared memory needs rows of whole "
                              "16-byte chunks";
-  SharedTile scratch = allocateRegion(type.getDimSize(0), type.getDimSize(1), elemBytes,
-                                      /*swizzleBits=*/0);
+  SharedTile scratch = allocateRegion(rows, cols, elemBytes, /*swizzleBits=*/0);
   drainRegion(scratch);
   barrierBeforeFill();
   writeShared(scratch, from, regs[in]);
