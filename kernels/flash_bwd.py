@@ -26,8 +26,9 @@ Layouts as the forward (kernels/flash_fwd.py): (batch, seqlen, heads,
 head_dim) with strides in elements; lse, Delta and lse2 (batch, heads,
 seqlen_q) f32, all three with lse's strides. Grouped-query attention: query head h reads K/V head h // GROUP; the dK/dV
 kernel writes one dK/dV per query head (dk/dv have num_heads heads) and the
-caller sums each group. Causal is bottom-right aligned (flash_attn >= 2.1):
-query i sees keys j <= i + seqlen_k - seqlen_q. Rows that see no key (lse =
+caller sums each group. Causal: query i sees keys j <= i + causal_offset;
+flash_attn >= 2.1 aligns it bottom-right (causal_offset = seqlen_k -
+seqlen_q), tilec's forward before the variants rewrite top-left (0). Rows that see no key (lse =
 +inf; -inf is taken as +inf too) get zero gradients: P is exactly 0 there.
 The masks are one tl.where on S (-inf where masked), so
 tile-split-masked-loops skips the blocks nothing can see and masks only the
@@ -60,6 +61,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  do: tl.ptr(DTYPE), lse: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
                  lse2: tl.ptr(tl.float32), dq: tl.ptr(DTYPE), seqlen_q: tl.int32, seqlen_k: tl.int32,
                  num_heads: tl.int32, group: tl.int32, batch: tl.int32,
+                 causal_offset: tl.int32,
                  stride_qb: tl.int64, stride_qs: tl.int64, stride_qh: tl.int64,
                  stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
                  stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64,
@@ -100,7 +102,6 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     tl.store(lse2v, (row0,), l2)                            # for the dK/dV kernel
     acc = tl.zeros((BLOCK_M, D), tl.float32)
     rows = (row0 + tl.arange(0, BLOCK_M))[:, None]
-    diag = seqlen_k - seqlen_q                              # bottom-right causal offset
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
         kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
@@ -109,7 +110,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
         mask = cols < seqlen_k
         if CAUSAL:
-            mask = mask & (cols <= rows + diag)
+            mask = mask & (cols <= rows + causal_offset)
         s = tl.where(mask, s, float("-inf"))
         p = tl.exp2(s * c - l2[:, None])                    # P = exp(scale·S − lse)
         dp = tl.dot(dot, vt, trans_b=True)                  # dP = dO·Vᵀ
@@ -126,6 +127,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    lse2: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
                    dk: tl.ptr(DTYPE), dv: tl.ptr(DTYPE), seqlen_q: tl.int32, seqlen_k: tl.int32,
                    num_heads: tl.int32, group: tl.int32, batch: tl.int32,
+                   causal_offset: tl.int32,
                    stride_qb: tl.int64, stride_qs: tl.int64, stride_qh: tl.int64,
                    stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
                    stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64,
@@ -158,7 +160,6 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     dk_acc = tl.zeros((BLOCK_N, D), tl.float32)
     dv_acc = tl.zeros((BLOCK_N, D), tl.float32)
     keys = (col0 + tl.arange(0, BLOCK_N))[:, None]          # this program's keys: rows of Sᵀ
-    diag = seqlen_k - seqlen_q
     for i in range(0, tl.cdiv(seqlen_q, BLOCK_M)):
         row0 = i * BLOCK_M
         qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
@@ -169,7 +170,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         queries = (row0 + tl.arange(0, BLOCK_M))[None, :]
         mask = queries < seqlen_q
         if CAUSAL:
-            mask = mask & (keys <= queries + diag)
+            mask = mask & (keys <= queries + causal_offset)
         st = tl.where(mask, st, float("-inf"))
         pt = tl.exp2(st * c - l2[None, :])                  # Pᵀ
         dv_acc = tl.dot(pt.to(DTYPE), dot, dv_acc)          # dV += Pᵀ·dO

@@ -116,6 +116,16 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
     if dropout_p != 0:
         raise NotImplementedError(f"flash_attn_func: dropout is not implemented (dropout_p="
                                   f"{dropout_p!r}); pass dropout_p=0.0")
+    # -- autograd hook (python/tilec/flash_bwd.py) --------------------------
+    # torch inputs that require grad, and torch CPU tensors (CPU runner), go
+    # through a torch.autograd.Function whose forward calls this function
+    # back with detached tensors (no grad inside Function.forward).
+    from . import flash_bwd
+
+    if flash_bwd.wants_autograd(q, k, v):
+        return flash_bwd.flash_attn_autograd(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                                             return_lse=return_lse)
+    # -----------------------------------------------------------------------
     dtype, on_gpu = _check(q, k, v)
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k = k.shape[1]

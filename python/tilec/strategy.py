@@ -149,3 +149,35 @@ def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False):
     choice today; it is an argument so it can)."""
     # Every arch runs the mma.sync (sm_80) code path today.
     return TABLE.get(("sm_80", int(head_dim), bool(causal)), DEFAULT)
+
+
+# -- backward (kernels/flash_bwd.py) ------------------------------------------
+
+@dataclass(frozen=True)
+class FlashBwdConfig:
+    """Blocks of the two backward kernels. dq: BLOCK_M query rows per program
+    (split over the warps), a loop over BLOCK_N keys. dkdv: BLOCK_N key rows
+    per program (split over the warps), a loop over BLOCK_M queries; its
+    accumulators dK and dV hold 2·BLOCK_N·head_dim f32, so BLOCK_M (the
+    width of Sᵀ, Pᵀ, dPᵀ) stays small."""
+    dq: FlashConfig
+    dkdv: FlashConfig
+
+    def constexprs(self, which):
+        cfg = getattr(self, which)
+        return {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_WARPS": cfg.num_warps,
+                "NUM_STAGES": cfg.num_stages, "SMEM_EPILOGUE": cfg.smem_epilogue}
+
+
+# ptxas (sm_80, f16; tilec --stats) for head_dim 64/128, 2026-12-01:
+# dq 64x64 over 4 warps: 174-231 registers, no spills; 128x64 spills 88+ bytes.
+# dkdv 64 keys x 32 queries over 4 warps: no spills except causal d128 (8
+# bytes); 64 x 64 spills 4-8 bytes (d64) and 8-64 (d128), 128 x 64 over 8 warps
+# 32-68. Not yet timed on a GPU.
+BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 2, False))
+BWD_TABLE = {}
+
+
+def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False):
+    """The configuration of the backward kernels."""
+    return BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)), BWD_DEFAULT)

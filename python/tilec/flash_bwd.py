@@ -1,0 +1,344 @@
+"""The backward pass of ``flash_attn_func`` (kernels/flash_bwd.py) and the
+``torch.autograd.Function`` that makes it trainable.
+
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale, causal)
+
+runs FlashAttention-2's backward (Algorithm 2) as two DSL kernels without
+atomics, so the gradients are bitwise deterministic run to run: the dQ kernel
+(one program per query block; it also writes Delta = rowsum(dO ∘ O)), then
+the dK/dV kernel (one program per key block). CUDA torch tensors launch on
+the GPU; torch CPU tensors and numpy float16 arrays run on the CPU runner
+(same kernels, same IR), which is how CI checks the gradients.
+
+``FlashAttnFunc`` wraps a forward that returns (out, lse) -- today
+tilec.flash_attn.flash_attn_func; `_forward` below is the one place that
+calls it -- and saves q, k, v, out, lse for the backward. flash_attn_func
+hands inputs that require grad (and torch CPU tensors) to `flash_attn_autograd`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+from . import language as tl
+from . import strategy
+
+_kernels_module = None
+
+
+def _kernels():
+    """kernels/flash_bwd.py: installed inside the package by `pip install .`,
+    else read from the source tree."""
+    global _kernels_module
+    if _kernels_module is None:
+        here = Path(__file__).resolve().parent
+        for path in (here / "kernels" / "flash_bwd.py", here.parents[1] / "kernels" / "flash_bwd.py"):
+            if path.exists():
+                spec = importlib.util.spec_from_file_location("tilec_kernels_flash_bwd", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                _kernels_module = module
+                break
+        else:
+            raise ImportError("kernels/flash_bwd.py not found next to the tilec package")
+    return _kernels_module
+
+
+def flash_bwd_kernels(dtype, head_dim, causal):
+    """The (dq, dkdv) kernels for one variant (`dtype` "float16" or "bfloat16")."""
+    cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal)
+    DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
+    mod = _kernels()
+    common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))
+    return (mod.flash_bwd_dq.specialize(**common, **cfg.constexprs("dq")),
+            mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv")), cfg)
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _strides(t):
+    if _is_torch(t):
+        return tuple(t.stride())
+    return tuple(s // t.itemsize for s in t.strides)
+
+
+# -- CPU runner plumbing: torch CPU tensors <-> numpy (bf16 as uint16 bits) --
+
+def _np_view(t):
+    """A numpy array sharing `t`'s memory (torch CPU tensor or numpy array)."""
+    if not _is_torch(t):
+        return t
+    import numpy as np
+    import torch
+
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def _empty(like, shape, dtype=None):
+    """An uninitialized contiguous buffer on `like`'s device (torch) or numpy;
+    dtype None means like's dtype, else "float32"."""
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(shape, dtype=like.dtype if dtype is None else getattr(torch, dtype),
+                           device=like.device)
+    import numpy as np
+
+    return np.empty(shape, dtype=like.dtype if dtype is None else np.dtype(dtype))
+
+
+def _rows_aligned(t):
+    """Every (batch, seq, head) row of a CUDA tensor starts 16-byte aligned."""
+    return t.data_ptr() % 16 == 0 and all(
+        (stride * t.element_size()) % 16 == 0 for stride in t.stride()[:3])
+
+
+def _prepare(t):
+    """Inputs the kernels read in 16-byte rows: the last dimension contiguous
+    (autograd's dout may be an expanded tensor with stride 0) and, on the GPU,
+    every row 16-byte aligned; others are copied."""
+    if _is_torch(t):
+        import torch
+
+        if t.stride(-1) != 1 or (t.is_cuda and not _rows_aligned(t)):
+            return t.clone(memory_format=torch.contiguous_format)
+        return t
+    import numpy as np
+
+    if t.strides[-1] != t.itemsize:
+        return np.ascontiguousarray(t)
+    return t
+
+
+def _check_backward(dout, q, k, v, out, lse):
+    names = ("dout", "q", "k", "v", "out")
+    tensors = (dout, q, k, v, out)
+    torch_in = _is_torch(q)
+    for name, t in zip(names + ("lse",), tensors + (lse,)):
+        if _is_torch(t) != torch_in or not hasattr(t, "shape"):
+            raise TypeError(f"flash_attn backward: '{name}' must be a "
+                            f"{'torch tensor' if torch_in else 'numpy array'} like 'q', "
+                            f"got {type(t).__name__}")
+    for name, t in zip(names, tensors):
+        if len(t.shape) != 4:
+            raise ValueError(f"flash_attn backward: '{name}' must have rank 4 (batch, seqlen, "
+                             f"heads, head_dim), got shape {tuple(t.shape)}")
+    dtype = _dtype_name(q)
+    allowed = ("float16", "bfloat16") if torch_in else ("float16",)
+    for name, t in zip(names, tensors):
+        if _dtype_name(t) not in allowed or _dtype_name(t) != dtype:
+            raise TypeError(f"flash_attn backward: '{name}' is {_dtype_name(t)}; dout, q, k, v "
+                            f"and out must share one dtype, {' or '.join(allowed)}")
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    for name, t, want in (("dout", dout, q.shape), ("out", out, q.shape),
+                          ("v", v, (b, sk, hk, d))):
+        if tuple(t.shape) != tuple(want):
+            raise ValueError(f"flash_attn backward: '{name}' has shape {tuple(t.shape)}, "
+                             f"expected {tuple(want)}")
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
+                         f"({b}, seqlen_k, kv_heads, {d})")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"flash_attn backward: {hq} query heads are not a multiple of "
+                         f"{hk} key/value heads")
+    if tuple(lse.shape) != (b, hq, sq) or _dtype_name(lse) != "float32":
+        raise ValueError(f"flash_attn backward: 'lse' must be float32 of shape {(b, hq, sq)}, "
+                         f"got {_dtype_name(lse)} {tuple(lse.shape)}")
+    if d % 8 or not 8 <= d <= 256:
+        raise ValueError(f"flash_attn backward: head_dim {d} is not supported (a multiple "
+                         "of 8 from 8 to 256)")
+    if torch_in and len({t.device for t in tensors + (lse,)}) != 1:
+        raise ValueError("flash_attn backward: dout, q, k, v, out and lse must be on one device, got "
+                         + ", ".join(str(t.device) for t in tensors + (lse,)))
+    return dtype
+
+
+def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
+                         window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                         deterministic=True, dropout_p=0.0, causal_offset=None):
+    """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
+    forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
+    that see no key, whose gradients are 0).
+
+    q (b, sq, hq, d), k and v (b, sk, hk, d) with hq a multiple of hk (GQA:
+    dk/dv of a KV head sum over its query heads); f16 or bf16 (torch), f16
+    (numpy). Causal is bottom-right aligned as flash_attn >= 2.1 (query i
+    sees keys j <= i + sk - sq); `causal_offset` overrides sk - sq (0 is
+    top-left, what tilec's forward did before the variants rewrite). The
+    kernels use no atomics: `deterministic` is accepted for flash_attn's API
+    and always holds. Windows, softcap, ALiBi and dropout are not supported
+    yet and raise.
+    """
+    if dropout_p != 0:
+        raise NotImplementedError(f"flash_attn backward: dropout is not implemented (dropout_p="
+                                  f"{dropout_p!r}); pass dropout_p=0.0")
+    if tuple(window_size) != (-1, -1) or softcap != 0 or alibi_slopes is not None:
+        raise NotImplementedError("flash_attn backward: window_size, softcap and alibi_slopes "
+                                  f"are not implemented yet (got window_size={tuple(window_size)}, "
+                                  f"softcap={softcap!r}, alibi_slopes "
+                                  f"{'given' if alibi_slopes is not None else 'None'})")
+    dtype = _check_backward(dout, q, k, v, out, lse)
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    group = hq // hk
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    if math.isnan(scale):
+        raise ValueError("flash_attn backward: softmax_scale is NaN")
+    offset = sk - sq if causal_offset is None else int(causal_offset)
+    on_gpu = _is_torch(q) and q.is_cuda
+    # The kernels declare tl.assume(scale > 0), as the forward's. The forward
+    # ran scale < 0 as (-q, -scale) and 0 as (q = 0, 1): the same rewrites
+    # here give dk, dv exactly, and dq = -dq' (scale < 0) or 0 (scale = 0,
+    # where out does not depend on q).
+    q_sign = 1.0
+    if scale < 0:
+        q, scale, q_sign = -q, -scale, -1.0
+    elif scale == 0:
+        q = q * 0
+        scale, q_sign = 1.0, 0.0
+    dout, q, k, v, out = (_prepare(t) for t in (dout, q, k, v, out))
+    if _is_torch(lse):
+        lse = lse.contiguous()
+    else:
+        import numpy as np
+
+        lse = np.ascontiguousarray(lse)
+    dq = _empty(q, (b, sq, hq, d))
+    dk = _empty(k, (b, sk, hq, d))  # per query head; summed over each group below
+    dv = _empty(v, (b, sk, hq, d))
+    delta = _empty(q, (b, hq, sq), "float32")
+    lse2 = _empty(q, (b, hq, sq), "float32")
+    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, bool(causal))
+    sq_, sk_, sv_, so_, sdo_ = (_strides(t) for t in (q, k, v, out, dout))
+    sdq, sdk, sdv, sl = (_strides(t) for t in (dq, dk, dv, lse))
+    dq_args = (q, k, v, out, dout, lse, delta, lse2, dq, sq, sk, hq, group, b, offset,
+               *sq_[:3], *sk_[:3], *sv_[:3], *so_[:3], *sdo_[:3], *sdq[:3], *sl[:2], scale)
+    dkdv_args = (q, k, v, dout, lse2, delta, dk, dv, sq, sk, hq, group, b, offset,
+                 *sq_[:3], *sk_[:3], *sv_[:3], *sdo_[:3], *sdk[:3], *sdv[:3], *sl[:2], scale)
+    if on_gpu:
+        kdq(*dq_args)
+        kdkdv(*dkdv_args)
+    else:
+        kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
+                    grid=(-(-sq // cfg.dq.block_m), b * hq, 1))
+        kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
+                      grid=(-(-sk // cfg.dkdv.block_n), b * hq, 1))
+    if group > 1:
+        if _is_torch(dk):
+            dk = dk.view(b, sk, hk, group, d).float().sum(3).to(dk.dtype)
+            dv = dv.view(b, sk, hk, group, d).float().sum(3).to(dv.dtype)
+        else:
+            dk = dk.reshape(b, sk, hk, group, d).astype("float32").sum(3).astype(dk.dtype)
+            dv = dv.reshape(b, sk, hk, group, d).astype("float32").sum(3).astype(dv.dtype)
+    if q_sign != 1.0:
+        dq = -dq if q_sign < 0 else dq * 0
+    return dq, dk, dv
+
+
+# -- the forward the autograd Function wraps ----------------------------------
+
+def _forward(q, k, v, softmax_scale, causal):
+    """(out, lse) of today's forward (tilec.flash_attn.flash_attn_func; top-left
+    causal, so the backward gets causal_offset=0 from FlashAttnFunc). torch CPU
+    tensors run on the CPU runner. The variants rewrite replaces this with its
+    core `_flash_attn_forward` (bottom-right causal: drop causal_offset)."""
+    from .flash_attn import flash_attn_func, flash_fwd_kernel
+
+    if _is_torch(q) and q.is_cuda:
+        return flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal, return_lse=True)
+    import torch
+
+    dtype = _dtype_name(q)
+    if dtype == "float16":
+        out, lse = flash_attn_func(_np_view(q), _np_view(k), _np_view(v),
+                                   softmax_scale=softmax_scale, causal=causal, return_lse=True)
+        return torch.from_numpy(out), torch.from_numpy(lse)
+    if dtype != "bfloat16":
+        raise TypeError(f"flash_attn_func: q, k, v must be float16 or bfloat16, got {dtype}")
+    # bf16 on the CPU runner (flash_attn_func's numpy path takes f16 only):
+    # the same kernel, bf16 passed as uint16 bit patterns.
+    b, sq, h, d = q.shape
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    if math.isnan(scale):
+        raise ValueError("flash_attn_func: softmax_scale is NaN")
+    if scale < 0:
+        q, scale = -q, -scale
+    elif scale == 0:
+        q, scale = torch.zeros_like(q), 1.0
+    q, k, v = (_prepare(t) for t in (q, k, v))
+    config = strategy.flash_fwd_config(head_dim=d, dtype=dtype, causal=bool(causal))
+    kernel = flash_fwd_kernel().specialize(DTYPE=tl.bfloat16, HEAD_DIM=d, CAUSAL=bool(causal),
+                                           **config.constexprs())
+    o = torch.empty(q.shape, dtype=q.dtype)
+    lse = torch.empty((b, h, sq), dtype=torch.float32)
+    st = [_strides(t) for t in (q, k, v, o, lse)]
+    kernel.run_cpu(*(_np_view(t) for t in (q, k, v, o, lse)), sq, k.shape[1], h, b,
+                   *st[0][:3], *st[1][:3], *st[2][:3], *st[3][:3], *st[4][:2], scale,
+                   grid=(-(-sq // config.block_m), b * h, 1))
+    return o, lse
+
+
+def _autograd_function():
+    import torch
+
+    class FlashAttnFunc(torch.autograd.Function):
+        """out, lse = flash attention of q, k, v; backward through
+        _flash_attn_backward (lse is not differentiable, as upstream)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, softmax_scale, causal, deterministic):
+            out, lse = _forward(q, k, v, softmax_scale, causal)
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.softmax_scale = softmax_scale
+            ctx.causal = causal
+            ctx.deterministic = deterministic
+            ctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(ctx, dout, _dlse):
+            q, k, v, out, lse = ctx.saved_tensors
+            dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, ctx.softmax_scale,
+                                              ctx.causal, deterministic=ctx.deterministic,
+                                              causal_offset=0)
+            return dq, dk, dv, None, None, None
+
+    return FlashAttnFunc
+
+
+_FUNC = None
+
+
+def flash_attn_autograd(q, k, v, softmax_scale=None, causal=False, deterministic=False,
+                        return_lse=False):
+    """flash_attn_func on torch tensors through FlashAttnFunc: out requires
+    grad when q, k or v does."""
+    global _FUNC
+    if _FUNC is None:
+        _FUNC = _autograd_function()
+    out, lse = _FUNC.apply(q, k, v, softmax_scale, bool(causal), bool(deterministic))
+    return (out, lse) if return_lse else out
+
+
+def wants_autograd(q, k, v):
+    """flash_attn_func's hook: torch inputs that require grad (with grad mode
+    on) or live on the CPU go through FlashAttnFunc."""
+    if not _is_torch(q):
+        return False
+    import torch
+
+    needs_grad = torch.is_grad_enabled() and any(
+        getattr(t, "requires_grad", False) for t in (q, k, v))
+    return needs_grad or not q.is_cuda

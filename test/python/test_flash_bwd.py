@@ -1,0 +1,202 @@
+"""The backward of flash attention (kernels/flash_bwd.py, python/tilec/flash_bwd.py)
+on the CPU runner: gradients against torch autograd of a float64 naive
+attention on fresh random inputs, the autograd hook of flash_attn_func,
+determinism, empty rows, GQA, scale rewrites and argument errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tilec import compiler
+
+torch = pytest.importorskip("torch")
+
+import tilec  # noqa: E402
+from tilec.flash_bwd import _flash_attn_backward  # noqa: E402
+
+HAVE_CPU = compiler.available() and getattr(compiler.native(), "has_cpu_runner", False)
+pytestmark = pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
+
+# ||grad - ref|| / ||ref|| with f16 inputs, f32 accumulation, P and dS rounded
+# to the input dtype before their dots, gradients rounded to it: measured
+# 2.8e-4 .. 3.3e-4 (f16), 2.3e-3 .. 2.6e-3 (bf16, 3 fewer mantissa bits).
+REL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
+def reference(q, k, v, dout, scale, causal, causal_offset=None):
+    """out, lse, dq, dk, dv in float64 by torch autograd of naive attention
+    (flash_attn layout; GQA by repeating K/V heads; causal bottom-right unless
+    causal_offset is given; rows that see no key: out = 0, zero gradients)."""
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    kk, vv = (x.repeat_interleave(group, dim=2) for x in (k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q, kk) * scale
+    sq, sk = s.shape[-2:]
+    if causal:
+        offset = sk - sq if causal_offset is None else causal_offset
+        visible = torch.arange(sk)[None, :] <= torch.arange(sq)[:, None] + offset
+        s = s.masked_fill(~visible, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.nan_to_num(torch.exp(s - lse[..., None]))  # all-masked rows: 0
+    out = torch.einsum("bhqk,bkhd->bqhd", p, vv)
+    out.backward(dout.double())
+    return out.detach(), lse.detach(), q.grad, k.grad, v.grad
+
+
+def rel_err(x, ref):
+    return ((x.double() - ref).norm() / ref.norm()).item()
+
+
+def inputs(b, sq, sk, hq, hk, d, dtype=torch.float16):
+    q = torch.randn(b, sq, hq, d, dtype=dtype)
+    k = torch.randn(b, sk, hk, d, dtype=dtype)
+    v = torch.randn(b, sk, hk, d, dtype=dtype)
+    dout = torch.randn(b, sq, hq, d, dtype=dtype)
+    return q, k, v, dout
+
+
+def check_grads(got, refs, dtype, what=""):
+    for name, g, r in zip(("dq", "dk", "dv"), got, refs):
+        assert g.dtype == dtype and g.shape == r.shape, (name, g.dtype, g.shape)
+        assert torch.isfinite(g).all(), f"{what} {name} has non-finite values"
+        if r.norm() == 0:  # dq with one key: softmax is constant, dq = 0 up to rounding of Delta
+            assert g.abs().max() < 1e-2, f"{what} {name}: max {g.abs().max():.2e}, reference 0"
+            continue
+        err = rel_err(g, r)
+        assert err < REL_TOL[dtype], f"{what} {name}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 40])
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_kernels_match_float64(head_dim, causal):
+    """_flash_attn_backward from the float64 forward's out and lse, seqlens
+    that are not block multiples, both orders of seqlen_q != seqlen_k, and 1."""
+    for sq, sk in ((100, 60), (60, 100), (1, 17), (17, 1)):
+        q, k, v, dout = inputs(2, sq, sk, 2, 2, head_dim)
+        scale = 1 / math.sqrt(head_dim)
+        out, lse, *refs = reference(q, k, v, dout, scale, causal)
+        got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal)
+        check_grads(got, refs, torch.float16, f"d{head_dim} causal={causal} {sq}x{sk}")
+
+
+def test_rows_with_no_key_get_zero_gradients():
+    """Bottom-right causal with seqlen_q > seqlen_k: the first sq - sk rows
+    see no key (lse +inf, as flash_attn, or -inf): dq is exactly 0 there, and
+    those rows add nothing to dk, dv."""
+    sq, sk = 100, 60
+    q, k, v, dout = inputs(1, sq, sk, 2, 2, 64)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    assert torch.isinf(lse[:, :, : sq - sk]).all()
+    for empty in (float("inf"), float("-inf")):
+        lse_in = lse.float().clone()
+        lse_in[:, :, : sq - sk] = empty
+        dq, dk, dv = _flash_attn_backward(dout, q, k, v, out.half(), lse_in, 0.125, True)
+        assert (dq[:, : sq - sk] == 0).all()
+        check_grads((dq, dk, dv), refs, torch.float16, f"lse={empty}")
+
+
+def test_gqa_sums_dk_dv_over_query_heads():
+    """4 query heads over 2 KV heads: dK/dV of a KV head is the sum over its
+    query heads (the float64 reference repeats K/V heads; autograd sums)."""
+    q, k, v, dout = inputs(2, 70, 90, 4, 2, 64)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, True)
+    assert got[1].shape == k.shape and got[2].shape == v.shape
+    check_grads(got, refs, torch.float16)
+
+
+def test_backward_is_deterministic():
+    """No atomics: two backward runs give bitwise-equal gradients."""
+    q, k, v, dout = inputs(2, 130, 150, 2, 2, 64)
+    out, lse, *_ = reference(q, k, v, dout, 0.125, False)
+    first = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False)
+    second = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_func_trains_on_torch_cpu(dtype, causal):
+    """flash_attn_func(q, k, v).backward() on torch CPU tensors that require
+    grad: out has a grad_fn and every input's .grad matches float64 autograd.
+    (Causal with seqlen_q == seqlen_k: today's forward is top-left aligned,
+    which agrees with flash_attn's bottom-right only there; the hook passes
+    the backward the forward's alignment, checked below.)"""
+    sq, sk = (77, 77) if causal else (77, 50)
+    q, k, v, dout = inputs(2, sq, sk, 2, 2, 64, dtype)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = tilec.flash_attn_func(q, k, v, causal=causal)
+    assert out.requires_grad and out.grad_fn is not None and out.dtype == dtype
+    out.backward(dout)
+    ref_out, _, *refs = reference(q, k, v, dout, 1 / math.sqrt(64), causal)
+    assert rel_err(out.detach(), ref_out) < REL_TOL[dtype]
+    check_grads((q.grad, k.grad, v.grad), refs, dtype)
+
+
+def test_autograd_follows_the_forwards_causal_alignment():
+    """seqlen_q != seqlen_k, causal: the gradients are those of the attention
+    the forward computed (today top-left: query i sees keys 0..i)."""
+    q, k, v, dout = inputs(1, 40, 90, 2, 2, 64)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = tilec.flash_attn_func(q, k, v, causal=True)
+    out.backward(dout)
+    ref_out, _, *refs = reference(q, k, v, dout, 0.125, True, causal_offset=0)
+    assert rel_err(out.detach(), ref_out) < 1e-3
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16)
+
+
+def test_sum_backward_and_noncontiguous_inputs():
+    """out.sum().backward() hands the backward an expanded dout (stride 0);
+    inputs are strided views (heads-major storage, padded rows)."""
+    b, sq, sk, h, d = 2, 45, 70, 2, 64
+    store = lambda s: torch.randn(b, h, s, d + 8, dtype=torch.float16)[..., :d].transpose(1, 2)
+    q, k, v = (store(s).requires_grad_() for s in (sq, sk, sk))
+    tilec.flash_attn_func(q, k, v).sum().backward()
+    _, _, *refs = reference(q, k, v, torch.ones(b, sq, h, d), 0.125, False)
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16)
+
+
+@pytest.mark.parametrize("scale", [-0.2, 0.0])
+def test_nonpositive_scale(scale):
+    """The kernels assume scale > 0; scale < 0 runs as (-q, -scale) with dq
+    negated, scale = 0 as (q = 0, 1) with dq = 0 (out does not depend on q)."""
+    q, k, v, dout = inputs(1, 50, 70, 2, 2, 64)
+    out, lse, dq_ref, dk_ref, dv_ref = reference(q, k, v, dout, scale, False)
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), scale, False)
+    if scale == 0:
+        assert (dq == 0).all() and dk_ref.abs().max() < 1e-12 and (dk == 0).all()
+        assert rel_err(dv, dv_ref) < 1e-3
+    else:
+        check_grads((dq, dk, dv), (dq_ref, dk_ref, dv_ref), torch.float16)
+
+
+def test_numpy_inputs():
+    """numpy float16 arrays run the same kernels on the CPU runner."""
+    q, k, v, dout = inputs(1, 33, 65, 2, 2, 64)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    got = _flash_attn_backward(*(t.numpy() for t in (dout, q, k, v, out.half(), lse.float())),
+                               0.125, True)
+    assert all(isinstance(g, np.ndarray) and g.dtype == np.float16 for g in got)
+    check_grads(tuple(torch.from_numpy(g) for g in got), refs, torch.float16)
+
+
+def test_backward_argument_errors():
+    q, k, v, dout = inputs(1, 8, 8, 2, 2, 64)
+    lse = torch.zeros(1, 2, 8)
+    with pytest.raises(NotImplementedError, match=r"dropout is not implemented \(dropout_p=0.1\)"):
+        _flash_attn_backward(dout, q, k, v, q, lse, dropout_p=0.1)
+    with pytest.raises(NotImplementedError, match=r"window_size=\(4, 0\)"):
+        _flash_attn_backward(dout, q, k, v, q, lse, window_size=(4, 0))
+    with pytest.raises(ValueError, match=r"'lse' must be float32 of shape \(1, 2, 8\)"):
+        _flash_attn_backward(dout, q, k, v, q, lse[:, :1])
+    with pytest.raises(ValueError, match=r"3 query heads are not a multiple of 2"):
+        _flash_attn_backward(dout[:, :, :1].expand(1, 8, 3, 64), q[:, :, :1].expand(1, 8, 3, 64),
+                             k, v, q[:, :, :1].expand(1, 8, 3, 64), torch.zeros(1, 3, 8))
+    with pytest.raises(TypeError, match=r"'out' is float32"):
+        _flash_attn_backward(dout, q, k, v, q.float(), lse)
+    with pytest.raises(NotImplementedError, match=r"dropout is not implemented"):
+        tilec.flash_attn_func(q.requires_grad_(), k, v, dropout_p=0.5)
