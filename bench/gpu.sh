@@ -75,6 +75,15 @@ if compgen -G "$ARTIFACTS/extra/flash_fwd*.json" >/dev/null; then
     --summary "$LOGS/check_extra_summary.txt" 2>&1 | tee "$LOGS/check_extra.log" || failed+=("correctness (extra)")
 fi
 
+# The backward (kernels/flash_bwd.py through tilec.flash_bwd, which finds the
+# prebuilt flash_bwd_* kernels by IR digest): gradients vs float64 autograd.
+export TILEC_ARTIFACTS="${TILEC_ARTIFACTS:-$ARTIFACTS:$ARTIFACTS/extra}"
+if compgen -G "$ARTIFACTS/flash_bwd*.json" >/dev/null; then
+  step "backward correctness"
+  run python3 bench/check_bwd.py --summary "$LOGS/check_bwd_summary.txt" \
+    2>&1 | tee "$LOGS/check_bwd.log" || failed+=("backward correctness")
+fi
+
 for tool in ${SANITIZE//,/ }; do
   step "compute-sanitizer $tool (small cases)"
   run python3 bench/check_flash.py --artifacts "$ARTIFACTS" --sanitize "$tool" \
@@ -86,6 +95,18 @@ step "benchmark"
 run python3 bench/bench_flash.py --artifacts "$ARTIFACTS" --summary "$LOGS/bench_summary.md" \
   --plot "$LOGS/bench.png" \
   $BENCH_ARGS 2>&1 | tee "$LOGS/bench.log" || failed+=("benchmark")
+
+if compgen -G "$ARTIFACTS/flash_bwd*.json" >/dev/null; then
+  for tool in ${SANITIZE//,/ }; do
+    step "compute-sanitizer $tool, backward (small cases)"
+    run "$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)" --tool "$tool" --error-exitcode 1 python3 bench/check_bwd.py --quick \
+      --head-dims 64,128 2>&1 | tail -n 40 | tee "$LOGS/sanitize_bwd_$tool.log" || failed+=("sanitize bwd $tool")
+  done
+  step "backward benchmark"
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
+  run python3 bench/bench_bwd.py --summary "$LOGS/bench_bwd_summary.md" $BENCH_ARGS \
+    2>&1 | tee "$LOGS/bench_bwd.log" || failed+=("backward benchmark")
+fi
 
 if [ -n "${OUT:-}" ]; then
   cp -r "$LOGS" "$OUT/"
@@ -99,6 +120,10 @@ cat "$LOGS/check_extra_summary.txt" 2>/dev/null || true
 echo
 echo "benchmark (TFLOP/s):"
 cat "$LOGS/bench_summary.md" 2>/dev/null || echo "  (no table: see $LOGS/bench.log)"
+echo
+echo "backward:"
+cat "$LOGS/check_bwd_summary.txt" 2>/dev/null || true
+cat "$LOGS/bench_bwd_summary.md" 2>/dev/null || true
 echo
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"
