@@ -53,7 +53,7 @@ def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, **_):
     return f"flash_bwd_dkdv_{DTYPE.name}_d{HEAD_DIM}" + ("_causal" if CAUSAL else "")
 
 
-@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", 1), name=_dq_name,
+@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"kind": "bwd_dq", "dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL",
                     "block_m": "BLOCK_M", "block_n": "BLOCK_N"})
@@ -72,7 +72,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                  CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
                  BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
-                 NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False):
+                 NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                 SPLIT_D: tl.constexpr = 1):
     tl.assume(scale > 0)
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -100,7 +101,13 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     c = scale * LOG2E
     l2 = li * LOG2E
     tl.store(lse2v, (row0,), l2)                            # for the dK/dV kernel
-    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    # SPLIT_D > 1 (head_dim > 128): program_id(2) owns dQ columns [c0, c0 + DS)
+    # (every split writes the same Delta and lse2).
+    DS = D // SPLIT_D
+    c0 = 0
+    if SPLIT_D > 1:
+        c0 = tl.program_id(2) * DS
+    acc = tl.zeros((BLOCK_M, DS), tl.float32)
     rows = (row0 + tl.arange(0, BLOCK_M))[:, None]
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
@@ -115,11 +122,14 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         p = tl.exp2(s * c - l2[:, None])                    # P = exp(scale·S − lse)
         dp = tl.dot(dot, vt, trans_b=True)                  # dP = dO·Vᵀ
         ds = p * (dp - di[:, None])                         # dS = P ∘ (dP − Delta)
-        acc = tl.dot(ds.to(DTYPE), kt, acc)                 # dQ += dS·K
-    tl.store(dqv, (row0, 0), (acc * scale).to(DTYPE))
+        ks = kt
+        if SPLIT_D > 1:
+            ks = tl.load(kv, (col0, c0), (BLOCK_N, DS))
+        acc = tl.dot(ds.to(DTYPE), ks, acc)                 # dQ += dS·K
+    tl.store(dqv, (row0, c0), (acc * scale).to(DTYPE))
 
 
-@tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", 1), name=_dkdv_name,
+@tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", "SPLIT_D"), name=_dkdv_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
                     "causal": "CAUSAL", "block_m": "BLOCK_M", "block_n": "BLOCK_N"})
@@ -138,7 +148,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                    CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
-                   NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False):
+                   NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                   SPLIT_D: tl.constexpr = 1):
     tl.assume(scale > 0)
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -157,8 +168,15 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
     vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
     c = scale * LOG2E
-    dk_acc = tl.zeros((BLOCK_N, D), tl.float32)
-    dv_acc = tl.zeros((BLOCK_N, D), tl.float32)
+    # SPLIT_D > 1 (head_dim > 128): program_id(2) owns head_dim columns
+    # [c0, c0 + DS) of dK and dV, so its accumulators stay 2·BLOCK_N·DS f32;
+    # S and dP (full head_dim) are computed by each of the SPLIT_D programs.
+    DS = D // SPLIT_D
+    c0 = 0
+    if SPLIT_D > 1:
+        c0 = tl.program_id(2) * DS
+    dk_acc = tl.zeros((BLOCK_N, DS), tl.float32)
+    dv_acc = tl.zeros((BLOCK_N, DS), tl.float32)
     keys = (col0 + tl.arange(0, BLOCK_N))[:, None]          # this program's keys: rows of Sᵀ
     for i in range(0, tl.cdiv(seqlen_q, BLOCK_M)):
         row0 = i * BLOCK_M
@@ -173,9 +191,13 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             mask = mask & (keys <= queries + causal_offset)
         st = tl.where(mask, st, float("-inf"))
         pt = tl.exp2(st * c - l2[None, :])                  # Pᵀ
-        dv_acc = tl.dot(pt.to(DTYPE), dot, dv_acc)          # dV += Pᵀ·dO
+        qs, dos = qt, dot
+        if SPLIT_D > 1:
+            qs = tl.load(qv, (row0, c0), (BLOCK_M, DS))
+            dos = tl.load(dov, (row0, c0), (BLOCK_M, DS))
+        dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc)          # dV += Pᵀ·dO
         dpt = tl.dot(vt, dot, trans_b=True)                 # dPᵀ = V·dOᵀ
         dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
-        dk_acc = tl.dot(dst.to(DTYPE), qt, dk_acc)          # dK += dSᵀ·Q
-    tl.store(dkv, (col0, 0), (dk_acc * scale).to(DTYPE))
-    tl.store(dvv, (col0, 0), dv_acc.to(DTYPE))
+        dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc)          # dK += dSᵀ·Q
+    tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
+    tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))

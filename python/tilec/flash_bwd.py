@@ -232,9 +232,9 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         kdkdv(*dkdv_args)
     else:
         kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
-                    grid=(-(-sq // cfg.dq.block_m), b * hq, 1))
+                    grid=(-(-sq // cfg.dq.block_m), b * hq, cfg.dq_split))
         kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
-                      grid=(-(-sk // cfg.dkdv.block_n), b * hq, 1))
+                      grid=(-(-sk // cfg.dkdv.block_n), b * hq, cfg.dkdv_split))
     if group > 1:
         if _is_torch(dk):
             dk = dk.view(b, sk, hk, group, d).float().sum(3).to(dk.dtype)

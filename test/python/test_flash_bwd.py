@@ -67,11 +67,13 @@ def check_grads(got, refs, dtype, what=""):
         assert err < REL_TOL[dtype], f"{what} {name}: relative error {err:.2e}"
 
 
-@pytest.mark.parametrize("head_dim", [64, 128, 40])
+@pytest.mark.parametrize("head_dim", [64, 128, 160])
 @pytest.mark.parametrize("causal", [False, True])
 def test_backward_kernels_match_float64(head_dim, causal):
     """_flash_attn_backward from the float64 forward's out and lse, seqlens
-    that are not block multiples, both orders of seqlen_q != seqlen_k, and 1."""
+    that are not block multiples, both orders of seqlen_q != seqlen_k, and 1.
+    head_dim 160: 256-wide tiles, dK/dV split over two programs per key block
+    (strategy.BWD_WIDE), the view clipping the columns past 160."""
     for sq, sk in ((100, 60), (60, 100), (1, 17), (17, 1)):
         q, k, v, dout = inputs(2, sq, sk, 2, 2, head_dim)
         scale = 1 / math.sqrt(head_dim)
@@ -98,8 +100,9 @@ def test_rows_with_no_key_get_zero_gradients():
 
 def test_gqa_sums_dk_dv_over_query_heads():
     """4 query heads over 2 KV heads: dK/dV of a KV head is the sum over its
-    query heads (the float64 reference repeats K/V heads; autograd sums)."""
-    q, k, v, dout = inputs(2, 70, 90, 4, 2, 64)
+    query heads (the float64 reference repeats K/V heads; autograd sums).
+    head_dim 40: tiles 64 wide, the view clips the padding columns."""
+    q, k, v, dout = inputs(2, 70, 90, 4, 2, 40)
     out, lse, *refs = reference(q, k, v, dout, 0.125, True)
     got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, True)
     assert got[1].shape == k.shape and got[2].shape == v.shape
