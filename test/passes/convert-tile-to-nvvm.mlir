@@ -339,3 +339,30 @@ func.func @row_vector_between_layouts(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>) 
   tile.store %d, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
+
+// -----
+
+// tile.atomic_add: one predicated red.global.add.f32 per element a thread
+// holds, and each replicated element added once: the row sums of a 64x64
+// accumulator are replicated over the 4 lanes of a quad (2 rows per thread),
+// so 2 reds whose predicate includes lane bits 0-1 being zero.
+// CHECK-LABEL: llvm.func @atomic_add_row_vector
+// CHECK:         arith.andi %{{.*}}, %c3_i32{{[_0-9]*}} : i32
+// CHECK:         arith.cmpi eq, %{{.*}}, %{{.*}} : i32
+// CHECK-COUNT-2: @p red.global.add.f32 [$0], $1;
+// CHECK-NOT:     red.global.add
+func.func @atomic_add_row_vector(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>) attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64) strides(%one) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %a = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %s = tile.dot %a, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  %sum = tile.reduce sum %s along 1 : tensor<64x64xf32> -> tensor<64xf32>
+  tile.atomic_add %sum, %ov[%c0] : tensor<64xf32>, !tile.view<f32, 1>
+  return
+}
