@@ -251,9 +251,9 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
 
 def _forward(q, k, v, softmax_scale, causal):
     """(out, lse) of today's forward (tilec.flash_attn.flash_attn_func; top-left
-    causal, so the backward gets causal_offset=0 from FlashAttnFunc). torch CPU
-    tensors run on the CPU runner. The variants rewrite replaces this with its
-    core `_flash_attn_forward` (bottom-right causal: drop causal_offset)."""
+    causal: FORWARD_CAUSAL_OFFSET). torch CPU tensors run on the CPU runner.
+    The variants rewrite replaces this with its core `_flash_attn_forward`
+    (bottom-right causal: FORWARD_CAUSAL_OFFSET becomes seqlen_k - seqlen_q)."""
     from .flash_attn import flash_attn_func, flash_fwd_kernel
 
     if _is_torch(q) and q.is_cuda:
@@ -290,6 +290,14 @@ def _forward(q, k, v, softmax_scale, causal):
     return o, lse
 
 
+def FORWARD_CAUSAL_OFFSET(seqlen_q, seqlen_k):
+    """The causal alignment of `_forward`: query i sees keys j <= i + this.
+    Today's forward is top-left (0); flash_attn's (and the variants core's)
+    is bottom-right (seqlen_k - seqlen_q). test_flash_bwd reads the forward's
+    alignment off its output and fails if this disagrees."""
+    return 0
+
+
 def _autograd_function():
     import torch
 
@@ -310,9 +318,10 @@ def _autograd_function():
         @staticmethod
         def backward(ctx, dout, _dlse):
             q, k, v, out, lse = ctx.saved_tensors
-            dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, ctx.softmax_scale,
-                                              ctx.causal, deterministic=ctx.deterministic,
-                                              causal_offset=0)
+            dq, dk, dv = _flash_attn_backward(
+                dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal,
+                deterministic=ctx.deterministic,
+                causal_offset=FORWARD_CAUSAL_OFFSET(q.shape[1], k.shape[1]))
             return dq, dk, dv, None, None, None
 
     return FlashAttnFunc
@@ -326,6 +335,11 @@ def flash_attn_autograd(q, k, v, softmax_scale=None, causal=False, deterministic
     """flash_attn_func on torch tensors through FlashAttnFunc: out requires
     grad when q, k or v does."""
     global _FUNC
+    for name, t in (("k", k), ("v", v)):
+        if not _is_torch(t) or t.device != q.device:
+            raise TypeError(f"flash_attn_func: '{name}' must be a torch tensor on {q.device} like "
+                            f"'q', got {type(t).__name__}"
+                            + (f" on {t.device}" if _is_torch(t) else ""))
     if _FUNC is None:
         _FUNC = _autograd_function()
     out, lse = _FUNC.apply(q, k, v, softmax_scale, bool(causal), bool(deterministic))
