@@ -6,8 +6,10 @@ At 16k tokens per batch (batch = 16384 / seqlen, hidden 2048, heads =
 2048 / head_dim), f16/bf16 x head_dim 64/128 x causal, times
 
   bwd       the backward alone: tilec's _flash_attn_backward (what autograd
-            calls) from saved out/lse; SDPA's through torch.autograd.grad on
-            a retained graph
+            calls) from saved out/lse -- the deterministic two-kernel default
+            and, as "tilec atomic", the fused kernel with atomic dQ
+            (atomic_dq=True); SDPA's through torch.autograd.grad on a
+            retained graph
   fwd+bwd   out = attention(q, k, v) then out.backward(dout), as training
             runs it (tilec through flash_attn_func's autograd hook)
 
@@ -39,8 +41,8 @@ HIDDEN = 2048
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 QUICK_SEQLENS = [2048, 16384]
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-COLUMNS = ["dtype", "d", "causal", "seqlen", "tilec bwd", "FA2 bwd", "cuDNN bwd", "tilec/FA2 bwd",
-           "tilec f+b", "FA2 f+b", "cuDNN f+b", "tilec/FA2 f+b"]
+COLUMNS = ["dtype", "d", "causal", "seqlen", "tilec bwd", "tilec atomic bwd", "FA2 bwd", "cuDNN bwd",
+           "tilec/FA2 bwd", "tilec f+b", "FA2 f+b", "cuDNN f+b", "tilec/FA2 f+b"]
 
 
 def median_ms(fn, iters, warmup):
@@ -121,6 +123,14 @@ def main():
                     row = {"dtype": str(dtype)[6:], "d": d, "causal": causal, "seqlen": s}
                     row["tilec bwd"] = tf(median_ms(t_bwd, args.iters, args.warmup), 2.5)
                     row["tilec f+b"] = tf(median_ms(t_fwd_bwd, args.iters, args.warmup), 3.5)
+
+                    def t_atomic():
+                        _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
+                                             deterministic=False, atomic_dq=True)
+
+                    row["tilec atomic bwd"] = tf(median_ms(t_atomic, args.iters, args.warmup), 2.5)
+                    mine_atomic = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
+                                                       deterministic=False, atomic_dq=True)
                     mark = ""
                     for label, backend in (("FA2", SDPBackend.FLASH_ATTENTION),
                                            ("cuDNN", SDPBackend.CUDNN_ATTENTION)):
@@ -132,7 +142,7 @@ def main():
                         row[f"{label} bwd"] = tf(median_ms(bwd, args.iters, args.warmup), 2.5)
                         row[f"{label} f+b"] = tf(median_ms(fwd_bwd, args.iters, args.warmup), 3.5)
                         if label == "FA2":
-                            for g, r in zip(mine, theirs):
+                            for g, r in zip(list(mine) + list(mine_atomic), list(theirs) * 2):
                                 if ((g.float() - r.float()).norm() / r.float().norm()).item() > 1e-2:
                                     mark = "!"
                     for kind in ("bwd", "f+b"):

@@ -14,7 +14,8 @@ Each gradient is compared with torch autograd of a float64 naive attention:
 ‖g − ref‖/‖ref‖ < 2e-3 (f16) or 1.5e-2 (bf16), and no worse than twice the
 error of the same naive attention computed in the input dtype (flash_attn's
 own test rule) plus 1e-4 · ‖ref‖. Each kernels case also runs twice and
-must be bitwise identical (no atomics). GQA: 8 query heads over 2 KV heads.
+must be bitwise identical (no atomics), and for head_dim <= 128 through the
+fused atomic-dQ kernel (atomic_dq=True). GQA: 8 query heads over 2 KV heads.
 
     python3 bench/check_bwd.py [--quick] [--summary FILE]
 
@@ -133,6 +134,11 @@ def main():
                         if not all(torch.equal(x, y) for x, y in zip(got, again)):
                             bad.append("two runs differ (not deterministic)")
                         worst = max([worst] + [rel(g, r) for g, r in zip(got, ref) if r.norm() > 0])
+                        if 32 < d <= 128:  # the fused kernel with atomic dQ (atomic_dq=True)
+                            fused = _flash_attn_backward(dout, q, k, v, out64.to(dtype), lse64.float(),
+                                                         scale, causal, deterministic=False,
+                                                         atomic_dq=True)
+                            bad += [f"atomic_dq {m}" for m in check(name, fused, ref, same, dtype)]
                         # The autograd path with the forward's own out/lse:
                         # today's forward is top-left causal, the same as
                         # bottom-right only when seqlen_q == seqlen_k.

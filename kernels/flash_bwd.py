@@ -10,7 +10,10 @@ two kernels that need no atomics, so the gradients are deterministic:
   lse, and accumulates dQ_i += dS·K_j in f32 registers (row-parallel dQ).
 * ``flash_bwd_dkdv``: one program per BLOCK_N rows of K/V and (batch, head):
   loops over the Q blocks that can see its keys, recomputing P the same way,
-  and accumulates dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i.
+  and accumulates dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i. With ATOMIC_DQ it is
+  FA2's single backward kernel: it also adds dQ_iᵀ += Kᵀ·dSᵀ into an f32
+  buffer with tl.atomic_add (not deterministic; Delta and lse2 then come from
+  the caller, not from the dq kernel).
 
 Run dq first, then dkdv. The dK/dV kernel is written transposed by hand: it
 computes Sᵀ = K_j·Q_iᵀ (keys are its rows, so its accumulators dK and dV are
@@ -49,8 +52,9 @@ def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **_):
     return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + ("_causal" if CAUSAL else "")
 
 
-def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, **_):
-    return f"flash_bwd_dkdv_{DTYPE.name}_d{HEAD_DIM}" + ("_causal" if CAUSAL else "")
+def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, **_):
+    return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}_{DTYPE.name}_d{HEAD_DIM}"
+            + ("_causal" if CAUSAL else ""))
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
@@ -132,10 +136,12 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
 @tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", "SPLIT_D"), name=_dkdv_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
-                    "causal": "CAUSAL", "block_m": "BLOCK_M", "block_n": "BLOCK_N"})
+                    "causal": "CAUSAL", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
+                    "atomic_dq": "ATOMIC_DQ"})
 def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.ptr(DTYPE),
                    lse2: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
-                   dk: tl.ptr(DTYPE), dv: tl.ptr(DTYPE), seqlen_q: tl.int32, seqlen_k: tl.int32,
+                   dk: tl.ptr(DTYPE), dv: tl.ptr(DTYPE), dq_accum: tl.ptr(tl.float32),
+                   seqlen_q: tl.int32, seqlen_k: tl.int32,
                    num_heads: tl.int32, group: tl.int32, batch: tl.int32,
                    causal_offset: tl.int32,
                    stride_qb: tl.int64, stride_qs: tl.int64, stride_qh: tl.int64,
@@ -144,12 +150,13 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    stride_dob: tl.int64, stride_dos: tl.int64, stride_doh: tl.int64,
                    stride_dkb: tl.int64, stride_dks: tl.int64, stride_dkh: tl.int64,
                    stride_dvb: tl.int64, stride_dvs: tl.int64, stride_dvh: tl.int64,
+                   stride_dqab: tl.int64, stride_dqas: tl.int64, stride_dqah: tl.int64,
                    stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                    CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
                    NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
-                   SPLIT_D: tl.constexpr = 1):
+                   SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False):
     tl.assume(scale > 0)
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -164,6 +171,10 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     D = max(16, tl.next_power_of_2(HEAD_DIM))
+    if ATOMIC_DQ:
+        # dQᵀ of this (batch, head): element (d, i) is dq_accum[b, i, h, d].
+        dqtv = tl.view(dq_accum + (b * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
+                       (1, stride_dqas))
     col0 = pid_n * BLOCK_N
     kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
     vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
@@ -199,5 +210,10 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         dpt = tl.dot(vt, dot, trans_b=True)                 # dPᵀ = V·dOᵀ
         dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
         dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc)          # dK += dSᵀ·Q
+        if ATOMIC_DQ:
+            # FA2's dQ: dQ_iᵀ += scale·Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
+            # split over the warps), added atomically into f32 dq_accum.
+            dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32))
+            tl.atomic_add(dqtv, (0, row0), dqt * scale)
     tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
     tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))

@@ -139,7 +139,10 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
     for dtype in ("float16", "bfloat16"):
         for head_dim in head_dims:
             for causal in (False, True):
-                for kernel in flash_bwd_kernels(dtype, head_dim, causal)[:2]:
+                kernels = list(flash_bwd_kernels(dtype, head_dim, causal)[:2])
+                if 32 < head_dim <= 128:  # the fused atomic-dQ kernel (atomic_dq=True)
+                    kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
+                for kernel in kernels:
                     start = time.time()
                     try:
                         results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,

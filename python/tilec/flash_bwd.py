@@ -46,14 +46,19 @@ def _kernels():
     return _kernels_module
 
 
-def flash_bwd_kernels(dtype, head_dim, causal):
-    """The (dq, dkdv) kernels for one variant (`dtype` "float16" or "bfloat16")."""
+def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False):
+    """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
+    "bfloat16"); with atomic_dq, dkdv is the fused kernel that also adds dQ
+    atomically (then dq is not launched)."""
     cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
     mod = _kernels()
     common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))
-    return (mod.flash_bwd_dq.specialize(**common, **cfg.constexprs("dq")),
-            mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv")), cfg)
+    if atomic_dq:
+        dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True)
+    else:
+        dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv"))
+    return mod.flash_bwd_dq.specialize(**common, **cfg.constexprs("dq")), dkdv, cfg
 
 
 def _is_torch(x):
@@ -167,7 +172,8 @@ def _check_backward(dout, q, k, v, out, lse):
 
 def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
                          window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                         deterministic=True, dropout_p=0.0, causal_offset=None):
+                         deterministic=True, dropout_p=0.0, causal_offset=None,
+                         atomic_dq=False):
     """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
     forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
     that see no key, whose gradients are 0).
@@ -177,9 +183,12 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     (numpy). Causal is bottom-right aligned as flash_attn >= 2.1 (query i
     sees keys j <= i + sk - sq); `causal_offset` overrides sk - sq (0 is
     top-left, what tilec's forward did before the variants rewrite). The
-    kernels use no atomics: `deterministic` is accepted for flash_attn's API
-    and always holds. Windows, softcap, ALiBi and dropout are not supported
-    yet and raise.
+    kernels use no atomics, so the result is bitwise deterministic whatever
+    `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
+    40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
+    atomics in no fixed order: an experiment until a GPU run says which is
+    faster. Windows, softcap, ALiBi and dropout are not supported yet and
+    raise.
     """
     if dropout_p != 0:
         raise NotImplementedError(f"flash_attn backward: dropout is not implemented (dropout_p="
@@ -190,6 +199,13 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                                   f"softcap={softcap!r}, alibi_slopes "
                                   f"{'given' if alibi_slopes is not None else 'None'})")
     dtype = _check_backward(dout, q, k, v, out, lse)
+    if atomic_dq and deterministic:
+        raise ValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
+                         "deterministic=False with it")
+    if atomic_dq and not 32 < q.shape[3] <= 128:
+        # dQᵀ's rows are the head_dim (padded to 64 or 128), split over 4 warps.
+        raise ValueError(f"flash_attn backward: atomic_dq supports head_dim 40 to 128, got "
+                         f"{q.shape[3]}")
     b, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
     group = hq // hk
@@ -218,23 +234,37 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     dq = _empty(q, (b, sq, hq, d))
     dk = _empty(k, (b, sk, hq, d))  # per query head; summed over each group below
     dv = _empty(v, (b, sk, hq, d))
-    delta = _empty(q, (b, hq, sq), "float32")
-    lse2 = _empty(q, (b, hq, sq), "float32")
-    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, bool(causal))
+    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, bool(causal), atomic_dq)
+    if atomic_dq:
+        # Delta and lse·log2e (what the dq kernel writes otherwise), and the
+        # zeroed f32 dQ accumulator the fused kernel adds into.
+        delta, lse2 = _delta_and_lse2(dout, out, lse)
+        dq_accum = _zeros_f32(q, (b, sq, hq, d))
+    else:
+        delta = _empty(q, (b, hq, sq), "float32")
+        lse2 = _empty(q, (b, hq, sq), "float32")
+        dq_accum = delta  # not read: only the fused kernel (ATOMIC_DQ) touches it
     sq_, sk_, sv_, so_, sdo_ = (_strides(t) for t in (q, k, v, out, dout))
     sdq, sdk, sdv, sl = (_strides(t) for t in (dq, dk, dv, lse))
+    sdqa = _strides(dq_accum) if atomic_dq else (0, 0, 0)
     dq_args = (q, k, v, out, dout, lse, delta, lse2, dq, sq, sk, hq, group, b, offset,
                *sq_[:3], *sk_[:3], *sv_[:3], *so_[:3], *sdo_[:3], *sdq[:3], *sl[:2], scale)
-    dkdv_args = (q, k, v, dout, lse2, delta, dk, dv, sq, sk, hq, group, b, offset,
-                 *sq_[:3], *sk_[:3], *sv_[:3], *sdo_[:3], *sdk[:3], *sdv[:3], *sl[:2], scale)
+    dkdv_args = (q, k, v, dout, lse2, delta, dk, dv, dq_accum, sq, sk, hq, group, b, offset,
+                 *sq_[:3], *sk_[:3], *sv_[:3], *sdo_[:3], *sdk[:3], *sdv[:3], *sdqa[:3],
+                 *sl[:2], scale)
+    dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
     if on_gpu:
-        kdq(*dq_args)
+        if not atomic_dq:
+            kdq(*dq_args)
         kdkdv(*dkdv_args)
     else:
-        kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
-                    grid=(-(-sq // cfg.dq.block_m), b * hq, cfg.dq_split))
+        if not atomic_dq:
+            kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
+                        grid=(-(-sq // cfg.dq.block_m), b * hq, cfg.dq_split))
         kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
-                      grid=(-(-sk // cfg.dkdv.block_n), b * hq, cfg.dkdv_split))
+                      grid=(-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
+    if atomic_dq:
+        dq = dq_accum.to(dq.dtype) if _is_torch(dq) else dq_accum.astype(dq.dtype)
     if group > 1:
         if _is_torch(dk):
             dk = dk.view(b, sk, hk, group, d).float().sum(3).to(dk.dtype)
@@ -245,6 +275,39 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def _zeros_f32(like, shape):
+    if _is_torch(like):
+        import torch
+
+        return torch.zeros(shape, dtype=torch.float32, device=like.device)
+    import numpy as np
+
+    return np.zeros(shape, dtype=np.float32)
+
+
+def _delta_and_lse2(dout, out, lse):
+    """Delta = rowsum(dO ∘ O) and lse·log2e (+inf where lse is -inf), both
+    (batch, heads, seqlen_q) f32 contiguous, in torch or numpy."""
+    log2e = 1.0 / math.log(2.0)
+    if _is_torch(out):
+        import torch
+
+        # Copies into fresh buffers: .contiguous() may keep odd strides of
+        # size-1 dimensions, and the kernels take lse's.
+        delta = torch.empty(lse.shape, dtype=torch.float32, device=lse.device)
+        delta.copy_((dout.float() * out.float()).sum(-1).transpose(1, 2))
+        lse2 = torch.empty_like(delta)
+        lse2.copy_(torch.where(lse == float("-inf"), float("inf"), lse) * log2e)
+        return delta, lse2
+    import numpy as np
+
+    delta = np.empty(lse.shape, np.float32)
+    delta[...] = (dout.astype(np.float32) * out.astype(np.float32)).sum(-1).transpose(0, 2, 1)
+    lse2 = np.empty(lse.shape, np.float32)
+    lse2[...] = np.where(lse == -np.inf, np.inf, lse) * np.float32(log2e)
+    return delta, lse2
 
 
 # -- the forward the autograd Function wraps ----------------------------------

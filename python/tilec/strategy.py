@@ -166,6 +166,9 @@ class FlashBwdConfig:
     dkdv: FlashConfig
     dq_split: int = 1
     dkdv_split: int = 1
+    # The fused dK/dV + atomic dQ kernel (FA2's; an experiment: atomic_dq=True).
+    atomic: FlashConfig = FlashConfig(16, 64, 4, 2, False)
+    atomic_split: int = 1
 
     def constexprs(self, which):
         cfg = getattr(self, which)
@@ -183,6 +186,8 @@ class FlashBwdConfig:
 # D = 256: dq 64x32 (no spills, 115 KB shared; 64x64 spilled 384 bytes);
 #   dkdv 64 keys x 16 queries with the head_dim split over 2 programs (no
 #   spills, 112 KB shared; unsplit 4.6 KB of spills at 64x32, 2.2 KB at 64x16).
+# Fused dK/dV + atomic dQ (D <= 128): 64 keys x 16 queries, no spills at
+#   d64/d128 causal or not (x 32 queries spilled 44-172 bytes).
 # Not yet timed on a GPU.
 BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 2, False))
 BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(16, 64, 4, 2, False),

@@ -274,3 +274,26 @@ def test_atomic_add_errors():
 
     with pytest.raises(tilec.CompilationError, match=r"atomic adds are f32 only"):
         f16_view.specialize()
+
+
+@pytest.mark.parametrize("head_dim,causal,seqlens,heads", [(64, True, (100, 60), (2, 2)),
+                                                          (128, False, (60, 130), (4, 2))])
+def test_atomic_dq_fused_kernel_matches_float64(head_dim, causal, seqlens, heads):
+    """atomic_dq=True: FA2's single kernel (dK/dV plus dQᵀ += Kᵀ·dSᵀ added
+    with tl.atomic_add into f32), Delta and lse2 computed by the caller."""
+    (sq, sk), (hq, hk) = seqlens, heads
+    q, k, v, dout = inputs(2, sq, sk, hq, hk, head_dim)
+    out, lse, *refs = reference(q, k, v, dout, 0.1, causal)
+    got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.1, causal,
+                               deterministic=False, atomic_dq=True)
+    check_grads(got, refs, torch.float16)
+
+
+def test_atomic_dq_errors():
+    q, k, v, dout = inputs(1, 8, 8, 2, 2, 64)
+    lse = torch.zeros(1, 2, 8)
+    with pytest.raises(ValueError, match=r"atomic_dq adds dQ in no fixed order; pass deterministic=False"):
+        _flash_attn_backward(dout, q, k, v, q, lse, atomic_dq=True)
+    q, k, v, dout = inputs(1, 8, 8, 2, 2, 160)
+    with pytest.raises(ValueError, match=r"atomic_dq supports head_dim 40 to 128, got 160"):
+        _flash_attn_backward(dout, q, k, v, q, lse, deterministic=False, atomic_dq=True)
