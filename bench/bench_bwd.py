@@ -17,8 +17,8 @@ TFLOP/s by flash_attn's convention: forward FLOPs 4·b·h·s²·d (halved for
 causal), backward 2.5x that, forward+backward 3.5x. Each time is the median
 of --iters runs (CUDA events) after warmup. tilec's gradients are compared
 with FA2's (relative error < 1e-2); a mismatch marks the number with '!'.
-Causal fwd+bwd uses seqlen_q == seqlen_k, where today's top-left forward and
-SDPA's causal agree.
+Causal fwd+bwd uses seqlen_q == seqlen_k, where the forward's bottom-right
+causal and SDPA's (top-left) agree.
 
     python3 bench/bench_bwd.py [--quick] [--record] [--summary FILE]
 """

@@ -139,14 +139,12 @@ def main():
                                                          scale, causal, deterministic=False,
                                                          atomic_dq=True)
                             bad += [f"atomic_dq {m}" for m in check(name, fused, ref, same, dtype)]
-                        # The autograd path with the forward's own out/lse:
-                        # today's forward is top-left causal, the same as
-                        # bottom-right only when seqlen_q == seqlen_k.
-                        if hq == hk and (not causal or sq == sk):
-                            leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-                            tilec.flash_attn_func(*leaves, softmax_scale=scale, causal=causal).backward(dout)
-                            bad += [f"autograd {m}" for m in
-                                    check(name, [x.grad for x in leaves], ref, same, dtype)]
+                        # The autograd path with the forward's own out/lse
+                        # (bottom-right causal, GQA: as the reference).
+                        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+                        tilec.flash_attn_func(*leaves, softmax_scale=scale, causal=causal).backward(dout)
+                        bad += [f"autograd {m}" for m in
+                                check(name, [x.grad for x in leaves], ref, same, dtype)]
                     except Exception as e:  # noqa: BLE001 - reported per case
                         bad = [f"{type(e).__name__}: {e}"]
                     status = "ok" if not bad else "FAIL " + "; ".join(bad)

@@ -17,6 +17,13 @@ are poisoned with NaN before each launch, so unwritten elements fail.
 
     python3 bench/check_flash.py --artifacts build/artifacts [--quick]
     python3 bench/check_flash.py --artifacts build/artifacts --sanitize memcheck
+    python3 bench/check_flash.py --variants [--quick]   # flash_attn's variants
+
+--variants runs bench/flash_variants.py's matrix (GQA/MQA, bottom-right
+causal with seqlen_q != seqlen_k, windows, softcap, ALiBi, varlen, head dims
+59..256) through tilec's flash_attn API (python/tilec, with the prebuilt
+kernels of <artifacts>/variants) against a float64 reference written from
+flash_attn's semantics; every output tilec allocates is poisoned with NaN.
 
 Exit status: 0 when every case passes, 1 otherwise, 2 on usage errors.
 bench_flash.py imports the helpers here.
@@ -24,6 +31,7 @@ bench_flash.py imports the helpers here.
 
 import argparse
 import importlib.util
+import itertools
 import math
 import os
 import shutil
@@ -41,7 +49,12 @@ REPO = Path(__file__).resolve().parents[1]
 STRIDE_NAMES = [
     f"stride_{t}{d}" for t in "qkvo" for d in ("b", "s", "h")
 ] + ["stride_lseb", "stride_lseh"]
-SCALAR_NAMES = ["seqlen_q", "seqlen_k", "num_heads", "batch"]
+SCALAR_NAMES = ["seqlen_q", "seqlen_k", "num_heads", "batch", "kv_group"]
+# The variants' parameters (kernels/flash_fwd.py), after the scale.
+VARIANT_PARAMS = [("window_left", "i32", None), ("window_right", "i32", None),
+                  ("softcap", "f32", None), ("alibi", "ptr", "f32"), ("stride_alibi_b", "i64", None),
+                  ("cu_seqlens_q", "ptr", "i32"), ("cu_seqlens_k", "ptr", "i32"),
+                  ("seqused_k", "ptr", "i32"), ("use_seqused_k", "i32", None)]
 
 BOUND = {"f16": 2e-3, "bf16": 1e-2}
 LSE_BOUND = 1e-3
@@ -117,6 +130,7 @@ class FlashKernel:
         self.dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[self.dtype_name]
         self.head_dim = int(variant["head_dim"])
         self.causal = bool(variant["causal"])
+        self._dummy = None
 
         expected = (
             [(n, "ptr", self.dtype_name) for n in "qkvo"]
@@ -124,6 +138,7 @@ class FlashKernel:
             + [(n, "i32", None) for n in SCALAR_NAMES]
             + [(n, "i64", None) for n in STRIDE_NAMES]
             + [("scale", "f32", None)]
+            + VARIANT_PARAMS
         )
         actual = [(p["name"], p["kind"], p.get("elem")) for p in manifest["params"]]
         if actual != expected:
@@ -140,12 +155,15 @@ class FlashKernel:
         for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
             if t.stride(-1) != 1:
                 raise ValueError(f"{name}: the last dimension must be contiguous")
+        if self._dummy is None:
+            self._dummy = torch.zeros(4, dtype=torch.float32, device=q.device)
+            self._dummy_i32 = torch.zeros(4, dtype=torch.int32, device=q.device)
         self.kernel(
             q, k, v, o, lse,
-            seqlen_q, seqlen_k, heads, batch,
+            seqlen_q, seqlen_k, heads, batch, heads // k.shape[2],
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
             *lse.stride()[:2],
-            scale,
+            scale, -1, -1, 1.0, self._dummy, 0, self._dummy_i32, self._dummy_i32, self._dummy_i32, 0,
             stream=stream,
         )
 
@@ -342,6 +360,156 @@ def check(paths, quick):
     return all_ok, summary
 
 
+# --- flash_attn's variants through the public API ----------------------------
+
+
+def variant_visible(sq, sk, causal, window, has_alibi, max_sq, max_sk, device):
+    """(sq, sk) bool mask of flash_attn 2.x (csrc option handling included)."""
+    left, right = window
+    left = -1 if left >= max_sk else left
+    right = -1 if right >= max_sk else right
+    if max_sq == 1 and not has_alibi:
+        causal = False
+    if causal:
+        right = 0
+    if left < 0 and right < 0:
+        return torch.ones(sq, sk, dtype=torch.bool, device=device)
+    i = torch.arange(sq, device=device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=device)[None, :]
+    return (j >= i - (max_sk if left < 0 else left)) & (j <= i + (max_sk if right < 0 else right))
+
+
+def variant_reference(q, k, v, scale, opts, slopes, max_sq=None, max_sk=None):
+    """float64 (out (sq, hq, d), lse (hq, sq)) of one sequence (sq, h, d)."""
+    sq, hq, _ = q.shape
+    sk, hk, _ = k.shape
+    rep = hq // hk
+    qd = q.double().transpose(0, 1)
+    kd = k.double().repeat_interleave(rep, dim=1).transpose(0, 1)
+    vd = v.double().repeat_interleave(rep, dim=1).transpose(0, 1)
+    s = torch.matmul(qd, kd.transpose(-1, -2)) * scale
+    cap = opts.get("softcap", 0.0)
+    if cap > 0:
+        s = cap * torch.tanh(s / cap)
+    if slopes is not None:
+        dist = (torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+                - torch.arange(sk, device=q.device)[None, :]).abs()
+        s = s - slopes.double()[:, None, None] * dist
+    vis = variant_visible(sq, sk, opts.get("causal", False), opts.get("window_size", (-1, -1)),
+                          slopes is not None, max_sq or sq, max_sk or sk, q.device)
+    s = s.masked_fill(~vis, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    empty = torch.isinf(lse)
+    p = torch.exp(s - torch.where(empty, 0.0, lse)[..., None])
+    out = torch.matmul(p, vd).transpose(0, 1)
+    return out, torch.where(empty, float("inf"), lse)
+
+
+def run_variant_case(fa, tilec, case, dtype, seed, device="cuda"):
+    """One case: (b, s, h, d) inputs for "func", packed ones for "varlen";
+    device "cpu" runs it on the CPU runner (how this code is tested here)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    hq, hk, d, opts = case["hq"], case["hk"], case["d"], dict(case["opts"])
+    alibi = opts.pop("alibi", None)
+    if case["api"] == "func":
+        batch, lens_q, lens_k = case["b"], [case["sq"]] * case["b"], [case["sk"]] * case["b"]
+    else:
+        lens_q, lens_k = case["lens_q"], case["lens_k"]
+        batch = len(lens_q)
+    tq, tk = sum(lens_q), sum(lens_k)
+    q = torch.randn(tq, hq, d, generator=gen, device=device).to(dt)
+    k = torch.randn(tk, hk, d, generator=gen, device=device).to(dt)
+    v = torch.randn(tk, hk, d, generator=gen, device=device).to(dt)
+    slopes = None
+    if alibi == "h":
+        slopes = torch.rand(hq, generator=gen, device=device) * 0.9 + 0.05
+    elif alibi == "bh":
+        slopes = torch.rand(batch, hq, generator=gen, device=device) * 0.9 + 0.05
+    cu_q = torch.tensor([0] + list(itertools.accumulate(lens_q)), dtype=torch.int32, device=device)
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32, device=device)
+    if case["api"] == "func":
+        shape = lambda t, s: t.view(batch, s, *t.shape[1:])
+        out, lse, _ = tilec.flash_attn_func(shape(q, case["sq"]), shape(k, case["sk"]),
+                                            shape(v, case["sk"]), alibi_slopes=slopes,
+                                            return_attn_probs=True, **opts)
+        out = out.reshape(tq, hq, d)
+        lse = lse.transpose(0, 1).reshape(hq, tq)
+    else:
+        out, lse, _ = tilec.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k),
+                                                   alibi_slopes=slopes, return_attn_probs=True,
+                                                   **opts)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    ref_o = torch.zeros(tq, hq, d, dtype=torch.float64, device=device)
+    ref_lse = torch.full((hq, tq), float("inf"), dtype=torch.float64, device=device)
+    for b in range(batch):
+        q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+        if q1 == q0:
+            continue
+        sl = None if slopes is None else (slopes if slopes.dim() == 1 else slopes[b])
+        o_b, l_b = variant_reference(q[q0:q1], k[k0:k1], v[k0:k1], d ** -0.5, opts, sl,
+                                     max(lens_q), max(lens_k))
+        ref_o[q0:q1], ref_lse[:, q0:q1] = o_b, l_b
+    finite = torch.isfinite(ref_lse)
+    rel = ((out.double() - ref_o).norm() / ref_o.norm().clamp(min=1e-300)).item()
+    lse_d = lse.double()
+    lse_err = (lse_d[finite] - ref_lse[finite]).abs().max().item() if finite.any() else 0.0
+    inf_ok = bool((torch.isposinf(lse_d) == ~finite).all())
+    empty_ok = bool((out[(~finite).transpose(0, 1)] == 0).all()) if (~finite).any() else True
+    nan = int(torch.isnan(out).sum().item())
+    ok = (rel < BOUND[{"float16": "f16", "bfloat16": "bf16"}[dtype]] and inf_ok and empty_ok
+          and nan == 0 and lse_err < LSE_BOUND * max(1.0, ref_lse[finite].abs().max().item()
+                                                     if finite.any() else 1.0))
+    return dict(rel=rel, lse_err=lse_err, inf_ok=inf_ok, empty_ok=empty_ok, nan=nan, ok=ok)
+
+
+def check_variants(artifacts, quick):
+    """Every bench/flash_variants.py case in both dtypes; returns (ok, summary)."""
+    sys.path[:0] = [str(REPO / "python"), str(REPO / "bench")]
+    folders = [str(Path(artifacts) / "variants"), str(Path(artifacts)), str(Path(artifacts) / "extra")]
+    os.environ["TILEC_ARTIFACTS"] = os.pathsep.join(folders)
+    import flash_variants
+    import tilec
+    from tilec import flash_attn as fa
+
+    real_empty = fa._empty
+
+    def poisoned(like, shape, dtype):
+        t = real_empty(like, shape, dtype)
+        t.fill_(float("nan"))
+        return t
+
+    fa._empty = poisoned
+    cases = [flash_variants.CASES[i] for i in flash_variants.QUICK] if quick else flash_variants.CASES
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}")
+    all_ok, summary = True, []
+    for case in cases:
+        for dtype in flash_variants.DTYPES:
+            label = f"{dtype:<8} {flash_variants.case_label(case)}"
+            seed = zlib.crc32(label.encode())
+            try:
+                r = run_variant_case(fa, tilec, case, dtype, seed)
+            except Exception as e:  # report and go on
+                all_ok = False
+                print(f"{label}: ERROR {type(e).__name__}: {e}")
+                summary.append(f"{label}: ERROR")
+                if not cuda_usable():
+                    print("\nThe CUDA context is unusable after this fault; stopping.")
+                    return False, summary
+                continue
+            all_ok &= r["ok"]
+            notes = [] if r["ok"] else [n for n, bad in (("rel err", not r["rel"] < BOUND["bf16" if dtype == "bfloat16" else "f16"]),
+                                                          ("lse +inf rows", not r["inf_ok"]),
+                                                          ("empty rows not 0", not r["empty_ok"]),
+                                                          (f"{r['nan']} NaN", r["nan"])) if bad]
+            line = (f"{label}: rel {r['rel']:.2e} lse {r['lse_err']:.2e} "
+                    + ("ok" if r["ok"] else "FAIL " + (", ".join(notes) or "lse")))
+            print(line)
+            summary.append(line)
+    return all_ok, summary
+
+
 def sanitize(args):
     """Reruns this script (--quick) under compute-sanitizer."""
     exe = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
@@ -350,6 +518,8 @@ def sanitize(args):
         return 2
     cmd = [exe, "--tool", args.sanitize, "--error-exitcode", "1", "--print-limit", "20",
            sys.executable, str(Path(__file__).resolve()), "--artifacts", args.artifacts, "--quick"]
+    if args.variants:
+        cmd.append("--variants")
     if args.filter:
         cmd += ["--filter", args.filter]
     # Without caching every tensor is its own allocation, so the sanitizer
@@ -371,7 +541,23 @@ def main():
                         help="run --quick under compute-sanitizer TOOL (default memcheck; "
                              "also racecheck, synccheck, initcheck)")
     parser.add_argument("--summary", help="also write a per-kernel summary to this file")
+    parser.add_argument("--variants", action="store_true",
+                        help="run bench/flash_variants.py's matrix through the flash_attn API "
+                             "(kernels from <artifacts>/variants)")
     args = parser.parse_args()
+
+    if args.variants:
+        if args.sanitize:
+            return sanitize(args)
+        if not torch.cuda.is_available():
+            print("error: torch sees no CUDA device")
+            return 2
+        ok, summary = check_variants(args.artifacts, args.quick)
+        text = "\n".join(summary) + f"\n{'all passed' if ok else 'FAILED'}\n"
+        print("\n" + text, end="")
+        if args.summary:
+            Path(args.summary).write_text(text)
+        return 0 if ok else 1
 
     paths = find_flash_manifests(args.artifacts, args.filter)
     if args.sanitize:

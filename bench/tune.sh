@@ -37,10 +37,17 @@ import pathlib, sys
 folder = pathlib.Path(sys.argv[1])
 table = {}
 for md in sorted(folder.glob("*.md")):
-    for line in md.read_text().splitlines()[2:]:
+    lines = md.read_text().splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    # The candidate's own kernel: the launcher column (the public API's
+    # column runs the strategy table's choice, not the candidate).
+    column = header.index("tilec launcher") if "tilec launcher" in header else 4
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
         cells = [c.strip() for c in line.strip("|").split("|")]
         key = tuple(cells[:4])
-        table.setdefault(key, {})[md.stem] = cells[4]
+        table.setdefault(key, {})[md.stem] = cells[column]
 configs = sorted({c for row in table.values() for c in row})
 print("\n| dtype | d | causal | seqlen | " + " | ".join(configs) + " | best |")
 print("|---|---:|---|---:|" + "---:|" * (len(configs) + 1))

@@ -1,17 +1,31 @@
-"""FlashAttention-2 forward in the tilec DSL, written the way the math reads.
+"""FlashAttention-2 forward in the tilec DSL, written the way the math reads,
+with flash_attn 2.x's variants as constexpr switches.
 
-The same kernel as kernels/flash_fwd.mlir: one program computes a BLOCK_M-row
-block of O = softmax(scale · Q·Kᵀ)·V for one (batch, head) with a blocked loop
-over K/V and the online softmax written naively (exp, the scale as a multiply,
-the rescale every iteration, the division by the row sum after the loop). The
-mask is ordinary math (tl.where); making it fast is the compiler's job. One
-difference from the .mlir kernel: tl.assume(scale > 0) declares the scale
-positive (launches check it), so the compiler emits no fallback loop for a
-negative scale.
+One program computes a BLOCK_M-row block of O = softmax(S)·V for one
+(batch, head) with a blocked loop over K/V and the online softmax written
+naively (exp, the scale as a multiply, the rescale every iteration, the
+division by the row sum after the loop). Masks are ordinary math (one
+tl.where over a conjunction of affine comparisons); making them fast (skipped,
+unmasked and masked blocks) is the compiler's job. tl.assume(scale > 0)
+declares the scale positive (launches check it), so the compiler emits no
+fallback loop for a negative scale.
 
-Tensors use flash_attn's layout (batch, seqlen, heads, head_dim) with strides
-in elements (last dimension contiguous); lse is (batch, heads, seqlen_q) f32.
-Causal is top-left aligned: query row i sees keys 0..i.
+Semantics are flash_attn 2.x's (python/tilec/flash_attn.py maps its API onto
+these parameters):
+- Layout (batch, seqlen, heads, head_dim), strides in elements (last
+  dimension contiguous); lse (batch, heads, seqlen_q) f32.
+- GQA/MQA: query head h reads K/V head h // kv_group (kv_group = hq / hk).
+- Alignment: query i corresponds to key i + seqlen_k - seqlen_q (bottom right).
+  CAUSAL: query i sees keys j <= i + seqlen_k - seqlen_q.
+  WINDOW: it sees i + sk - sq - window_left <= j <= i + sk - sq + window_right
+  (both bounds runtime values; the caller maps -1 to seqlen_k, as flash_attn).
+- SOFTCAP: scores softcap * tanh(scale * q·k / softcap).
+- ALIBI: the bias -slope * |i + sk - sq - j| added after the softcap, slope
+  alibi[b * stride_alibi_b + h] (f32; stride 0 for slopes of shape (heads,)).
+- VARLEN: q/k/v/o packed (total, heads, head_dim); sequence b's rows are
+  cu_seqlens_q/k[b]..[b+1] (its key count seqused_k[b] when use_seqused_k);
+  lse (heads, total_q); seqlen_q/seqlen_k are the maxima (the grid's size).
+- Rows that see no key get out = 0 and lse = +inf.
 """
 
 from __future__ import annotations
@@ -20,58 +34,95 @@ import tilec
 from tilec import language as tl
 
 
-def _name(DTYPE, HEAD_DIM, CAUSAL, **_):
-    return f"flash_fwd_{DTYPE.name}_d{HEAD_DIM}" + ("_causal" if CAUSAL else "")
+def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, **_):
+    return (f"flash_fwd_{DTYPE.name}_d{HEAD_DIM}" + "_causal" * CAUSAL + "_window" * WINDOW
+            + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN)
 
 
-@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", 1), name=_name, num_warps="NUM_WARPS",
+@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "num_heads", "batch"), name=_name, num_warps="NUM_WARPS",
            num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE", copy_bounds="COPY_BOUNDS",
-           variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "block_m": "BLOCK_M"})
+           variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "window": "WINDOW",
+                    "softcap": "SOFTCAP", "alibi": "ALIBI", "varlen": "VARLEN", "block_m": "BLOCK_M"})
 def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
               lse: tl.ptr(tl.float32), seqlen_q: tl.int32, seqlen_k: tl.int32,
-              num_heads: tl.int32, batch: tl.int32,
+              num_heads: tl.int32, batch: tl.int32, kv_group: tl.int32,
               stride_qb: tl.int64, stride_qs: tl.int64, stride_qh: tl.int64,
               stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
               stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64,
               stride_ob: tl.int64, stride_os: tl.int64, stride_oh: tl.int64,
               stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
+              window_left: tl.int32, window_right: tl.int32, softcap: tl.float32,
+              alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
+              cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
+              seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
-              CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
+              CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
+              SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False, VARLEN: tl.constexpr = False,
+              BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
               SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
     tl.assume(scale > 0)  # FA2's scale folding needs it; flash_attn_func maps scale <= 0 onto it
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b, h = pid_bh // num_heads, pid_bh % num_heads
-    # Views of this (batch, head)'s rows: seqlen x head_dim.
-    qv = tl.view(q + (b * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
-    kv = tl.view(k + (b * stride_kb + h * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
-    vv = tl.view(v + (b * stride_vb + h * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
-    ov = tl.view(o + (b * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
-    lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    D = max(16, tl.next_power_of_2(HEAD_DIM))               # tile width; the views bound it
+    if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701 (it then folds into exp2's constant like the scale)
+    pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
     row0 = pid_m * BLOCK_M
+    bq, bk = b, b                                           # which "batch" row the views start at
+    if VARLEN:  # sequence b: rows cu_seqlens[b]..cu_seqlens[b+1] (the caller passes stride_*b = stride_*s)
+        bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
+        seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
+        if use_seqused_k:
+            seqlen_k = tl.load(seqused_k + b)
+        if row0 >= seqlen_q:                                # past this sequence's end
+            return
+    # Views of this (batch, head)'s rows: seqlen x head_dim.
+    qv = tl.view(q + (bq * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
+    kv = tl.view(k + (bk * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
+    vv = tl.view(v + (bk * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
+    ov = tl.view(o + (bq * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
+    lsev = tl.view(lse + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))               # tile width; the views bound it
     qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
-    if CAUSAL:
-        rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for the causal mask
+    if CAUSAL or WINDOW or ALIBI:
+        rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for masks and ALiBi
+        diag = seqlen_k - seqlen_q                          # bottom right: key i + diag aligns with query i
+    if ALIBI:
+        slope = tl.load(alibi + (b * stride_alibi_b + h))   # one f32 per (batch, head)
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
         kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
         vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
-        s = tl.dot(qt, kt, trans_b=True) * scale            # S = scale · Q·Kᵀ
-        cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
-        mask = cols < seqlen_k                              # keys past seqlen_k do not exist
+        s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)  # S = scale · Q·Kᵀ
+        if SOFTCAP:                                         # S = softcap · tanh(scale · Q·Kᵀ / softcap)
+            s = softcap * tl.tanh(s)
+        if CAUSAL or WINDOW or ALIBI:
+            kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
+            mask = kq < seqlen_q                            # keys past seqlen_k do not exist
+        else:
+            cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
+            mask = cols < seqlen_k                          # keys past seqlen_k do not exist
+        if ALIBI:
+            dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)  # causal: kq <= rows
+            s = s - slope * dist.to(tl.float32)
         if CAUSAL:
-            mask = mask & (cols <= rows)
+            mask = mask & (kq <= rows)
+        if WINDOW:
+            mask = mask & (kq >= rows - window_left) & (kq <= rows + window_right)
         s = tl.where(mask, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
+        if WINDOW:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
+            m_new = tl.maximum(m_new, -1e8)  # not -1e30: FA2's fma(m, c, -m·c) would round to ~1e23
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
         l = l * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
         m = m_new
-    tl.store(ov, (row0, 0), (acc / l[:, None]).to(DTYPE))   # O = diag(l)⁻¹·acc
-    tl.store(lsev, (row0,), m + tl.log(l))                  # lse = m + log(l)
+    out, lse_rows = acc / l[:, None], m + tl.log(l)         # O = diag(l)⁻¹·acc, lse = m + log(l)
+    if CAUSAL or WINDOW or VARLEN:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
+        empty = l == 0 if WINDOW else m == float("-inf")
+        out = tl.where(empty[:, None], 0.0, out)
+        lse_rows = tl.where(empty, float("inf"), lse_rows)
+    tl.store(ov, (row0, 0), out.to(DTYPE))
+    tl.store(lsev, (row0,), lse_rows)

@@ -10,6 +10,7 @@
 //   tile.load               -> linalg.generic whose body bounds-checks each
 //                              element and reads memory only when in bounds
 //   tile.store              -> loop nest that writes only in-bounds elements
+//   tile.load_scalar        -> memref.load, guarded by the buffer's size
 //   tile.dot                -> linalg.generic: extf to f32, mulf, addf in f32
 //   tile.reduce             -> linalg.generic reduction from -inf / 0
 //   iota/splat/expand_dims/broadcast/trans -> linalg / tensor.expand_shape
@@ -215,6 +216,26 @@ LogicalResult KernelLowering::lower(Operation *op) {
           linalg::YieldOp::create(b, nl, ifOp.getResult(0));
         });
     load.replaceAllUsesWith(generic.getResult(0));
+  } else if (auto load = dyn_cast<tile::LoadScalarOp>(op)) {
+    auto it = ptrs.find(load.getPtr());
+    if (it == ptrs.end())
+      return load.emitOpError("CPU lowering needs the pointer to come from a kernel parameter "
+                              "or a tile.addptr");
+    HostPtr p = it->second;
+    // An element outside the buffer is a fault (reported by the runner), read as 0.
+    Value usable = inBuffer(loc, HostView{p, {}, {}}, arith::ConstantIntOp::create(b, loc, 1, 1),
+                            p.offset);
+    Type type = load.getType();
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, usable, /*addThenBlock=*/true,
+                                  /*addElseBlock=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, loc, memref::LoadOp::create(b, loc, p.memref, p.offset).getResult());
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getZeroAttr(type)).getResult());
+    }
+    load.replaceAllUsesWith(ifOp.getResult(0));
   } else if (isa<tile::StoreOp, tile::AtomicAddOp>(op)) {
     // tile.atomic_add is a read-add-write here: the CPU runner runs the
     // programs of the grid one after another.
@@ -402,7 +423,8 @@ LogicalResult KernelLowering::run() {
   for (Operation *op : llvm::reverse(addressing)) {
       if (!op->use_empty())
         return op->emitOpError("CPU lowering cannot carry pointers or views through "
-                               "anything but tile.addptr, tile.view, tile.load and tile.store");
+                               "anything but tile.addptr, tile.view, tile.load, tile.load_scalar "
+                               "and tile.store");
       op->erase();
     }
   return success();

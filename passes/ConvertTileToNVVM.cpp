@@ -167,7 +167,6 @@ private:
                        unsigned firstDim = 0);
   Value elementAddress(const ViewInfo &view, ArrayRef<Value> index);
   Value sharedElementAddress(const SharedTile &tile, Value row, Value col);
-  Value sharedElementAddress(const SharedTile &tile, ArrayRef<Value> coords);
   Value sharedChunkAddress(const SharedTile &tile, Value rowRuntime, int64_t rowConst,
                            Value chunkRuntime, int64_t chunkConst);
   std::pair<Value, int64_t> sharedChunkBase(const SharedTile &tile, Value rowRuntime,
@@ -260,6 +259,12 @@ private:
   /// their constant byte offset from it (-1: a runtime offset). Pointers
   /// carried through loops or branches are not followed (no check for them).
   DenseMap<Value, std::pair<unsigned, int64_t>> pointerParam;
+  /// Pointer parameters some tile.store writes through (all of them when a
+  /// store's base is not traced to one): tile.load_scalar reads the others
+  /// with ld.global.nc.
+  llvm::SmallDenseSet<unsigned> storedParams;
+  bool storesUntraced = false;
+  LogicalResult lowerLoadScalar(LoadScalarOp op);
   /// Widest single global access (bytes) made through each pointer
   /// parameter: the launch manifest asks the runtime to check alignment.
   std::map<unsigned, int64_t> accessBytes;
@@ -544,11 +549,6 @@ Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpo
 
 /// Byte address of element (row, col) of a swizzled row-major shared tile:
 /// the 16-byte chunk index is XORed with the row's low bits.
-Value KernelLowering::sharedElementAddress(const SharedTile &tile, ArrayRef<Value> coords) {
-  // A rank-1 tile is one row of its region.
-  return sharedElementAddress(tile, coords.size() == 1 ? i32(0) : coords[0], coords.back());
-}
-
 Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Value col) {
   int64_t elemsPerChunk = kChunkBytes / tile.elemBytes;
   Value chunk = arith::DivUIOp::create(b, col, i32(elemsPerChunk));
@@ -704,7 +704,8 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
   SmallVector<Value> out;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, c)));
+    Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
+    out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, row, c.back())));
   }
   return out;
 }
@@ -714,7 +715,8 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
-    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, c));
+    Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
+    LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, row, c.back()));
   }
 }
 
@@ -2034,20 +2036,17 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   // Same threads hold the same elements: only the register order differs.
   if (from.laneBases() == to.laneBases() && from.warpBases() == to.warpBases())
     return registerRemap(in, out, [](tilec::Coord c) { return c; }, op);
-  // General case: through a scratch tile in shared memory.
-  // A rank-1 tile (a row vector: Delta = rowsum(dO ∘ O) computed in one
-  // layout, needed in the accumulator's row slice) goes through one row.
+  // General case: through an unswizzled scratch tile in shared memory, one
+  // element per access, so any row width works (a rank-1 tile is one row):
+  // the row vectors of kernels without dots (a softmax's sums meeting a
+  // second tile's layout) are the usual client.
   auto type = cast<RankedTensorType>(out.getType());
-  if (type.getRank() != 1 && type.getRank() != 2)
+  if (type.getRank() > 2)
     return op.emitError() << "layout conversion of a rank-" << type.getRank()
                           << " tile through shared memory is not supported";
-  int64_t rows = type.getRank() == 2 ? type.getDimSize(0) : 1;
-  int64_t cols = type.getShape().back();
   int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  if (cols * elemBytes % kChunkBytes != 0)
-    return op.emitError() << "layout conversion through shared memory needs rows of whole "
-                             "16-byte chunks";
-  SharedTile scratch = allocateRegion(rows, cols, elemBytes, /*swizzleBits=*/0);
+  SharedTile scratch = allocateRegion(type.getRank() == 2 ? type.getDimSize(0) : 1,
+                                      type.getShape().back(), elemBytes, /*swizzleBits=*/0);
   drainRegion(scratch);
   barrierBeforeFill();
   writeShared(scratch, from, regs[in]);
@@ -2056,22 +2055,86 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   return success();
 }
 
+/// Math ops the NVPTX backend selects as they are (for every float type the
+/// tile IR has): cloned per register, converted by MathToLLVM later.
+static bool isNativeGpuMath(Operation *op) {
+  return isa<math::AbsFOp, math::AbsIOp, math::SqrtOp, math::RsqrtOp, math::FmaOp, math::FloorOp,
+             math::CeilOp, math::TruncOp, math::RoundEvenOp, math::RoundOp, math::CopySignOp,
+             math::CountLeadingZerosOp, math::CountTrailingZerosOp, math::CtPopOp>(op);
+}
+
+/// Math ops lowerMath expands into approximate hardware instructions.
+static bool isExpandedGpuMath(Operation *op) {
+  return isa<math::ExpOp, math::Exp2Op, math::LogOp, math::Log2Op, math::TanhOp, math::SinOp,
+             math::CosOp>(op);
+}
+
+/// The legality check for math on the GPU, before any code is generated:
+/// a math op the backend cannot select (LLVM's "Cannot select: ftanh" is a
+/// fatal error that ends the process, Python's included) is refused here,
+/// at the op's location, with the list of what does lower.
+static LogicalResult checkGpuMath(Operation *op) {
+  if (!op->getDialect() || !isa<math::MathDialect>(op->getDialect()))
+    return success();
+  Type elem = getElementTypeOrSelf(op->getOperand(0).getType());
+  if (isNativeGpuMath(op) || (isExpandedGpuMath(op) && (elem.isF32() || elem.isF16() || elem.isBF16())))
+    return success();
+  auto diag = op->emitError() << "'" << op->getName() << "' on " << elem
+                              << " has no GPU (NVPTX) lowering; the GPU lowers math.exp, exp2, "
+                                 "log, log2, tanh, sin, cos on f16/bf16/f32 and absf, absi, sqrt, "
+                                 "rsqrt, fma, floor, ceil, trunc, round, roundeven, copysign";
+  return diag;
+}
+
 LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
                                         SmallVectorImpl<Value> &results) {
-  Type type = operands.empty() ? Type() : operands[0].getType();
-  bool f32 = type && type.isF32();
-  auto log2e = [&]() { return arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::log2e)); };
-  auto ln2 = [&]() { return arith::ConstantOp::create(b, b.getF32FloatAttr(llvm::numbers::ln2)); };
-  if (isa<math::Exp2Op>(op) && f32)
-    results.push_back(exp2(operands[0]));
-  else if (isa<math::ExpOp>(op) && f32)
-    results.push_back(exp2(arith::MulFOp::create(b, operands[0], log2e())));
-  else if (isa<math::Log2Op>(op) && f32)
-    results.push_back(log2(operands[0]));
-  else if (isa<math::LogOp>(op) && f32)
-    results.push_back(arith::MulFOp::create(b, log2(operands[0]), ln2()));
-  else
+  if (failed(checkGpuMath(op)))
     return failure();
+  if (!isExpandedGpuMath(op))
+    return success(); // cloned as is
+  Type type = operands[0].getType();
+  // f16/bf16: the approximate instructions are f32 ones.
+  if (!type.isF32()) {
+    Value wide = arith::ExtFOp::create(b, b.getF32Type(), operands[0]);
+    SmallVector<Value> wideResults;
+    if (failed(lowerMath(op, ValueRange{wide}, wideResults)))
+      return failure();
+    results.push_back(arith::TruncFOp::create(b, type, wideResults[0]));
+    return success();
+  }
+  auto f32 = [&](double v) { return arith::ConstantOp::create(b, b.getF32FloatAttr(v)); };
+  auto intrinsic = [&](StringRef name, Value x) {
+    return LLVM::CallIntrinsicOp::create(b, b.getF32Type(), b.getStringAttr(name), ValueRange{x})
+        .getResult(0);
+  };
+  Value x = operands[0];
+  if (isa<math::Exp2Op>(op)) {
+    results.push_back(exp2(x));
+  } else if (isa<math::ExpOp>(op)) {
+    results.push_back(exp2(arith::MulFOp::create(b, x, f32(llvm::numbers::log2e))));
+  } else if (isa<math::Log2Op>(op)) {
+    results.push_back(log2(x));
+  } else if (isa<math::LogOp>(op)) {
+    results.push_back(arith::MulFOp::create(b, log2(x), f32(llvm::numbers::ln2)));
+  } else if (isa<math::TanhOp>(op)) {
+    // llvm.tanh with `afn` selects tanh.approx.f32 (sm_75+; one MUFU op,
+    // relative error about 2^-11); without it NVPTX has no pattern at all.
+    results.push_back(LLVM::TanhOp::create(b, b.getF32Type(), x, LLVM::FastmathFlags::afn));
+  } else {
+    // sin/cos.approx are accurate on [-pi, pi] only: reduce x - 2*pi*k,
+    // k = rint(x / 2pi), with 2*pi in two parts (Cody-Waite) so the reduced
+    // argument stays exact to ~1 ulp for |x| up to ~1e5 (rotary angles).
+    constexpr double twoPi = 2 * llvm::numbers::pi;
+    const float hi = static_cast<float>(twoPi);
+    const float lo = static_cast<float>(twoPi - static_cast<double>(hi));
+    Value k = math::RoundEvenOp::create(b, arith::MulFOp::create(b, x, f32(1 / twoPi)));
+    Value negK = arith::NegFOp::create(b, k);
+    Value r = math::FmaOp::create(b, negK, f32(hi), x);
+    r = math::FmaOp::create(b, negK, f32(lo), r);
+    results.push_back(intrinsic(isa<math::SinOp>(op) ? "llvm.nvvm.sin.approx.ftz.f"
+                                                     : "llvm.nvvm.cos.approx.ftz.f",
+                                r));
+  }
   return success();
 }
 
@@ -2137,7 +2200,9 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     for (Value operand : op->getOperands())
       operands.push_back(isa<RankedTensorType>(operand.getType()) ? regs[operand][r] : scalar(operand));
     SmallVector<Value> mathResults;
-    if (succeeded(lowerMath(op, operands, mathResults))) {
+    if (failed(lowerMath(op, operands, mathResults)))
+      return failure();
+    if (!mathResults.empty()) {
       result.push_back(mathResults[0]);
       continue;
     }
@@ -2148,6 +2213,29 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     result.push_back(b.create(state)->getResult(0));
   }
   regs[op->getResult(0)] = result;
+  return success();
+}
+
+/// The kernel parameter a pointer is (through tile.addptr), or null.
+static BlockArgument pointerRoot(Value ptr) {
+  while (auto add = ptr.getDefiningOp<AddPtrOp>())
+    ptr = add.getPtr();
+  return dyn_cast<BlockArgument>(ptr);
+}
+
+/// One element read by every thread of the program (a uniform load: the
+/// threads of a warp hit one address, one transaction). A buffer the kernel
+/// never writes is read through the non-coherent path (ld.global.nc, via
+/// LLVM's !invariant.load), which cu_seqlens and block tables are.
+LogicalResult KernelLowering::lowerLoadScalar(LoadScalarOp op) {
+  Type type = op.getType();
+  BlockArgument root = pointerRoot(op.getPtr());
+  bool readOnly = root && isa<func::FuncOp>(root.getOwner()->getParentOp()) && !storesUntraced &&
+                  !storedParams.contains(root.getArgNumber());
+  unsigned bytes = std::max<unsigned>(1, type.getIntOrFloatBitWidth() / 8);
+  mapping.map(op.getResult(), LLVM::LoadOp::create(b, type, scalar(op.getPtr()), bytes,
+                                                   /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                                   /*isInvariant=*/readOnly));
   return success();
 }
 
@@ -2214,6 +2302,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     views[view.getResult()] = info;
     return success();
   }
+  if (auto load = dyn_cast<LoadScalarOp>(op))
+    return lowerLoadScalar(load);
   if (auto load = dyn_cast<LoadOp>(op))
     return lowerLoad(load);
   if (auto add = dyn_cast<AtomicAddOp>(op))
@@ -2295,12 +2385,14 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   }
   if (op->getNumRegions() != 0)
     return op->emitError() << "'" << op->getName() << "' has no GPU lowering";
-  // Scalar math the NVPTX backend cannot expand (exp, log) goes to the
-  // approximate hardware instructions; everything else is cloned as is.
+  // Scalar math the NVPTX backend cannot expand (exp, log, tanh, sin, cos)
+  // goes to the approximate hardware instructions, math it cannot select at
+  // all is refused (lowerMath); everything else is cloned as is.
   SmallVector<Value> operands = llvm::map_to_vector(op->getOperands(), [&](Value v) { return scalar(v); });
   SmallVector<Value> mathResults;
-  if (op->getDialect() && isa<math::MathDialect>(op->getDialect()) &&
-      succeeded(lowerMath(op, operands, mathResults))) {
+  if (failed(lowerMath(op, operands, mathResults)))
+    return failure();
+  if (!mathResults.empty()) {
     mapping.map(op->getResult(0), mathResults[0]);
     return success();
   }
@@ -2313,6 +2405,28 @@ LogicalResult KernelLowering::run() {
     numWarps = attr.getInt();
   else
     return func.emitError() << "kernel has no tile.num_warps: run tile-partition-warps first";
+  if (failed(tilec::checkNumWarps(func, "tile.num_warps", numWarps)))
+    return failure();
+  // Layouts written by hand (or by a run of tile-partition-warps with
+  // another num-warps) must spread over exactly this many warps: the
+  // lowering indexes registers by the layout and threads by numWarps.
+  int64_t warpBits = llvm::Log2_64(numWarps);
+  WalkResult layouts = func.walk([&](Operation *op) {
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      auto attr = type ? dyn_cast_or_null<LinearLayoutAttr>(type.getEncoding()) : nullptr;
+      if (attr && int64_t(toLinearLayout(attr).warpBases().size()) != warpBits) {
+        op->emitError() << "the layout of this result has "
+                        << toLinearLayout(attr).warpBases().size() << " warp bases ("
+                        << (int64_t(1) << toLinearLayout(attr).warpBases().size())
+                        << " warps), but the kernel has tile.num_warps = " << numWarps;
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (layouts.wasInterrupted())
+    return failure();
   auto gridAttr = func->getAttrOfType<ArrayAttr>("tile.grid");
   if (!gridAttr || gridAttr.size() != 3 ||
       !llvm::all_of(gridAttr, [](Attribute a) { return isa<StringAttr>(a); }))
@@ -2322,6 +2436,10 @@ LogicalResult KernelLowering::run() {
   if (namesAttr && namesAttr.size() != func.getNumArguments())
     return func.emitError() << "tile.arg_names has " << namesAttr.size() << " names for "
                             << func.getNumArguments() << " parameters";
+  if (namesAttr)
+    for (auto [i, name] : llvm::enumerate(namesAttr))
+      if (!isa<StringAttr>(name))
+        return func.emitError() << "tile.arg_names[" << i << "] must be a string, got " << name;
   // Every name in a grid expression must be an integer parameter: the
   // runtime evaluates them from the launch arguments.
   llvm::StringSet<> integerParams;
@@ -2375,6 +2493,15 @@ LogicalResult KernelLowering::run() {
   }
   if (func.getNumResults() != 0)
     return func.emitError() << "kernels return nothing; write results with tile.store";
+
+  func.walk([&](StoreOp store) {
+    auto view = store.getView().getDefiningOp<ViewOp>();
+    BlockArgument root = view ? pointerRoot(view.getBase()) : BlockArgument();
+    if (root && root.getOwner() == &func.getBody().front())
+      storedParams.insert(root.getArgNumber());
+    else
+      storesUntraced = true;
+  });
 
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(func);

@@ -160,14 +160,19 @@ Value materializeSplat(OpBuilder &b, Location loc, OpFoldResult k, RankedTensorT
 
 /// k1 * k2, folded when both are constants, otherwise one scalar multiply
 /// built outside the loops.
-OpFoldResult multiplyScalars(OpBuilder &b, Location loc, OpFoldResult k1, OpFoldResult k2,
-                             Type elementType, Operation *user) {
+/// k1 * k2 (or k1 / k2 with `divide`) of two scalars: folded when both are
+/// constants, else one op placed where both are available.
+OpFoldResult combineScalars(OpBuilder &b, Location loc, OpFoldResult k1, OpFoldResult k2,
+                            Type elementType, Operation *user, bool divide) {
   auto a1 = dyn_cast_if_present<FloatAttr>(dyn_cast<Attribute>(k1));
   auto a2 = dyn_cast_if_present<FloatAttr>(dyn_cast<Attribute>(k2));
   if (a1 && a2) {
-    APFloat prod = a1.getValue();
-    prod.multiply(a2.getValue(), APFloat::rmNearestTiesToEven);
-    return FloatAttr::get(elementType, prod);
+    APFloat result = a1.getValue();
+    if (divide)
+      result.divide(a2.getValue(), APFloat::rmNearestTiesToEven);
+    else
+      result.multiply(a2.getValue(), APFloat::rmNearestTiesToEven);
+    return FloatAttr::get(elementType, result);
   }
   auto toValue = [&](OpFoldResult k) -> Value {
     if (auto v = dyn_cast<Value>(k))
@@ -179,7 +184,14 @@ OpFoldResult multiplyScalars(OpBuilder &b, Location loc, OpFoldResult k1, OpFold
   Value v1 = toValue(k1), v2 = toValue(k2);
   OpBuilder::InsertionGuard guard(b);
   setHoistedInsertionPoint(b, {v1, v2}, user);
+  if (divide)
+    return arith::DivFOp::create(b, loc, v1, v2).getResult();
   return arith::MulFOp::create(b, loc, v1, v2).getResult();
+}
+
+OpFoldResult multiplyScalars(OpBuilder &b, Location loc, OpFoldResult k1, OpFoldResult k2,
+                             Type elementType, Operation *user) {
+  return combineScalars(b, loc, k1, k2, elementType, user, /*divide=*/false);
 }
 
 /// `x * splat(k)` (either operand order): returns x and k.
@@ -291,6 +303,9 @@ struct MaxOfScaled : OpRewritePattern<tile::ReduceOp> {
 /// starting at -inf) is carried unscaled instead: mr' = max(mr, r), with
 /// m = mr*k rebuilt where the old value was used. The multiplies are per
 /// row; later patterns fold them into the per-element FMA's constant.
+/// An update clamped from below by a constant, m' = max(max(m, r*k), c)
+/// (how a kernel keeps rows that see no key yet finite), is carried as
+/// mr' = max(max(mr, r), c/k): max(a*k, c) = max(a, c/k)*k for k > 0.
 struct RunningMaxUnscaled : OpRewritePattern<scf::ForOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(scf::ForOp loop, PatternRewriter &rewriter) const override {
@@ -300,6 +315,22 @@ struct RunningMaxUnscaled : OpRewritePattern<scf::ForOp> {
       auto mx = yield.getOperand(i).getDefiningOp<arith::MaximumFOp>();
       if (!mx || !isNegInfSplat(loop.getInitArgs()[i]))
         continue;
+      // The optional clamp: mx = max(inner, c) with inner = max(m, r*k).
+      arith::MaximumFOp clamp;
+      OpFoldResult clampValue;
+      if (mx.getLhs() != m && mx.getRhs() != m) {
+        for (auto [inner, bound] : {std::pair(mx.getLhs(), mx.getRhs()), {mx.getRhs(), mx.getLhs()}}) {
+          auto in = inner.getDefiningOp<arith::MaximumFOp>();
+          OpFoldResult c = splatScalar(bound);
+          if (in && in->hasOneUse() && (in.getLhs() == m || in.getRhs() == m) && c &&
+              isa<Attribute>(c)) {
+            clamp = mx;
+            clampValue = c;
+            mx = in;
+            break;
+          }
+        }
+      }
       Value other = mx.getLhs() == m ? mx.getRhs() : mx.getRhs() == m ? mx.getLhs() : Value();
       Value r;
       OpFoldResult k;
@@ -314,11 +345,24 @@ struct RunningMaxUnscaled : OpRewritePattern<scf::ForOp> {
       auto mScaled = arith::MulFOp::create(rewriter, loc, m, kt);
       rewriter.replaceAllUsesExcept(m, mScaled.getResult(), mScaled);
       // The update runs on unscaled values; the old m' is its scaled copy.
-      rewriter.setInsertionPoint(mx);
-      auto mxRaw = arith::MaximumFOp::create(rewriter, loc, m, r);
+      rewriter.setInsertionPoint(clamp ? clamp : mx);
+      Value mxRaw = arith::MaximumFOp::create(rewriter, loc, m, r);
+      Operation *update = mx;
+      if (clamp) {
+        OpFoldResult ck = combineScalars(rewriter, loc, clampValue, k, type.getElementType(), loop,
+                                         /*divide=*/true);
+        rewriter.setInsertionPoint(clamp);
+        mxRaw = arith::MaximumFOp::create(rewriter, loc, mxRaw,
+                                          materializeSplat(rewriter, loc, ck, type, loop));
+        update = clamp;
+      }
       auto mxScaled = arith::MulFOp::create(rewriter, loc, mxRaw, kt);
-      rewriter.replaceAllUsesWith(mx.getResult(), mxScaled.getResult());
+      rewriter.replaceAllUsesWith(update->getResult(0), mxScaled.getResult());
       rewriter.modifyOpInPlace(yield, [&] { yield.setOperand(i, mxRaw); });
+      if (clamp)
+        rewriter.eraseOp(clamp);
+      if (mx->use_empty())
+        rewriter.eraseOp(mx);
       // Outside: the loop's result is scaled once.
       rewriter.setInsertionPointAfter(loop);
       auto outScaled = arith::MulFOp::create(rewriter, loc, loop.getResult(i), kt);
@@ -599,6 +643,13 @@ struct TileLazyRescale final : tilec::impl::TileLazyRescaleBase<TileLazyRescale>
     if (!(threshold > 0 && threshold <= 15)) {
       getOperation().emitError() << "tile-lazy-rescale: threshold must be in (0, 15], got "
                                  << threshold;
+      return signalPassFailure();
+    }
+    if (failed(tilec::checkNumWarps(getOperation(), "tile-lazy-rescale", numWarps)))
+      return signalPassFailure();
+    if (minRegisters < 0) {
+      getOperation().emitError() << "tile-lazy-rescale: min-registers must be >= 0, got "
+                                 << static_cast<int64_t>(minRegisters);
       return signalPassFailure();
     }
     int64_t threads = 32 * numWarps;

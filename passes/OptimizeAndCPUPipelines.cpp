@@ -4,6 +4,7 @@
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -60,6 +61,12 @@ void tilec::buildTileToCPUPipeline(OpPassManager &pm) {
   pm.addPass(arith::createArithExpandOpsPass(expand));
   // scf/arith/math/memref/func -> llvm (upstream).
   pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertToLLVMPass());
+  // What math is left has no LLVM intrinsic (erf, atan, cbrt, ...): libm
+  // calls, which the ExecutionEngine resolves in the host process. (Before
+  // ConvertToLLVM, math-to-libm would refuse the math it does not know,
+  // math.absi for one.)
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());

@@ -122,6 +122,9 @@ bool isLoadedTile(Value v) {
   return arg && isPrefetchedCarriedTile(arg);
 }
 
+/// 32-bit registers a thread can have (sm_80 and sm_90).
+constexpr int64_t kRegistersPerThread = 255;
+
 /// Registers per thread the tiles of a split-Q loop may pin: the loop's
 /// accumulators plus loop-invariant A operands (Q). The rest of the 255 a
 /// thread can have goes to P, addresses and softmax temporaries.
@@ -380,11 +383,19 @@ LogicalResult LayoutAssigner::propagate(Value v) {
   return success();
 }
 
-/// Tiles no dot reaches (a copy kernel, say) get the coalesced layout:
-/// 16 bytes per thread per access.
+/// Tiles no dot reaches (a copy kernel, a row softmax) get the coalesced
+/// layout: 16 bytes per thread per access, warps on rows so that row
+/// reductions stay inside a warp as in split-Q. Values that own their data (loads,
+/// loop-carried tiles) are seeded before cheap producers (constants, iota,
+/// splats), which then follow their users' layouts: a softmax's deferred
+/// `1 / l` constant, seeded first, would impose a rank-1 layout of its own
+/// on the row sums and force a conversion.
 void LayoutAssigner::seedDefaults() {
+  bool cheapToo = false;
   auto seed = [&](Value v) {
     if (!isTile(v) || assigned.count(v))
+      return;
+    if (!cheapToo && isCheapToRecompute(v.getDefiningOp()))
       return;
     auto type = cast<RankedTensorType>(v.getType());
     int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
@@ -393,9 +404,9 @@ void LayoutAssigner::seedDefaults() {
     if (!powerOfTwo)
       return; // reported when types are rewritten
     int64_t vec = std::min<int64_t>(16 / elemBytes, shape.empty() ? 1 : shape.back());
-    demand(v, linear(tilec::LinearLayout::coalesced(shape, numWarps, vec)));
+    demand(v, linear(tilec::LinearLayout::coalesced(shape, numWarps, vec, /*warpsOnRows=*/true)));
   };
-  func.walk([&](Operation *op) {
+  auto seedOp = [&](Operation *op) {
     for (Value result : op->getResults())
       seed(result);
     for (Region &region : op->getRegions())
@@ -405,7 +416,12 @@ void LayoutAssigner::seedDefaults() {
     // Seed one at a time so the first seed's consequences win over later
     // defaults.
     return worklist.empty() ? WalkResult::advance() : WalkResult::interrupt();
-  });
+  };
+  func.walk(seedOp);
+  if (worklist.empty()) {
+    cheapToo = true;
+    func.walk(seedOp);
+  }
 }
 
 Value LayoutAssigner::materialize(Value v, Attribute layout, OpBuilder &builder) {
@@ -494,6 +510,33 @@ LogicalResult LayoutAssigner::run() {
   });
   if (walk.wasInterrupted())
     return failure();
+  // A register tile larger than a thread's whole register file cannot be
+  // held, and lowering it register by register takes minutes (a 4096-row
+  // block: 4096 f32 per thread). Refuse it here, naming the numbers.
+  walk = func.walk([&](Operation *op) {
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      auto attr = type ? dyn_cast_or_null<LinearLayoutAttr>(type.getEncoding()) : nullptr;
+      if (!attr)
+        continue;
+      // Narrow elements pack (f16x2); i1 and i64 take a register or two each.
+      int64_t bits = type.getElementTypeBitWidth();
+      int64_t elements = toLinearLayout(attr).numRegs();
+      int64_t registers = bits == 16 ? llvm::divideCeil(elements, 2) : elements * std::max<int64_t>(1, bits / 32);
+      if (registers > kRegistersPerThread) {
+        op->emitError() << "the tile "
+                        << RankedTensorType::get(type.getShape(), type.getElementType())
+                        << " takes " << registers
+                        << " registers per thread over " << numWarps
+                        << " warps; a thread has at most " << kRegistersPerThread
+                        << ": use smaller blocks or more warps";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
   func->setAttr("tile.num_warps", IntegerAttr::get(IntegerType::get(ctx, 64), numWarps));
   return success();
 }
@@ -502,11 +545,8 @@ struct TilePartitionWarpsPass final
     : tilec::impl::TilePartitionWarpsBase<TilePartitionWarpsPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (numWarps < 1 || tilec::log2Exact(numWarps) < 0 || numWarps > 16) {
-      getOperation().emitError() << "num-warps must be a power of two in [1, 16], got "
-                                 << static_cast<int64_t>(numWarps);
+    if (failed(tilec::checkNumWarps(getOperation(), "tile-partition-warps", numWarps)))
       return signalPassFailure();
-    }
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(kKernelAttrName))
         continue;
@@ -517,3 +557,10 @@ struct TilePartitionWarpsPass final
 };
 
 } // namespace
+
+LogicalResult tilec::checkNumWarps(Operation *anchor, StringRef what, int64_t numWarps) {
+  if (numWarps >= 1 && numWarps <= kMaxWarps && tilec::log2Exact(numWarps) >= 0)
+    return success();
+  return anchor->emitError() << what << ": num-warps must be a power of two in [1, " << kMaxWarps
+                             << "], got " << numWarps;
+}

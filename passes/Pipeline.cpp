@@ -44,21 +44,30 @@ using namespace mlir::tile;
 namespace {
 
 /// Ops of `body` that `roots` depend on, in body order; failure if one of
-/// them has side effects (it could not be recomputed for another iteration).
-FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots) {
+/// them has side effects (it could not be recomputed for another iteration),
+/// with `why` saying which. A tile.load_scalar may be in the slice (a paged
+/// K/V block's address read from the block table): the callers only rotate
+/// loops that write no memory, so it reads the same for another iteration,
+/// and cloneLoadFor guards it.
+FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots, std::string &why) {
   llvm::SetVector<Operation *> slice;
   SmallVector<Value> worklist(roots.begin(), roots.end());
   while (!worklist.empty()) {
     Value v = worklist.pop_back_val();
     // The next iteration's value of a loop-carried variable other than the
     // induction variable is not known here: do not rotate.
-    if (auto arg = dyn_cast<BlockArgument>(v); arg && arg.getOwner() == body && arg.getArgNumber() != 0)
+    if (auto arg = dyn_cast<BlockArgument>(v); arg && arg.getOwner() == body && arg.getArgNumber() != 0) {
+      why = "its address depends on loop-carried value #" + std::to_string(arg.getArgNumber() - 1);
       return failure();
+    }
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != body || slice.contains(def))
       continue;
-    if (!isPure(def) || def->getNumRegions() != 0)
+    if ((!isPure(def) && !isa<LoadScalarOp>(def)) || def->getNumRegions() != 0) {
+      why = "its address depends on '" + def->getName().getStringRef().str() +
+            "', which cannot be recomputed for the next iteration";
       return failure();
+    }
     slice.insert(def);
     llvm::append_range(worklist, def->getOperands());
   }
@@ -68,15 +77,70 @@ FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots) 
 }
 
 /// Clones `load` (and the address computation it needs) at the builder's
-/// insertion point for induction variable value `iv`.
+/// insertion point for induction variable value `iv`. Iteration `iv` may not
+/// exist (the prefetch before an empty loop, the last iteration's prefetch
+/// past the loop): tile loads are bounded by their views, but a scalar load
+/// is not (a block table read one entry past its row). So when the slice
+/// reads scalars, each runs only if `iv < ub` (else reads as 0), and the
+/// cloned views get size 0 then, so the tile load touches no memory either.
+/// Loads prefetched at one point share `reads` (K's and V's page is one
+/// block-table entry, read once).
+struct ScalarReads {
+  Value exists;
+  DenseMap<Operation *, Value> loaded;
+};
 Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
-                   ArrayRef<Value> inductionVars, Value iv) {
+                   ArrayRef<Value> inductionVars, Value iv, Value ub, ScalarReads *shared = nullptr) {
   IRMapping mapping;
   for (Value inductionVar : inductionVars)
     mapping.map(inductionVar, iv);
-  for (Operation *op : slice)
-    builder.clone(*op, mapping);
+  ScalarReads local;
+  ScalarReads &reads = shared ? *shared : local;
+  Value &exists = reads.exists;
+  if (!exists && llvm::any_of(slice, [](Operation *op) { return isa<LoadScalarOp>(op); }))
+    exists = arith::CmpIOp::create(builder, load.getLoc(), arith::CmpIPredicate::slt, iv, ub);
+  for (Operation *op : slice) {
+    Location loc = op->getLoc();
+    if (Value known = reads.loaded.lookup(op)) {
+      mapping.map(op->getResult(0), known);
+      continue;
+    }
+    if (auto scalarLoad = dyn_cast<LoadScalarOp>(op)) {
+      Type type = scalarLoad.getType();
+      auto guarded = scf::IfOp::create(builder, loc, TypeRange{type}, exists, /*addThenBlock=*/true,
+                                       /*addElseBlock=*/true);
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointToStart(guarded.thenBlock());
+      scf::YieldOp::create(builder, loc, builder.clone(*op, mapping)->getResults());
+      builder.setInsertionPointToStart(guarded.elseBlock());
+      scf::YieldOp::create(builder, loc,
+                           ValueRange{arith::ConstantOp::create(builder, loc, builder.getZeroAttr(type))});
+      mapping.map(scalarLoad.getResult(), guarded.getResult(0));
+      reads.loaded[op] = guarded.getResult(0);
+      continue;
+    }
+    Operation *clone = builder.clone(*op, mapping);
+    if (auto view = dyn_cast<ViewOp>(clone); view && exists) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPoint(view);
+      Value zero = arith::ConstantIntOp::create(builder, loc, 0, 32);
+      for (OpOperand &size : view.getSizesMutable())
+        size.set(arith::SelectOp::create(builder, loc, exists, size.get(), zero));
+    }
+  }
   return builder.clone(*load, mapping)->getResult(0);
+}
+
+/// After `load` moved to another iteration, the scalar loads of its address
+/// slice (and what only they used) are dead: erase them, so no block-table
+/// read stays behind for a tile that is no longer loaded there. Slices
+/// without scalar loads are left as they were (the later cleanups drop them).
+void eraseDeadScalarReads(RewriterBase &rewriter, ArrayRef<Operation *> slice) {
+  if (llvm::none_of(slice, [](Operation *op) { return isa<LoadScalarOp>(op); }))
+    return;
+  for (Operation *op : llvm::reverse(slice))
+    if (op->use_empty())
+      rewriter.eraseOp(op);
 }
 
 /// Whether the loop body writes memory: rotating a load across a store the
@@ -106,9 +170,13 @@ std::optional<RotatableLoad> rotatableLoad(Block *body, DotOp dot) {
   auto load = dot.getB().getDefiningOp<LoadOp>();
   if (!load || load->getBlock() != body || !load.getResult().hasOneUse())
     return std::nullopt;
-  auto slice = addressSlice(body, load->getOperands());
-  if (failed(slice))
+  std::string why;
+  auto slice = addressSlice(body, load->getOperands(), why);
+  if (failed(slice)) {
+    // Silently slower is the worst outcome: say why.
+    load->emitRemark() << "not prefetched (tile-pipeline): " << why;
     return std::nullopt;
+  }
   return RotatableLoad{load, std::move(*slice)};
 }
 
@@ -134,7 +202,8 @@ LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
     // First iteration's tile, before the loop.
     rewriter.setInsertionPoint(loop);
     Value oldIv = loop.getInductionVar();
-    Value first = cloneLoadFor(rewriter, load, rotatable->slice, {oldIv}, loop.getLowerBound());
+    Value first = cloneLoadFor(rewriter, load, rotatable->slice, {oldIv}, loop.getLowerBound(),
+                               loop.getUpperBound());
 
     Value step = loop.getStep();
     auto newLoop = cast<scf::ForOp>(*loop.replaceWithAdditionalYields(
@@ -147,11 +216,13 @@ LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
           builder.setInsertionPoint(nextDot);
           Value iv = newArgs[0].getOwner()->getArgument(0);
           Value next = arith::AddIOp::create(builder, loc, iv, step);
-          Value prefetched = cloneLoadFor(builder, load, rotatable->slice, {oldIv, iv}, next);
+          Value prefetched = cloneLoadFor(builder, load, rotatable->slice, {oldIv, iv}, next,
+                                          loop.getUpperBound());
           load.getResult().replaceAllUsesWith(newArgs[0]);
           return {prefetched};
         }));
     rewriter.eraseOp(load);
+    eraseDeadScalarReads(rewriter, rotatable->slice);
     return rotateIntoNextDot(newLoop, rewriter); // further rotations see the new loop
   }
   return success();
@@ -250,9 +321,11 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
     chained.push_back(chainedResult(previous, loop, r.load));
   bool chain = llvm::all_of(chained, [](const std::optional<unsigned> &c) { return c.has_value(); });
   SmallVector<Value> firsts;
+  ScalarReads firstReads;
   for (auto [r, c] : llvm::zip_equal(rotatable, chained))
     firsts.push_back(chain ? previous.getResult(*c)
-                           : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound()));
+                           : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound(),
+                                          loop.getUpperBound(), &firstReads));
 
   Value step = loop.getStep();
   DictionaryAttr attrs = loop->getDiscardableAttrDictionary();
@@ -265,8 +338,10 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
         Value iv = newBody->getArgument(0);
         Value next = arith::AddIOp::create(builder, loc, iv, step);
         SmallVector<Value> prefetched;
+        ScalarReads nextReads;
         for (auto [r, arg] : llvm::zip_equal(rotatable, newArgs)) {
-          prefetched.push_back(cloneLoadFor(builder, r.load, r.slice, {oldIv, iv}, next));
+          prefetched.push_back(cloneLoadFor(builder, r.load, r.slice, {oldIv, iv}, next,
+                                            loop.getUpperBound(), &nextReads));
           r.load.getResult().replaceAllUsesWith(arg);
         }
         return prefetched;
@@ -276,6 +351,8 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
   (*newLoop)->setDiscardableAttrs(attrs);
   for (const RotatableLoad &r : rotatable)
     rewriter.eraseOp(r.load);
+  for (const RotatableLoad &r : rotatable)
+    eraseDeadScalarReads(rewriter, r.slice);
   return success();
 }
 

@@ -66,10 +66,36 @@ static void registerOptimizeAndCPUPipelines() {
                              tilec::buildTileToCPUPipeline);
 }
 
+/// The options of tile-to-nvvm that several of its passes take, checked
+/// once where they enter, so the message names the pipeline's own option
+/// (tile-lazy-rescale runs before tile-partition-warps and would otherwise
+/// be the one to refuse num-warps). The options one pass owns (arch,
+/// copy-bounds, xor-ring-phases) are checked by that pass.
+static std::string invalidOption(const tilec::TileToNVVMOptions &options) {
+  int64_t warps = options.numWarps;
+  if (warps < 1 || warps > tilec::kMaxWarps || (warps & (warps - 1)) != 0)
+    return "tile-to-nvvm: num-warps must be a power of two in [1, " +
+           std::to_string(tilec::kMaxWarps) + "], got " + std::to_string(warps);
+  if (options.stages != 1 && options.stages != 2)
+    return "tile-to-nvvm: stages must be 1 or 2, got " + std::to_string(options.stages);
+  return "";
+}
+
 void tilec::registerTilecPipelines() {
   registerOptimizeAndCPUPipelines();
-  PassPipelineRegistration<TileToNVVMOptions>(
+  // PassPipelineRegistration's builder cannot fail, so the pipeline is
+  // registered with its own parse-validate-build function.
+  registerPassPipeline(
       "tile-to-nvvm",
       "tile IR -> layouts (split-Q) -> LLVM + NVVM dialects, ready for translation to LLVM IR",
-      buildTileToNVVMPipeline);
+      [](OpPassManager &pm, StringRef text, function_ref<LogicalResult(const Twine &)> error) {
+        TileToNVVMOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (std::string why = invalidOption(options); !why.empty())
+          return error(why);
+        buildTileToNVVMPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) { handler(TileToNVVMOptions()); });
 }

@@ -11,7 +11,9 @@ runs bench/check_flash.py over every flash_fwd* manifest.
     scripts/build_artifacts.py [--arch sm_80] [--out build/artifacts]
 
 Needs the _tilec extension: put <build>/python on PYTHONPATH, or let this
-script find it in $TILEC_BUILD_DIR (default build/).
+script find it in $TILEC_BUILD_DIR (default build/); or a tilec CLI
+($TILEC_CLI, scripts/bundle.sh's build/tilec-bundle), which bench/gpu.sh
+uses to build these on a GPU host that has none.
 """
 import argparse
 import os
@@ -52,6 +54,10 @@ def main():
                         help="skip <out>/extra/: head_dims 32, 96, 160 and 256 (the strategy "
                              "table's default config), which bench/gpu.sh checks for "
                              "correctness but does not benchmark")
+    parser.add_argument("--no-variants", action="store_true",
+                        help="skip <out>/variants/: the kernels of bench/flash_variants.py's GPU "
+                             "matrix (GQA, windows, softcap, ALiBi, varlen, odd head dims), which "
+                             "bench/check_flash.py --variants runs through the flash_attn API")
     parser.add_argument("--configs", default=None,
                         help="with --tune: only these candidate tags, comma-separated "
                              "(e.g. m128n64w4s2e,m128n64w4s2)")
@@ -86,8 +92,10 @@ def main():
                                  flash_fwd_kernel)
     # The backward's two kernels (kernels/flash_bwd.py) for the same variants,
     # which tilec.flash_bwd finds here by IR digest on a GPU host without LLVM.
-    for folder, fixed, head_dims in plans[:2]:
+    for folder, fixed, head_dims in [p for p in plans if p[1] is None]:
         failed += build_bwd_variants(folder, head_dims, args, tilec, compiler, tl)
+    if not args.no_variants:
+        failed += build_flash_variants(out / "variants", args, tilec, compiler)
     print(f"artifacts for {args.arch} in {out}" + (f"; {failed} FAILED" if failed else ""))
     return 1 if failed else 0
 
@@ -166,6 +174,37 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                               + (f", {info.get('registers')} registers, spills "
                                  f"{info.get('spill_stores')}/{info.get('spill_loads')} bytes"
                                  if info else ""))
+    return failed
+
+
+def build_flash_variants(out, args, tilec, compiler):
+    """The kernels bench/flash_variants.py's cases launch, chosen the way
+    tilec.flash_attn chooses them (its _select), into `out`."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import flash_variants
+    from tilec import flash_attn as fa
+
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for dtype, head_dim, causal, window, softcap, alibi, varlen in flash_variants.needed_kernels(fa):
+        kernel, config = fa._select(dtype, head_dim, causal, window, softcap, alibi, varlen,
+                                    arch=args.arch)
+        start = time.time()
+        try:
+            results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
+                                       num_warps=config.num_warps, num_stages=config.num_stages,
+                                       smem_epilogue=config.smem_epilogue,
+                                       copy_bounds=config.copy_bounds,
+                                       run_tile_passes=not args.no_tile_passes,
+                                       extra_sass=args.extra_sass)
+        except tilec.CompilationError as e:
+            print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
+            failed += 1
+            continue
+        for result in results:
+            compiler.write_artifacts(result, out, extras=False)
+            compiler.write_digest(out, result["name"], kernel.ir, kernel.build_options())
+            print(f"{out.name}/{result['name']} [{config.tag}] ({time.time() - start:.1f}s)")
     return failed
 
 

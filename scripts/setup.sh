@@ -18,7 +18,8 @@ set -euo pipefail
 
 APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
               cmake ninja-build libgtest-dev)
-PIP_PACKAGES=(pybind11 numpy pytest nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm torch)
+# transformers (~45 MB with its dependencies, ~20 s): the attn_implementation="tilec" tests.
+PIP_PACKAGES=(pybind11 numpy pytest nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm torch transformers)
 
 plan=0
 case "${1:-}" in

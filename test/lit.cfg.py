@@ -14,6 +14,7 @@ config.test_exec_root = os.path.join(config.tilec_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "check_run_lines.py", "check_prefixes.py", "check_setup_plan.py"]
 
 config.substitutions.append(("%tilec_src_root", config.tilec_src_root))
+config.substitutions.append(("%tilec_tools_dir", config.tilec_tools_dir))
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP", "PATH"])
 llvm_config.use_default_substitutions()
 

@@ -144,6 +144,14 @@ LogicalResult AtomicAddOp::verify() {
   return verifyAccess(*this, getView().getType(), getOffsets(), type, "added value");
 }
 
+LogicalResult LoadScalarOp::verify() {
+  Type pointee = getPtr().getType().getPointeeType();
+  if (getResult().getType() != pointee)
+    return emitOpError() << "result type " << getResult().getType()
+                         << " differs from the pointer's element type " << pointee;
+  return success();
+}
+
 LogicalResult DotOp::verify() {
   ArrayRef<int64_t> a = shapeOf(getA()), b = shapeOf(getB()), c = shapeOf(getAcc());
   for (auto [name, value] : {std::pair<StringRef, Value>{"a", getA()}, {"b", getB()},

@@ -196,6 +196,27 @@ def Tile_AtomicAddOp : Tile_Op<"atomic_add", [MemoryEffects<[MemRead, MemWrite]>
   let hasVerifier = 1;
 }
 
+def Tile_LoadScalarOp : Tile_Op<"load_scalar", [MemoryEffects<[MemRead]>]> {
+  let summary = "load one element of global memory as a scalar";
+  let description = [{
+    Reads the element `ptr` points at (make the address with `tile.addptr`)
+    and returns it as a scalar of the pointee type, usable wherever a scalar
+    is: offsets, view sizes, loop bounds, arithmetic, masks. It is what
+    varlen kernels read their sequence bounds with and paged kernels their
+    block tables. Every thread of the program reads the same element (a
+    uniform load); unlike `tile.load` nothing bounds it: the address must be
+    inside the buffer. Example:
+    ```mlir
+    %p = tile.addptr %cu_seqlens, %b : !tile.ptr<i32>, i32
+    %start = tile.load_scalar %p : !tile.ptr<i32> -> i32
+    ```
+  }];
+  let arguments = (ins Tile_PtrType:$ptr);
+  let results = (outs AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$result);
+  let assemblyFormat = "$ptr attr-dict `:` type($ptr) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Compute
 //===----------------------------------------------------------------------===//

@@ -27,6 +27,16 @@ inline constexpr llvm::StringLiteral kSoftmaxFallbackAttr = "tile.softmax_fallba
 /// most rows; convert-tile-to-nvvm skips it in warps where every factor is 1.
 inline constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_rescale";
 
+/// Warps per program the lowering supports: a power of two (layouts split
+/// rows over warp bits) up to 16 (512 threads; a program's registers and
+/// shared memory are sized for at most that).
+inline constexpr int64_t kMaxWarps = 16;
+
+/// Fails with "<what>: num-warps must be a power of two in [1, 16], got N" at
+/// `anchor` unless numWarps is one; every pass that takes the number checks
+/// it where it enters, before any arithmetic with it.
+mlir::LogicalResult checkNumWarps(mlir::Operation *anchor, llvm::StringRef what, int64_t numWarps);
+
 /// Registers the named pipelines (tile-opt --pass-pipeline=... and Python
 /// run the same list).
 void registerTilecPipelines();

@@ -1,7 +1,7 @@
 //===- RunCpuMain.cpp - `tilec run-cpu`: a kernel on host files -----------===//
 //
 //   run-cpu FILE.mlir --kernel NAME --grid X,Y,Z [--no-tile-passes]
-//           --arg ptr:DATA.bin --arg i32:128 --arg f32:0.088 ...
+//           [--source-name NAME] --arg ptr:DATA.bin --arg i32:128 --arg f32:0.088 ...
 //
 // Arguments go in parameter order. A ptr argument's file is read into a host
 // array before the run and written back after it (outputs: pass a file of
@@ -22,12 +22,13 @@
 namespace {
 constexpr const char *kUsage =
     "usage: tilec run-cpu FILE.mlir --kernel NAME --grid X,Y,Z [--no-tile-passes]\n"
-    "                     --arg ptr:FILE|i32:N|i64:N|f32:X ...\n"
+    "                     [--source-name NAME] --arg ptr:FILE|i32:N|i64:N|f32:X ...\n"
     "Runs a tile.kernel on the CPU (tile-to-cpu + MLIR's ExecutionEngine), one\n"
     "--arg per kernel parameter in order. A ptr:FILE argument is the file's raw\n"
     "bytes: read before the run and written back after it (inputs included). The\n"
     "kernel's own bounds (view sizes) decide what it touches; an access past the\n"
-    "end of a file is not made and is reported as an error after the run.\n";
+    "end of a file is not made and is reported as an error after the run.\n"
+    "--source-name names the input in diagnostics (default: FILE).\n";
 
 int usage(const char *why) {
   llvm::errs() << "run-cpu: " << why << "\n" << kUsage;
@@ -36,7 +37,7 @@ int usage(const char *why) {
 } // namespace
 
 int tilec::runCpuMain(int argc, char **argv) {
-  std::string file, kernel, gridText;
+  std::string file, kernel, gridText, sourceName;
   std::vector<std::string> argTexts;
   CpuRunOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -64,6 +65,9 @@ int tilec::runCpuMain(int argc, char **argv) {
       if (!value(v))
         return usage("--arg needs KIND:VALUE");
       argTexts.push_back(v);
+    } else if (a.starts_with("--source-name")) {
+      if (!value(sourceName))
+        return usage("--source-name needs a name");
     } else if (a == "--no-tile-passes") {
       options.runTilePasses = false;
     } else if (a == "--help" || a == "-h") {
@@ -127,7 +131,8 @@ int tilec::runCpuMain(int argc, char **argv) {
     }
   }
 
-  if (llvm::Error err = runOnCPU((*source)->getBuffer(), file, kernel, args, grid, options)) {
+  if (llvm::Error err = runOnCPU((*source)->getBuffer(),
+                                     sourceName.empty() ? file : sourceName, kernel, args, grid, options)) {
     llvm::errs() << "run-cpu: " << llvm::toString(std::move(err)) << "\n";
     return 1;
   }

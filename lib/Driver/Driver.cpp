@@ -5,6 +5,7 @@
 #include "tilec/InitAll.h"
 #include "tilec/Target/NVPTX.h"
 #include "tilec/Target/Ptxas.h"
+#include "lib/runtime/Arch.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -193,7 +194,16 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
   std::unique_ptr<Session> session = openSession(source, bufferName, printIR);
   DiagnosticCapture &diagnostics = *session->diagnostics;
 
-  // Check the target before spending time in the passes.
+  // Check the targets before spending time in the passes.
+  for (const std::string &sassArch : options.extraSass) {
+    runtime::detail::SmArch parsed;
+    if (!runtime::detail::parseSmArch(sassArch, parsed) || parsed.major < 8)
+      return makeError(llvm::formatv("extra SASS arch '{0}' is not a GPU architecture tilec's PTX "
+                                     "runs on: expected sm_<major><minor>[a] with major >= 8 "
+                                     "(e.g. sm_90)",
+                                     sassArch)
+                           .str());
+  }
   NVPTXOptions nvptxOptions;
   nvptxOptions.arch = options.arch;
   if (options.ptxVersion)

@@ -337,7 +337,7 @@ LinearLayout LinearLayout::mmaOperandB(int64_t k, int64_t n, int64_t numWarps) {
 }
 
 LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
-                                     int64_t vecElems) {
+                                     int64_t vecElems, bool warpsOnRows) {
   unsigned rank = shape.size();
   assert(rank >= 1 && log2Exact(numWarps) >= 0 && log2Exact(vecElems) >= 0);
   // Bits of the row-major element index, least significant first.
@@ -361,6 +361,15 @@ LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t 
   // so elements past the end of a row are not the next ones in memory.
   take(std::min(log2Exact(vecElems), log2Exact(shape.back())), reg);
   take(5, lane);
+  if (warpsOnRows && rank > 1) {
+    // The next bits of the leading dimensions move up to the warps' place;
+    // the others keep their order (for the registers).
+    auto first = elementBits.begin() + next;
+    int moved = 0;
+    for (auto it = first; it != elementBits.end() && moved < log2Exact(numWarps); ++it)
+      if ((*it)[rank - 1] == 0)
+        std::rotate(first + moved++, it, it + 1);
+  }
   take(log2Exact(numWarps), warp);
   while (next < elementBits.size())
     reg.push_back(elementBits[next++]);

@@ -21,7 +21,10 @@ inline bool parseSmArch(const std::string &name, SmArch &out) {
   out.specific = digits.back() == 'a';
   if (out.specific)
     digits.pop_back();
-  if (digits.size() < 2 || digits.find_first_not_of("0123456789") != std::string::npos)
+  // At most four digits: std::stoi would throw (and end the process) on an
+  // "sm_" with more digits than an int holds.
+  if (digits.size() < 2 || digits.size() > 4 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
     return false;
   out.major = std::stoi(digits.substr(0, digits.size() - 1));
   out.minor = digits.back() - '0';

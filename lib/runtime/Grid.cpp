@@ -279,24 +279,30 @@ int64_t GridExpr::eval(const std::vector<int64_t> &slots) const {
   return stack[0];
 }
 
-int64_t GridExpr::evalDim(const std::vector<int64_t> &slots,
-                          int64_t max) const {
+int64_t GridExpr::evalDim(const std::vector<int64_t> &slots, int64_t max,
+                          const char *limitName) const {
   int64_t v = eval(slots);
   if (v < 1 || v > max)
     throw Error(Error::Kind::Grid,
                 describe(slots) + " = " + std::to_string(v) +
                     ", outside the launchable range [1, " +
-                    std::to_string(max) + "]");
+                    std::to_string(max) + "]" +
+                    (limitName ? std::string(" (CUDA's limit for ") + limitName + ")"
+                               : std::string()));
   return v;
+}
+
+const char *gridAxisName(int axis) {
+  static const char *const names[3] = {"gridDim.x", "gridDim.y", "gridDim.z"};
+  return axis >= 0 && axis < 3 ? names[axis] : "gridDim.?";
 }
 
 Dim3 evalGrid(const std::array<GridExpr, 3> &grid,
               const std::vector<int64_t> &slots) {
-  // CUDA limits: gridDim.x < 2^31, gridDim.y and gridDim.z <= 65535.
-  static constexpr int64_t kMax[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
   Dim3 dims;
   for (int i = 0; i < 3; ++i)
-    dims[i] = static_cast<uint32_t>(grid[i].evalDim(slots, kMax[i]));
+    dims[i] = static_cast<uint32_t>(
+        grid[i].evalDim(slots, kMaxGrid[i], gridAxisName(i)));
   return dims;
 }
 

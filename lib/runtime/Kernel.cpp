@@ -159,21 +159,16 @@ ModuleCache &moduleCache() {
 /// Makes sure a context is current and returns it: the current one, else
 /// the context that owns the first pointer argument, else the primary
 /// context of device 0 (retained for the life of the process).
-CUcontext ensureContext(const Driver &d, const std::vector<KernelArg> &args) {
+CUcontext ensureContext(const Driver &d, uint64_t firstPointer) {
   CUcontext ctx = nullptr;
   d.check(d.ctxGetCurrent(&ctx), "cuCtxGetCurrent");
   if (ctx)
     return ctx;
-  for (const KernelArg &a : args) {
-    if (const DevicePtr *p = std::get_if<DevicePtr>(&a)) {
-      // Fails for pointers the driver does not know; device 0 is then used.
-      if (d.pointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT,
-                                static_cast<CUdeviceptr>(p->address)) !=
-          CUDA_SUCCESS)
-        ctx = nullptr;
-      break;
-    }
-  }
+  // Fails for pointers the driver does not know; device 0 is then used.
+  if (firstPointer &&
+      d.pointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT,
+                            static_cast<CUdeviceptr>(firstPointer)) != CUDA_SUCCESS)
+    ctx = nullptr;
   if (!ctx) {
     CUdevice dev;
     d.check(d.deviceGet(&dev, 0), "cuDeviceGet", " for device 0");
@@ -273,101 +268,127 @@ void Kernel::checkArgCount(size_t count) const {
                   "), got " + std::to_string(count));
 }
 
+uint64_t Kernel::packArg(size_t i, const KernelArg &a) const {
+  const Param &p = manifest_.params.at(i);
+  auto wrongKind = [&](const char *expected) {
+    return Error(Error::Kind::ArgType, describeArgument(p, i) + ": expected " +
+                                           expected + ", got " + argKindName(a));
+  };
+  // The compiled code relies on tl.assume(x > 0) (p.positive).
+  auto notPositive = [&](const std::string &value) {
+    return Error(Error::Kind::ArgValue,
+                 describeArgument(p, i) + ": must be > 0 (the kernel was "
+                 "compiled with tl.assume(" + p.name + " > 0)), got " + value);
+  };
+  uint64_t slot = 0;
+  switch (p.kind) {
+  case ParamKind::Ptr: {
+    const DevicePtr *ptr = std::get_if<DevicePtr>(&a);
+    if (!ptr)
+      throw wrongKind("a device pointer");
+    if (p.align > 1 && ptr->address % uint64_t(p.align) != 0) {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ptr->address);
+      throw Error(Error::Kind::ArgValue,
+                  describeArgument(p, i) + ": the kernel reads or writes it " +
+                      std::to_string(p.align) + " bytes at a time, so it must be " +
+                      std::to_string(p.align) + "-byte aligned; got " + hex);
+    }
+    slot = ptr->address;
+    break;
+  }
+  case ParamKind::I32: {
+    const int64_t *v = std::get_if<int64_t>(&a);
+    if (!v)
+      throw wrongKind("an integer");
+    if (*v < std::numeric_limits<int32_t>::min() ||
+        *v > std::numeric_limits<int32_t>::max())
+      throw Error(Error::Kind::ArgValue, describeArgument(p, i) + ": " +
+                                             std::to_string(*v) +
+                                             " does not fit in i32");
+    if (p.positive && *v <= 0)
+      throw notPositive(std::to_string(*v));
+    int32_t narrow = static_cast<int32_t>(*v);
+    std::memcpy(&slot, &narrow, sizeof narrow);
+    break;
+  }
+  case ParamKind::I64: {
+    const int64_t *v = std::get_if<int64_t>(&a);
+    if (!v)
+      throw wrongKind("an integer");
+    if (p.positive && *v <= 0)
+      throw notPositive(std::to_string(*v));
+    std::memcpy(&slot, v, sizeof *v);
+    break;
+  }
+  case ParamKind::F32: {
+    double v;
+    if (const double *d = std::get_if<double>(&a))
+      v = *d;
+    else if (const int64_t *n = std::get_if<int64_t>(&a))
+      v = static_cast<double>(*n);
+    else
+      throw wrongKind("a real");
+    // Converting a finite double beyond float's range is undefined.
+    if (std::isfinite(v) && std::fabs(v) > FLT_MAX)
+      throw Error(Error::Kind::ArgValue, describeArgument(p, i) + ": " +
+                                             realString(v) + " overflows f32");
+    float narrow = static_cast<float>(v);
+    // After rounding (a tiny positive double may become 0.0f); NaN fails.
+    if (p.positive && !(narrow > 0))
+      throw notPositive(realString(v));
+    std::memcpy(&slot, &narrow, sizeof narrow);
+    break;
+  }
+  }
+  return slot;
+}
+
 void Kernel::packArgs(const std::vector<KernelArg> &args,
-                      std::vector<uint64_t> &storage,
-                      std::vector<int64_t> *gridSlots) const {
-  const std::vector<Param> &params = manifest_.params;
+                      std::vector<uint64_t> &storage) const {
   checkArgCount(args.size());
   // One 8-byte slot per parameter; cuLaunchKernel reads each parameter's
   // size from the kernel's metadata, starting at the slot's address.
-  storage.assign(params.size(), 0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Param &p = params[i];
-    const KernelArg &a = args[i];
-    auto wrongKind = [&](const char *expected) {
-      return Error(Error::Kind::ArgType, describeArgument(p, i) + ": expected " +
-                                             expected + ", got " +
-                                             argKindName(a));
-    };
-    // The compiled code relies on tl.assume(x > 0) (p.positive).
-    auto notPositive = [&](const std::string &value) {
-      return Error(Error::Kind::ArgValue,
-                   describeArgument(p, i) + ": must be > 0 (the kernel was "
-                   "compiled with tl.assume(" + p.name + " > 0)), got " + value);
-    };
-    switch (p.kind) {
-    case ParamKind::Ptr: {
-      const DevicePtr *ptr = std::get_if<DevicePtr>(&a);
-      if (!ptr)
-        throw wrongKind("a device pointer");
-      if (p.align > 1 && ptr->address % uint64_t(p.align) != 0) {
-        char hex[32];
-        std::snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ptr->address);
+  storage.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    storage[i] = packArg(i, args[i]);
+}
+
+Dim3 Kernel::gridFor(const uint64_t *slots,
+                     const std::optional<Dim3> &override) const {
+  if (override) {
+    const Dim3 &g = *override;
+    for (int i = 0; i < 3; ++i)
+      if (g[i] < 1 || g[i] > kMaxGrid[i])
         throw Error(Error::Kind::ArgValue,
-                    describeArgument(p, i) + ": the kernel reads or writes it " +
-                        std::to_string(p.align) + " bytes at a time, so it must be " +
-                        std::to_string(p.align) + "-byte aligned; got " + hex);
-      }
-      storage[i] = ptr->address;
-      break;
-    }
-    case ParamKind::I32: {
-      const int64_t *v = std::get_if<int64_t>(&a);
-      if (!v)
-        throw wrongKind("an integer");
-      if (*v < std::numeric_limits<int32_t>::min() ||
-          *v > std::numeric_limits<int32_t>::max())
-        throw Error(Error::Kind::ArgValue, describeArgument(p, i) + ": " +
-                                               std::to_string(*v) +
-                                               " does not fit in i32");
-      if (p.positive && *v <= 0)
-        throw notPositive(std::to_string(*v));
-      int32_t narrow = static_cast<int32_t>(*v);
-      std::memcpy(&storage[i], &narrow, sizeof narrow);
-      break;
-    }
-    case ParamKind::I64: {
-      const int64_t *v = std::get_if<int64_t>(&a);
-      if (!v)
-        throw wrongKind("an integer");
-      if (p.positive && *v <= 0)
-        throw notPositive(std::to_string(*v));
-      std::memcpy(&storage[i], v, sizeof *v);
-      break;
-    }
-    case ParamKind::F32: {
-      double v;
-      if (const double *d = std::get_if<double>(&a))
-        v = *d;
-      else if (const int64_t *n = std::get_if<int64_t>(&a))
-        v = static_cast<double>(*n);
-      else
-        throw wrongKind("a real");
-      // Converting a finite double beyond float's range is undefined.
-      if (std::isfinite(v) && std::fabs(v) > FLT_MAX)
-        throw Error(Error::Kind::ArgValue, describeArgument(p, i) + ": " +
-                                               realString(v) + " overflows f32");
-      float narrow = static_cast<float>(v);
-      // After rounding (a tiny positive double may become 0.0f); NaN fails.
-      if (p.positive && !(narrow > 0))
-        throw notPositive(realString(v));
-      std::memcpy(&storage[i], &narrow, sizeof narrow);
-      break;
-    }
+                    "grid override " + dimString(g) + ": dimension " +
+                        std::to_string(i) + " must be in [1, " +
+                        std::to_string(kMaxGrid[i]) + "] (CUDA's limit for " +
+                        gridAxisName(i) + ")");
+    return g;
+  }
+  // The grid reads integer parameters; their slots hold them packed (i32 in
+  // the low 4 bytes).
+  std::vector<int64_t> values;
+  values.reserve(manifest_.gridParams.size());
+  for (size_t index : manifest_.gridParams) {
+    if (manifest_.params[index].kind == ParamKind::I32) {
+      int32_t v;
+      std::memcpy(&v, &slots[index], sizeof v);
+      values.push_back(v);
+    } else {
+      int64_t v;
+      std::memcpy(&v, &slots[index], sizeof v);
+      values.push_back(v);
     }
   }
-  if (gridSlots) {
-    gridSlots->clear();
-    for (size_t index : manifest_.gridParams)
-      gridSlots->push_back(std::get<int64_t>(args[index]));
-  }
+  return evalGrid(manifest_.grid, values);
 }
 
 Dim3 Kernel::grid(const std::vector<KernelArg> &args) const {
   std::vector<uint64_t> storage;
-  std::vector<int64_t> slots;
-  packArgs(args, storage, &slots);
-  return evalGrid(manifest_.grid, slots);
+  packArgs(args, storage);
+  return gridFor(storage.data(), std::nullopt);
 }
 
 void *Kernel::functionFor(uint64_t contextId) {
@@ -421,39 +442,45 @@ void *Kernel::functionFor(uint64_t contextId) {
 
 void Kernel::launch(const std::vector<KernelArg> &args, uintptr_t stream,
                     const std::optional<Dim3> &gridOverride) {
-  const Driver &d = Driver::get();
   std::vector<uint64_t> storage;
-  std::vector<int64_t> slots;
-  packArgs(args, storage, gridOverride ? nullptr : &slots);
-  Dim3 g;
-  if (gridOverride) {
-    static constexpr uint32_t kMax[3] = {0x7fffffffu, 65535, 65535};
-    g = *gridOverride;
-    for (int i = 0; i < 3; ++i)
-      if (g[i] < 1 || g[i] > kMax[i])
-        throw Error(Error::Kind::ArgValue,
-                    "grid override " + dimString(g) + ": dimension " +
-                        std::to_string(i) + " must be in [1, " +
-                        std::to_string(kMax[i]) + "]");
-  } else {
-    g = evalGrid(manifest_.grid, slots);
-  }
+  packArgs(args, storage);
+  launchPacked(storage.data(), storage.size(), stream, gridOverride);
+}
 
-  CUcontext ctx = ensureContext(d, args);
+void Kernel::launchPacked(const uint64_t *slots, size_t count, uintptr_t stream,
+                          const std::optional<Dim3> &gridOverride) {
+  const Driver &d = Driver::get();
+  checkArgCount(count);
+  Dim3 g = gridFor(slots, gridOverride);
+  uint64_t firstPointer = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (manifest_.params[i].kind == ParamKind::Ptr) {
+      firstPointer = slots[i];
+      break;
+    }
+  CUcontext ctx = ensureContext(d, firstPointer);
   auto fn = static_cast<CUfunction>(functionFor(contextId(d, ctx)));
-  std::vector<void *> params(storage.size());
-  for (size_t i = 0; i < storage.size(); ++i)
-    params[i] = &storage[i];
+  // cuLaunchKernel reads parameter i from params[i]; the slots stay put.
+  constexpr size_t kInline = 64;
+  void *inlineParams[kInline];
+  std::vector<void *> heapParams;
+  void **params = inlineParams;
+  if (count > kInline) {
+    heapParams.resize(count);
+    params = heapParams.data();
+  }
+  for (size_t i = 0; i < count; ++i)
+    params[i] = const_cast<uint64_t *>(&slots[i]);
   const Dim3 &b = manifest_.block;
   CUresult r = d.launchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2],
                               manifest_.sharedBytes,
-                              reinterpret_cast<CUstream>(stream),
-                              params.data(), nullptr);
-  d.check(r, "cuLaunchKernel",
-          " for kernel '" + manifest_.kernel + "' (grid " + dimString(g) +
-              ", block " + dimString(b) + ", " +
-              std::to_string(manifest_.sharedBytes) +
-              " bytes dynamic shared memory)");
+                              reinterpret_cast<CUstream>(stream), params, nullptr);
+  if (r != CUDA_SUCCESS)
+    d.check(r, "cuLaunchKernel",
+            " for kernel '" + manifest_.kernel + "' (grid " + dimString(g) +
+                ", block " + dimString(b) + ", " +
+                std::to_string(manifest_.sharedBytes) +
+                " bytes dynamic shared memory)");
 }
 
 } // namespace tilec::runtime

@@ -20,9 +20,14 @@ from . import language
 from .errors import CompilationError
 from .jit import JITFunction, Kernel, jit
 from .runtime_support import gpu_status
-from .flash_attn import flash_attn_func
+from .flash_attn import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
+                         flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
+                         flash_attn_varlen_qkvpacked_func)
+from .flash_decode import flash_attn_combine, flash_attn_with_kvcache
 
 
 __version__ = "0.1.0"
 __all__ = ["jit", "JITFunction", "Kernel", "CompilationError", "language", "flash_attn_func",
-           "gpu_status"]
+           "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
+           "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
+           "flash_attn_with_kvcache", "flash_attn_combine", "gpu_status"]

@@ -85,6 +85,27 @@ KernelArg toArg(py::handle obj, const Param &param, size_t index) {
                       .cast<std::string>());
 }
 
+/// One argument of the hot path (Kernel.launch_fast): like toArg, and a
+/// pointer parameter also takes an object with a data_ptr() method (a torch
+/// tensor), whose address is read here rather than in Python.
+KernelArg toFastArg(PyObject *o, const Param &param, size_t index) {
+  if (param.kind == ParamKind::Ptr && !PyLong_Check(o) && !PyBool_Check(o)) {
+    static PyObject *dataPtr = PyUnicode_InternFromString("data_ptr");
+    PyObject *address = PyObject_CallMethodNoArgs(o, dataPtr);
+    if (!address) {
+      PyErr_Clear();
+      throw Error(Error::Kind::ArgType,
+                  describeArgument(param, index) +
+                      ": expected a tensor (an object with data_ptr()) or an "
+                      "int address, got " +
+                      std::string(Py_TYPE(o)->tp_name));
+    }
+    py::object owned = py::reinterpret_steal<py::object>(address);
+    return toArg(owned, param, index);
+  }
+  return toArg(py::handle(o), param, index);
+}
+
 std::vector<KernelArg> toArgs(const Kernel &kernel, const py::sequence &args) {
   kernel.checkArgCount(args.size());
   const std::vector<Param> &params = kernel.manifest().params;
@@ -180,10 +201,42 @@ PYBIND11_MODULE(_tilec_runtime, m) {
           "Launches with `args` (ints for ptr/i32/i64 params, floats for f32) "
           "on `stream` (a CUstream as an int; 0 = legacy default stream). "
           "`grid`, a tuple (x, y, z), overrides the manifest's grid.")
+      .def(
+          "launch_fast",
+          [](Kernel &k, const py::tuple &args, uintptr_t stream,
+             const std::optional<Dim3> &grid) {
+            // The hot path: each argument is converted and checked once, into
+            // its packed slot on the stack; no vectors of variants.
+            size_t count = PyTuple_GET_SIZE(args.ptr());
+            k.checkArgCount(count);
+            const std::vector<Param> &params = k.manifest().params;
+            constexpr size_t kInline = 64;
+            uint64_t inlineSlots[kInline];
+            std::vector<uint64_t> heapSlots;
+            uint64_t *slots = inlineSlots;
+            if (count > kInline) {
+              heapSlots.resize(count);
+              slots = heapSlots.data();
+            }
+            for (size_t i = 0; i < count; ++i)
+              slots[i] = k.packArg(
+                  i, toFastArg(PyTuple_GET_ITEM(args.ptr(), i), params[i], i));
+            // cuLaunchKernel may block when the launch queue is full.
+            py::gil_scoped_release release;
+            k.launchPacked(slots, count, stream, grid);
+          },
+          py::arg("args"), py::arg("stream") = 0, py::arg("grid") = py::none(),
+          "The hot path of a launch: `args` a tuple in parameter order (tensors "
+          "or int addresses for ptr params, ints, floats); checks each value "
+          "against its parameter once, in C++, and launches. No dtype or device "
+          "checks: the caller's (tilec.jit.Kernel, flash_attn_func) are made "
+          "before it, once.")
       .def("__repr__", [](const Kernel &k) {
         return "<tilec Kernel '" + k.manifest().kernel + "' from " +
                k.manifest().path + ">";
       });
+
+  m.attr("MAX_GRID") = py::make_tuple(kMaxGrid[0], kMaxGrid[1], kMaxGrid[2]);
 
   m.def("load", &Kernel::load, py::arg("manifest_path"),
         "Loads the kernel a manifest describes. Raises RuntimeError when no "

@@ -8,6 +8,12 @@ folder holding the runtime's artifact set: <kernel>.json (manifest),
 TILEC_DUMP_IR=1 prints the IR after every pass (and bypasses the cache so
 there is something to print); TILEC_CRASH_REPRODUCER=<file> writes an MLIR
 crash reproducer there when a pass fails.
+
+Without the extension (a GPU host with no LLVM), compile() runs the tilec
+CLI in a child process instead (find_cli(): $TILEC_CLI, the relocatable
+bundle of scripts/bundle.sh unpacked at <repo>/build/tilec-bundle, or tilec
+on PATH) and returns the same results; $TILEC_COMPILER=native|cli forces one
+(compiler_kind()).
 """
 
 import hashlib
@@ -15,7 +21,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -43,7 +51,9 @@ def native():
     if _native_module is None:
         raise ImportError("the tilec compiler extension _tilec is not available: build it with "
                           "`scripts/build.sh _tilec` and put build/python on PYTHONPATH, or "
-                          f"`pip install .` ({_native_error})")
+                          f"`pip install .` ({_native_error}); to compile kernels without it, "
+                          "give the tilec CLI in $TILEC_CLI (scripts/bundle.sh builds one that "
+                          "runs on any Linux host)")
     return _native_module
 
 
@@ -55,13 +65,110 @@ def available():
         return False
 
 
+def find_cli():
+    """The tilec CLI that compile() runs when the extension is missing:
+    $TILEC_CLI, else scripts/bundle.sh's bundle unpacked at
+    <repo>/build/tilec-bundle (or <site-packages>/tilec-bundle beside an
+    installed package), else `tilec` on PATH; None if there is none."""
+    explicit = os.environ.get("TILEC_CLI")
+    if explicit:
+        return explicit
+    here = Path(__file__).resolve()
+    for bundle in (here.parents[2] / "build" / "tilec-bundle", here.parents[1] / "tilec-bundle"):
+        tool = bundle / "bin" / "tilec"
+        if os.access(tool, os.X_OK):
+            return str(tool)
+    return shutil.which("tilec")
+
+
+_cli_versions = {}
+
+
+def _cli_version(path):
+    """(id, None) for a CLI that runs: `tilec --version` and a hash of the
+    binary, the cache key's compiler id; (None, why) for one that does not
+    (missing, or built for a newer glibc)."""
+    found = _cli_versions.get(path)
+    if found is None:
+        try:
+            proc = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=120)
+            why = None if proc.returncode == 0 and proc.stdout.startswith("tilec ") else (
+                (proc.stderr or proc.stdout).strip() or f"exit code {proc.returncode}")
+        except (OSError, subprocess.SubprocessError) as e:
+            why = str(e)
+        if why is None:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            found = (f"{proc.stdout.strip()} cli {h.hexdigest()[:16]}", None)
+        else:
+            found = (None, f"the tilec CLI {path} does not run: {why}")
+        _cli_versions[path] = found
+    return found
+
+
+_kind = None  # (kind or "",) once decided
+
+
+def compiler_kind():
+    """Which compiler compile() runs: "native" (the _tilec extension, in this
+    process), "cli" (the tilec CLI, find_cli(), in a child process) or None
+    (neither: only prebuilt artifacts, find_prebuilt, can launch).
+    $TILEC_COMPILER=native|cli forces one, =prebuilt none; unset (or auto):
+    native if the extension imports, else a CLI that runs. Decided once (it
+    is on the launch path); reset_compiler_kind() decides again."""
+    global _kind
+    if _kind is None:
+        want = os.environ.get("TILEC_COMPILER", "")
+        if want in ("native", "cli"):
+            kind = want
+        elif want == "prebuilt":
+            kind = ""
+        elif want not in ("", "auto"):
+            raise ValueError(f"TILEC_COMPILER must be native, cli, prebuilt or auto, got {want!r}")
+        elif available():
+            kind = "native"
+        else:
+            path = find_cli()
+            kind = "cli" if path and _cli_version(path)[0] else ""
+        _kind = (kind,)
+    return _kind[0] or None
+
+
+def reset_compiler_kind():
+    """Makes compiler_kind() decide again (after $TILEC_COMPILER or
+    $TILEC_CLI changed)."""
+    global _kind
+    _kind = None
+
+
+def can_compile():
+    """Whether compile() has a compiler here (compiler_kind())."""
+    return compiler_kind() is not None
+
+
+def _require_cli():
+    path = find_cli()
+    if path is None:
+        raise ImportError("no tilec CLI to compile with: set $TILEC_CLI, run scripts/bundle.sh "
+                          "(build/tilec-bundle/bin/tilec), or put tilec on PATH")
+    if _cli_version(path)[0] is None:
+        raise ImportError(_cli_version(path)[1])
+    return path
+
+
 _build_id = None
 
 
 def version():
-    """The compiler's version plus an id of this build of the extension, so
-    a rebuilt compiler never serves kernels cached by an older one."""
+    """The compiler's version plus an id of this build of the extension (or
+    of the CLI), so a rebuilt compiler never serves kernels cached by an
+    older one."""
     global _build_id
+    if compiler_kind() == "cli":
+        return _cli_version(_require_cli())[0]
     if _build_id is None:
         mod = native()
         h = hashlib.sha256()
@@ -108,14 +215,16 @@ def run_pipeline(text, pipeline, source_name="<tilec>"):
     return _call(native().run_pipeline, text, pipeline, source_name)
 
 
-def default_arch():
+def default_arch(device=None):
+    """$TILEC_ARCH, else the arch of GPU `device` (an index; default the
+    current one), else sm_80."""
     if os.environ.get("TILEC_ARCH"):
         return os.environ["TILEC_ARCH"]
     try:
         import torch
 
         if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
+            major, minor = torch.cuda.get_device_capability(device)
             return "sm_90a" if major >= 9 else "sm_80"
     except ImportError:
         pass
@@ -182,6 +291,39 @@ def write_artifacts(kernel, folder, extras=True):
 
 
 COPY_BOUNDS = ("row", "tile", "chunk")
+# Warps per program: a power of two up to 16 (tile-partition-warps; the C++
+# side refuses other values too). Pipeline stages: 1 or 2 (tile-pipeline).
+MAX_WARPS = 16
+NUM_STAGES = (1, 2)
+
+
+def _integer(value, what):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    return value.__index__()
+
+
+def check_num_warps(value, what="num_warps"):
+    """`value` as an int if it is a valid number of warps, else a ValueError
+    (TypeError for a non-integer) that names it and the allowed values."""
+    n = _integer(value, what)
+    if n < 1 or n > MAX_WARPS or n & (n - 1):
+        raise ValueError(f"{what} must be a power of two in [1, {MAX_WARPS}], got {value!r}")
+    return n
+
+
+def check_num_stages(value, what="num_stages"):
+    n = _integer(value, what)
+    if n not in NUM_STAGES:
+        raise ValueError(f"{what} must be 1 (one shared buffer per K/V tile) or 2 (a ring), "
+                         f"got {value!r}")
+    return n
+
+
+def check_flag(value, what):
+    if not isinstance(value, bool) and value not in (0, 1):
+        raise TypeError(f"{what} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
@@ -201,12 +343,22 @@ def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_pas
     JIT compile of the PTX."""
     if isinstance(extra_sass, str):
         extra_sass = (extra_sass,)
+    num_warps = check_num_warps(num_warps)
+    num_stages = check_num_stages(num_stages)
+    smem_epilogue = check_flag(smem_epilogue, "smem_epilogue")
     if copy_bounds not in COPY_BOUNDS:
         raise ValueError(f"copy_bounds must be one of {COPY_BOUNDS}, got {copy_bounds!r}")
     if "copy-bounds=" in lowering_options:
         raise ValueError("pass the copy-bounds mode as copy_bounds=, not in lowering_options "
                          f"({lowering_options!r})")
     options = f"copy-bounds={copy_bounds} {lowering_options}".strip()
+    if compiler_kind() == "cli":
+        return _compile_cli(text, source_name, arch=arch, num_warps=num_warps,
+                            stages=num_stages, smem_epilogue=bool(smem_epilogue),
+                            lowering_options=options, run_tile_passes=run_tile_passes,
+                            print_ir_after_all=_dump_ir(),
+                            crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""),
+                            extra_sass=list(extra_sass))
     return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
                  stages=num_stages, smem_epilogue=bool(smem_epilogue),
                  lowering_options=options,
@@ -214,6 +366,75 @@ def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_pas
                  print_ir_after_all=_dump_ir(),
                  crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""),
                  extra_sass=list(extra_sass))
+
+
+def _compile_cli(text, source_name, arch, num_warps, stages, smem_epilogue, lowering_options,
+                 run_tile_passes, print_ir_after_all, crash_reproducer, extra_sass):
+    """_tilec.compile through the tilec CLI in a child process (an LLVM abort
+    stays there): the same options as tilec's flags, the same result dicts,
+    read back from the files `tilec --emit=all -o DIR --results=FILE` writes;
+    a failure raises CompilationError with the CLI's diagnostics."""
+    cli = _require_cli()
+    with tempfile.TemporaryDirectory(prefix="tilec-cli.") as tmp:
+        out, results = Path(tmp) / "out", Path(tmp) / "results.json"
+        cmd = [cli, f"--source-name={source_name}", f"--arch={arch}",
+               f"--num-warps={int(num_warps)}", f"--stages={int(stages)}",
+               f"--smem-epilogue={'true' if smem_epilogue else 'false'}",
+               f"--lowering-options={lowering_options}", "--emit=all", "-o", str(out),
+               f"--results={results}"]
+        if not run_tile_passes:
+            cmd.append("--no-tile-passes")
+        if print_ir_after_all:
+            cmd.append("--mlir-print-ir-after-all")
+        if crash_reproducer:
+            cmd.append(f"--crash-reproducer={crash_reproducer}")
+        if extra_sass:
+            cmd.append("--extra-sass=" + ",".join(extra_sass))
+        try:
+            proc = subprocess.run(cmd, input=text.encode(), capture_output=True)
+        except OSError as e:
+            raise CompilationError(f"cannot run the tilec CLI {cli}: {e}") from None
+        stderr = proc.stderr.decode(errors="replace")
+        if print_ir_after_all:
+            sys.stderr.write(stderr)
+        if proc.returncode:
+            raise _cli_error(cli, proc.returncode, stderr, source_name)
+        kernels = []
+        for entry in json.loads(results.read_bytes()):
+            name = entry["name"]
+            manifest = (out / f"{name}.json").read_bytes().decode()
+            files = json.loads(manifest)
+            tile = out / f"{name}.tile.mlir"
+            kernels.append({
+                "name": name,
+                "ptx": (out / f"{name}.ptx").read_bytes().decode(),
+                "cubin": (out / files["cubin"]).read_bytes() if files.get("cubin") else b"",
+                "sass": [(image["arch"], image["cubin"], (out / image["cubin"]).read_bytes())
+                         for image in files.get("sass", ())],
+                "manifest": manifest,
+                "tile_ir": tile.read_bytes().decode() if tile.exists() else "",
+                "llvm_ir": (out / f"{name}.ll").read_bytes().decode(),
+                "ptxas_log": entry.get("ptxas_log", ""),
+                "notes": entry.get("notes", []),
+            })
+        return kernels
+
+
+def _cli_error(cli, returncode, stderr, what):
+    """The CompilationError for a failed child `tilec`: its diagnostics as the
+    extension would raise them, or, for a crash, the signal and its output."""
+    if returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+        return CompilationError(f"the tilec compiler crashed ({sig}) on {what} in a child "
+                                f"process ({cli}); its output:\n{stderr.strip()}")
+    # The CLI prefixes errors that are not MLIR diagnostics ("tilec: error: ",
+    # "run-cpu: "); the extension raises the message itself.
+    lines = [re.sub(r"^(tilec: error: |run-cpu: )", "", line) for line in stderr.splitlines()]
+    return from_diagnostics("\n".join(lines), fallback=f"the tilec CLI failed (exit code "
+                                                       f"{returncode}) on {what}")
 
 
 def _dump_ir():
@@ -296,11 +517,12 @@ def find_prebuilt(name, text, arch=None, options=None):
     (build_options(); default: the defaults) written by
     scripts/build_artifacts.py, in $TILEC_ARTIFACTS (folders separated by
     ':') or <repo>/build/artifacts (and its extra/ folder of other head
-    dims); None if there is none. Lets a GPU host without LLVM launch DSL
+    dims and variants/ folder of flash_attn's variants); None if there is none. Lets a GPU host without LLVM launch DSL
     kernels."""
     folders = os.environ.get("TILEC_ARTIFACTS")
     default = Path(__file__).resolve().parents[2] / "build" / "artifacts"
-    folders = folders.split(os.pathsep) if folders else [default, default / "extra"]
+    folders = folders.split(os.pathsep) if folders else [default, default / "extra",
+                                                         default / "variants"]
     digest = ir_digest(text, build_options() if options is None else options)
     for folder in folders:
         folder = Path(folder)
@@ -322,8 +544,15 @@ def _byte_bounds(array):
 
 def run_cpu(text, source_name, kernel, args, param_types, grid, run_tile_passes=True):
     """Runs `kernel` of `text` on the host; pointer args are numpy arrays
-    (written in place), the rest Python numbers, in parameter order."""
-    mod = native()
+    (written in place), the rest Python numbers, in parameter order. Needs
+    the _tilec extension, or else (compiler_kind() "cli") runs
+    `tilec run-cpu` in a child process over copies of the arrays."""
+    if compiler_kind() == "cli":
+        return _run_cpu_cli(text, source_name, kernel, args, param_types, grid, run_tile_passes)
+    try:
+        mod = native()
+    except ImportError as e:
+        raise ImportError(f"the CPU runner needs the _tilec extension or a tilec CLI: {e}") from None
     if not getattr(mod, "has_cpu_runner", False):
         raise NotImplementedError("this build of the _tilec extension has no CPU runner "
                                   "(tilec::runOnCPU, lib/CPU)")
@@ -345,5 +574,47 @@ def run_cpu(text, source_name, kernel, args, param_types, grid, run_tile_passes=
     return _call(mod.run_cpu, text, source_name, kernel, packed, tuple(grid), run_tile_passes)
 
 
+def _run_cpu_cli(text, source_name, kernel, args, param_types, grid, run_tile_passes):
+    """run_cpu through `tilec run-cpu`: each array's bytes (from its first
+    element to the last it reaches) go to a file the child reads and writes
+    back, and are copied back into the array after the run."""
+    import ctypes
+
+    cli = _require_cli()
+    with tempfile.TemporaryDirectory(prefix="tilec-run-cpu.") as tmp:
+        src = Path(tmp) / "kernel.mlir"
+        src.write_text(text)
+        cmd = [cli, "run-cpu", str(src), "--kernel", kernel, "--source-name", source_name,
+               "--grid", ",".join(str(int(g)) for g in grid)]
+        if not run_tile_passes:
+            cmd.append("--no-tile-passes")
+        buffers = []
+        for i, (value, ty) in enumerate(zip(args, param_types)):
+            if not str(ty).startswith("!tile.ptr"):
+                kind = str(ty)
+                number = repr(float(value)) if kind.startswith("f") else str(int(value))
+                cmd += ["--arg", f"{kind}:{number}"]
+                continue
+            if any(stride < 0 for stride in value.strides):
+                raise ValueError(f"run_cpu: argument {i} has negative strides {value.strides}, "
+                                 "which the tilec run-cpu CLI cannot pass; give a copy")
+            low, high = _byte_bounds(value)
+            path = Path(tmp) / f"arg{i}.bin"
+            path.write_bytes(ctypes.string_at(low, high - low))
+            buffers.append((path, low, high - low))
+            cmd += ["--arg", f"ptr:{path}"]
+        proc = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL)
+        if proc.returncode:
+            raise _cli_error(cli, proc.returncode, proc.stderr.decode(errors="replace"),
+                             f"{kernel} (run-cpu)")
+        for path, address, size in buffers:
+            data = path.read_bytes()
+            if len(data) != size:
+                raise RuntimeError(f"tilec run-cpu wrote {len(data)} bytes to {path.name}, "
+                                   f"expected {size}")
+            ctypes.memmove(address, data, size)
+
+
 __all__ = ["CompilationError", "Artifact", "compile", "compile_cached", "parse_and_verify",
-           "run_pipeline", "run_cpu", "write_artifacts", "default_arch", "cache_dir"]
+           "run_pipeline", "run_cpu", "write_artifacts", "default_arch", "cache_dir", "compiler_kind",
+           "can_compile", "find_cli", "reset_compiler_kind"]

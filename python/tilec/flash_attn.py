@@ -1,18 +1,35 @@
-"""``flash_attn_func`` with flash_attn's API, on tilec's DSL flagship kernel
-(kernels/flash_fwd.py).
+"""flash_attn 2.8's forward API on tilec's DSL flagship kernel
+(kernels/flash_fwd.py): flash_attn_func, flash_attn_qkvpacked_func,
+flash_attn_kvpacked_func and their varlen forms, with upstream's signatures,
+defaults, semantics and return conventions.
 
-CUDA torch tensors launch on the GPU; numpy float16 arrays run on the CPU
-through the CPU runner (same kernel, same IR), which is how the numerics are
-tested on machines without a GPU.
+CUDA torch tensors launch on the GPU; numpy float16 arrays and torch CPU
+tensors run on the CPU through the CPU runner (same kernel, same IR), which
+is how the numerics are tested on machines without a GPU.
+
+Every public function calls one core, `_flash_attn_forward`, which returns
+(out, lse). Its checks are O(1) (shapes, dtypes, devices, option ranges) and
+the kernel is one dict lookup keyed by (dtype, head_dim, switches, arch).
+What flash_attn's C++ does to the options is done there too:
+- window sizes >= seqlen_k become -1; causal sets window_right = 0; causal
+  with seqlen_q == 1 (and no ALiBi) is dropped;
+- causal is window (-1, 0); any other window runs the WINDOW kernel, where a
+  -1 side becomes seqlen_k (the kernel's mask stays affine);
+- softcap > 0 runs softcap * tanh(scale * qk / softcap);
+- head dims that are not multiples of 8 are zero-padded and the output sliced.
 """
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 from . import language as tl
 from . import strategy
+from .jit import LaunchCache
+
 _flash_module = None
+MAX_HEAD_DIM = 256
 
 
 def flash_fwd_kernel():
@@ -33,63 +50,16 @@ def flash_fwd_kernel():
     return _flash_module.flash_fwd
 
 
+# ---------------------------------------------------------------------------
+# Array helpers: numpy arrays, torch CPU tensors, torch CUDA tensors.
+
+
 def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
-def _check(q, k, v):
-    """Checks shapes, dtypes and layouts; returns (dtype, on_gpu)."""
-    names = ("q", "k", "v")
-    tensors = (q, k, v)
-    on_gpu = _is_torch(q)
-    for name, t in zip(names, tensors):
-        if on_gpu != _is_torch(t) or not hasattr(t, "shape"):
-            raise TypeError(f"flash_attn_func: '{name}' must be a {'torch tensor' if on_gpu else 'numpy array'} "
-                            f"like 'q', got {type(t).__name__}")
-        if len(t.shape) != 4:
-            raise ValueError(f"flash_attn_func: '{name}' must have rank 4 (batch, seqlen, heads, head_dim), "
-                             f"got shape {tuple(t.shape)}")
-    dtypes = [str(t.dtype).replace("torch.", "") for t in tensors]
-    allowed = ("float16", "bfloat16") if on_gpu else ("float16",)
-    for name, d in zip(names, dtypes):
-        if d not in allowed:
-            raise TypeError(f"flash_attn_func: '{name}' must be {' or '.join(allowed)}, got {d}")
-    if len(set(dtypes)) != 1:
-        raise TypeError(f"flash_attn_func: q, k, v must have one dtype, got {', '.join(dtypes)}")
-    bq, sq, hq, dq = q.shape
-    for name, t in (("k", k), ("v", v)):
-        b, s, h, d = t.shape
-        if b != bq:
-            raise ValueError(f"flash_attn_func: '{name}' has batch {b}, 'q' has {bq}")
-        if h != hq:
-            raise ValueError(f"flash_attn_func: '{name}' has {h} heads, 'q' has {hq} "
-                             "(grouped-query attention is not supported)")
-        if d != dq:
-            raise ValueError(f"flash_attn_func: '{name}' has head_dim {d}, 'q' has {dq}")
-    if k.shape[1] != v.shape[1]:
-        raise ValueError(f"flash_attn_func: 'k' has seqlen {k.shape[1]}, 'v' has {v.shape[1]}")
-    if dq % 8 or not 8 <= dq <= 256:
-        raise ValueError(f"flash_attn_func: head_dim {dq} is not supported (a multiple of 8 "
-                         "from 8 to 256: rows move in 16-byte vectors)")
-    if sq == 0 or k.shape[1] == 0 or bq == 0 or hq == 0:
-        raise ValueError(f"flash_attn_func: empty input (q {tuple(q.shape)}, k {tuple(k.shape)})")
-    for name, t in zip(names, tensors):
-        if _strides(t)[-1] != 1:
-            raise ValueError(f"flash_attn_func: '{name}' must be contiguous in its last dimension "
-                             f"(strides {_strides(t)})")
-    if on_gpu:
-        for name, t in zip(names, tensors):
-            if t.device.type != "cuda":
-                raise ValueError(f"flash_attn_func: '{name}' must be a CUDA tensor, got one on {t.device}")
-            if t.device != q.device:
-                raise ValueError(f"flash_attn_func: '{name}' is on {t.device}, 'q' on {q.device}")
-    return dtypes[0], on_gpu
-
-
-def _rows_aligned(t):
-    """Every (batch, seq, head) row of a CUDA tensor starts 16-byte aligned."""
-    return t.data_ptr() % 16 == 0 and all(
-        (stride * t.element_size()) % 16 == 0 for stride in t.stride()[:3])
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
 
 
 def _strides(t):
@@ -99,56 +69,278 @@ def _strides(t):
     return tuple(s // t.itemsize for s in t.strides)
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
-                    return_lse=False):
-    """softmax(scale · Q·Kᵀ [+ causal mask])·V for q (batch, seqlen_q, heads,
-    head_dim) and k, v (batch, seqlen_k, heads, head_dim); f16 or bf16.
+def _rows_aligned(t):
+    """Every (batch, seq, head) row of a CUDA tensor starts 16-byte aligned."""
+    return t.data_ptr() % 16 == 0 and all(
+        (stride * t.element_size()) % 16 == 0 for stride in t.stride()[:-1])
 
-    The positional order is flash_attn's (q, k, v, dropout_p, softmax_scale,
-    causal), so calls written for flash_attn mean the same here; dropout is
-    not implemented and anything but 0 is an error.
 
-    Returns out shaped like q and, with return_lse, the log-sum-exp
-    (batch, heads, seqlen_q) in f32. Causal is top-left aligned: query i sees
-    keys 0..i. Strides may be arbitrary except the last dimension; on the GPU,
-    inputs whose rows are not 16-byte aligned are copied first.
-    """
-    if dropout_p != 0:
-        raise NotImplementedError(f"flash_attn_func: dropout is not implemented (dropout_p="
-                                  f"{dropout_p!r}); pass dropout_p=0.0")
-    # -- autograd hook (python/tilec/flash_bwd.py) --------------------------
-    # torch inputs that require grad, and torch CPU tensors (CPU runner), go
-    # through a torch.autograd.Function whose forward calls this function
-    # back with detached tensors (no grad inside Function.forward).
-    from . import flash_bwd
+def _device(t):
+    """'cuda:N', 'cpu' (torch) or 'numpy'."""
+    return str(t.device) if _is_torch(t) else "numpy"
 
-    if flash_bwd.wants_autograd(q, k, v):
-        return flash_bwd.flash_attn_autograd(q, k, v, softmax_scale=softmax_scale, causal=causal,
-                                             return_lse=return_lse)
-    # -----------------------------------------------------------------------
-    dtype, on_gpu = _check(q, k, v)
-    batch, seqlen_q, heads, head_dim = q.shape
-    seqlen_k = k.shape[1]
-    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
-    # The kernel declares tl.assume(scale > 0) (its FA2 form needs it) and
-    # launches check it. Other scales map onto it exactly: softmax(s·QKᵀ) =
-    # softmax(|s|·(−Q)Kᵀ), lse too; for s = 0 every score is 0, as with Q = 0.
-    if math.isnan(scale):
-        raise ValueError("flash_attn_func: softmax_scale is NaN")
-    if scale < 0:
-        q, scale = -q, -scale
-    elif scale == 0:
-        if on_gpu:
-            q = q.new_zeros(q.shape)
+
+def _to_numpy(t):
+    """A numpy view of a torch CPU tensor (bf16 as uint16 bit patterns, as
+    the CPU runner takes it), or the array itself."""
+    if not _is_torch(t):
+        return t
+    import torch
+
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view("uint16")
+    return t.numpy()
+
+
+def _pad_head_dim(t, d):
+    """t zero-padded along its last dimension to d (a copy), as flash_attn."""
+    if _is_torch(t):
+        import torch
+
+        return torch.nn.functional.pad(t, [0, d - t.shape[-1]])
+    import numpy as np
+
+    return np.pad(t, [(0, 0)] * (t.ndim - 1) + [(0, d - t.shape[-1])])
+
+
+def _empty(like, shape, dtype):
+    """An empty array (dtype 'same' or 'float32') next to `like`."""
+    if _is_torch(like):
+        import torch
+
+        dt = like.dtype if dtype == "same" else torch.float32
+        return torch.empty(shape, dtype=dt, device=like.device)
+    import numpy as np
+
+    return np.empty(shape, dtype=like.dtype if dtype == "same" else np.float32)
+
+
+_DUMMIES = {}
+
+
+def _dummy(like, dtype="float32"):
+    """A small buffer for the pointer parameters a variant does not read (the
+    kernel's signature is the same for every variant)."""
+    key = (_device(like), dtype)
+    buf = _DUMMIES.get(key)
+    if buf is None:
+        if _is_torch(like) and like.device.type == "cuda":
+            import torch
+
+            buf = torch.zeros(4, dtype=getattr(torch, dtype), device=like.device)
         else:
             import numpy as np
 
-            q = np.zeros_like(q)
+            buf = np.zeros(4, dtype)
+        _DUMMIES[key] = buf
+    return buf
+
+
+def _dummy_f32(like):
+    """The f32 dummy (alibi); kept for callers written before the int32 ones."""
+    return _dummy(like, "float32")
+
+
+# ---------------------------------------------------------------------------
+# Kernel selection: one dict lookup.
+
+_KERNELS = {}
+
+
+def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch="sm_80"):
+    """(Kernel, FlashConfig) for a variant; specialized once, then cached."""
+    key = (dtype, head_dim, causal, window, softcap, alibi, varlen, arch)
+    hit = _KERNELS.get(key)
+    if hit is None:
+        config = strategy.flash_fwd_config(arch=arch, dtype=dtype, head_dim=head_dim, causal=causal,
+                                           window=window, softcap=softcap, alibi=alibi)
+        kernel = flash_fwd_kernel().specialize(
+            DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
+            CAUSAL=causal, WINDOW=window, SOFTCAP=softcap, ALIBI=alibi, VARLEN=varlen,
+            **config.constexprs())
+        hit = _KERNELS[key] = (kernel, config)
+    return hit
+
+
+def grid(config, seqlen_q, heads, batch):
+    """The launch grid: (row blocks, heads, batch), as the kernel's manifest
+    computes it. Each axis has its own limit (x 2^31 - 1, y and z 65,535),
+    so batch * heads may exceed 65,535."""
+    return (-(-seqlen_q // config.block_m), heads, batch)
+
+
+# ---------------------------------------------------------------------------
+# The core.
+
+_FN = "flash_attn"
+
+
+def _check_qkv(fn, q, k, v, rank):
+    names, tensors = ("q", "k", "v"), (q, k, v)
+    torch_in = _is_torch(q)
+    for name, t in zip(names, tensors):
+        if not hasattr(t, "shape") or torch_in != _is_torch(t):
+            raise TypeError(f"{fn}: '{name}' must be a {'torch tensor' if torch_in else 'numpy array'} "
+                            f"like 'q', got {type(t).__name__}")
+        if len(t.shape) != rank:
+            what = "(batch, seqlen, heads, head_dim)" if rank == 4 else "(total_tokens, heads, head_dim)"
+            raise ValueError(f"{fn}: '{name}' must have rank {rank} {what}, got shape {tuple(t.shape)}")
+    dtypes = [_dtype_name(t) for t in tensors]
+    on_gpu = torch_in and q.device.type == "cuda"
+    allowed = ("float16", "bfloat16") if torch_in else ("float16",)
+    for name, d in zip(names, dtypes):
+        if d not in allowed:
+            raise TypeError(f"{fn}: '{name}' must be {' or '.join(allowed)}, got {d}")
+    if len(set(dtypes)) != 1:
+        raise TypeError(f"{fn}: q, k, v must have one dtype, got {', '.join(dtypes)}")
+    for name, t in zip(names, tensors):
+        if _device(t) != _device(q):
+            raise ValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
+        if t.shape[-1] > 1 and 0 not in t.shape and _strides(t)[-1] != 1:
+            raise ValueError(f"{fn}: '{name}' must be contiguous in its last dimension "
+                             f"(strides {_strides(t)})")
+    hq, hk = q.shape[-2], k.shape[-2]
+    d = q.shape[-1]
+    for name, t in (("k", k), ("v", v)):
+        if t.shape[-1] != d:
+            raise ValueError(f"{fn}: '{name}' has head_dim {t.shape[-1]}, 'q' has {d}")
+    if v.shape[-2] != hk:
+        raise ValueError(f"{fn}: 'v' has {v.shape[-2]} heads, 'k' has {hk}")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"{fn}: the number of query heads ({hq}) must be a multiple of the number "
+                         f"of key/value heads ({hk})")
+    if not 1 <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"{fn}: head_dim {d} is not supported (1 to {MAX_HEAD_DIM})")
+    if k.shape[:-2] != v.shape[:-2]:
+        raise ValueError(f"{fn}: 'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} differ in their "
+                         "leading dimensions")
+    return dtypes[0], on_gpu
+
+
+def _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes, batch, heads, q):
+    for side, w in (("left", window_left), ("right", window_right)):
+        if isinstance(w, bool) or not isinstance(w, int) and not (hasattr(w, "__index__")):
+            raise TypeError(f"{fn}: window_size {side} must be an int, got {w!r}")
+        if w < -1:
+            raise ValueError(f"{fn}: window_size {side} is {w}; it must be >= 0, or -1 for unbounded")
+    softcap = float(softcap)
+    if math.isnan(softcap) or softcap < 0:
+        raise ValueError(f"{fn}: softcap must be >= 0 (0 turns it off), got {softcap}")
+    if alibi_slopes is not None:
+        if _is_torch(alibi_slopes) != _is_torch(q) or not hasattr(alibi_slopes, "shape"):
+            raise TypeError(f"{fn}: 'alibi_slopes' must be a {'torch tensor' if _is_torch(q) else 'numpy array'} "
+                            f"like 'q', got {type(alibi_slopes).__name__}")
+        if _dtype_name(alibi_slopes) != "float32":
+            raise TypeError(f"{fn}: 'alibi_slopes' must be float32, got {_dtype_name(alibi_slopes)}")
+        shape = tuple(alibi_slopes.shape)
+        if shape not in ((heads,), (batch, heads)):
+            raise ValueError(f"{fn}: 'alibi_slopes' must have shape ({heads},) or ({batch}, {heads}) "
+                             f"(heads,) or (batch, heads), got {shape}")
+        if _device(alibi_slopes) != _device(q):
+            raise ValueError(f"{fn}: 'alibi_slopes' is on {_device(alibi_slopes)}, 'q' on {_device(q)}")
+        if _strides(alibi_slopes)[-1] != 1 and heads > 1:
+            raise ValueError(f"{fn}: 'alibi_slopes' must be contiguous in its last dimension")
+    return softcap
+
+
+def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1,
+                        softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                        max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, fn=_FN):
+    """The forward every public function calls: (out, lse).
+
+    Dense: q (b, sq, hq, d), k/v (b, sk, hk, d); out like q, lse (b, hq, sq).
+    Varlen (cu_seqlens_q given): q (total_q, hq, d), k/v (total_k, hk, d),
+    cu_seqlens_q/k int32 (b + 1,), max_seqlen_q/k ints, seqused_k int32 (b,)
+    or None; out like q, lse (hq, total_q). softmax_scale None means
+    1/sqrt(d). window -1 is unbounded; softcap 0 is off; alibi_slopes (hq,) or
+    (b, hq) f32 or None. Checks are O(1) except varlen's values (cu_seqlens
+    non-decreasing, within the tensors and max_seqlen; seqused_k within its
+    sequence), read on the host unless a CUDA graph is being captured.
+    """
+    if _torch_compiling():
+        # torch.compile/torch.export trace the custom op (tilec/ops.py), whose
+        # implementation is this function.
+        from . import ops
+
+        return ops.flash_attn_forward(q, k, v, softmax_scale, bool(causal), window_left, window_right,
+                                      float(softcap), alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+                                      max_seqlen_q, max_seqlen_k, seqused_k, fn)
+    if cu_seqlens_q is None and alibi_slopes is None and _is_torch(q) and q.is_cuda:
+        fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap)
+        if fast is not None:
+            return fast
+    varlen = cu_seqlens_q is not None
+    if varlen:
+        return _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                               alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               seqused_k, fn)
+    dtype, on_gpu = _check_qkv(fn, q, k, v, 4)
+    batch, seqlen_q, heads, head_dim = q.shape
+    seqlen_k, heads_k = k.shape[1], k.shape[2]
+    if k.shape[0] != batch:
+        raise ValueError(f"{fn}: 'k' has batch {k.shape[0]}, 'q' has {batch}")
+    softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
+                             batch, heads, q)
+    if 0 in (batch, seqlen_q, heads):
+        return _empty(q, q.shape, "same"), _lse_fill(_empty(q, (batch, heads, seqlen_q), "f32"))
+    scale = _scale(fn, softmax_scale, head_dim)
+    mode = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, alibi_slopes)
+    return _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
+                   batch, seqlen_q, seqlen_k, heads, heads_k, head_dim)
+
+
+def _scale(fn, softmax_scale, head_dim):
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    if math.isnan(scale):
+        raise ValueError(f"{fn}: softmax_scale is NaN")
+    return scale
+
+
+def _mask_mode(causal, left, right, seqlen_q, seqlen_k, alibi_slopes):
+    """flash_attn's option handling (csrc flash_api.cpp, mha_fwd):
+    (causal, window, left, right) for the kernel."""
+    left, right = int(left), int(right)
+    if left >= seqlen_k:
+        left = -1
+    if right >= seqlen_k:
+        right = -1
+    if seqlen_q == 1 and alibi_slopes is None:
+        causal = False  # one query row sees every key either way
+    if causal:
+        right = 0
+    if left < 0 and right == 0:
+        return True, False, 0, 0
+    if left < 0 and right < 0:
+        return False, False, 0, 0
+    # The WINDOW kernel: an unbounded side becomes seqlen_k, as flash_attn does.
+    return False, True, seqlen_k if left < 0 else left, seqlen_k if right < 0 else right
+
+
+def _lse_fill(lse):
+    lse[...] = float("inf")
+    return lse
+
+
+def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
+            batch, seqlen_q, seqlen_k, heads, heads_k, head_dim, varlen=None):
+    """Runs the kernel; returns (out, lse). Dense: q (batch, seqlen_q, heads,
+    d), lse (batch, heads, seqlen_q). varlen = (cu_seqlens_q, cu_seqlens_k,
+    seqused_k or None): q (total_q, heads, d), lse (heads, total_q), and
+    seqlen_q/k are the maxima."""
+    causal, window, left, right = mode
+    padded = -(-head_dim // 8) * 8
+    if padded != head_dim:  # rows move in 16-byte vectors: pad as flash_attn does
+        q, k, v = (_pad_head_dim(t, padded) for t in (q, k, v))
+    # The kernel declares tl.assume(scale > 0) (its FA2 form needs it) and
+    # launches check it. Other scales map onto it exactly: softmax(s·QKᵀ) =
+    # softmax(|s|·(−Q)Kᵀ), lse too (softcap's tanh is odd, ALiBi does not
+    # depend on the scale); for s = 0 every score is 0, as with Q = 0.
+    if scale < 0:
+        q, scale = -q, -scale
+    elif scale == 0:
+        q = q.new_zeros(q.shape) if _is_torch(q) else __import__("numpy").zeros_like(q)
         scale = 1.0
-    config = strategy.flash_fwd_config(head_dim=head_dim, dtype=dtype, causal=bool(causal))
-    kernel = flash_fwd_kernel().specialize(
-        DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
-        CAUSAL=bool(causal), **config.constexprs())
     if on_gpu:
         import torch
 
@@ -159,19 +351,405 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, *,
         # come back as itself.
         q, k, v = (t if _rows_aligned(t) else t.clone(memory_format=torch.contiguous_format)
                    for t in (q, k, v))
-        o = torch.empty_like(q, memory_format=torch.contiguous_format)
-        lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
-    else:
-        import numpy as np
-
-        o = np.empty(q.shape, dtype=q.dtype)
-        lse = np.empty((batch, heads, seqlen_q), dtype=np.float32)
-    sq, sk, sv, so, sl = (_strides(t) for t in (q, k, v, o, lse))
-    args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch,
+    o = _empty(q, q.shape[:-1] + (padded,), "same")
+    lse = _empty(q, (heads, q.shape[0]) if varlen else (batch, heads, seqlen_q), "f32")
+    if seqlen_k == 0 or seqlen_q == 0:  # no key at all: every row is empty
+        o[...] = 0
+        return o[..., :head_dim], _lse_fill(lse)
+    slopes = _dummy(q) if alibi_slopes is None else alibi_slopes
+    stride_alibi_b = 0 if alibi_slopes is None or len(alibi_slopes.shape) == 1 else _strides(alibi_slopes)[0]
+    cu_q, cu_k, used = varlen if varlen else (_dummy(q, "int32"),) * 2 + (None,)
+    use_seqused = used is not None
+    used = _dummy(q, "int32") if used is None else used
+    run_o, run_lse = o, lse
+    if not on_gpu:
+        q, k, v, run_o, run_lse, slopes, cu_q, cu_k, used = (
+            _to_numpy(t) for t in (q, k, v, o, lse, slopes, cu_q, cu_k, used))
+    sq, sk, sv, so, sl = (_strides(t) for t in (q, k, v, run_o, run_lse))
+    if varlen:  # the kernel starts sequence b at row cu_seqlens[b]: its "batch stride" is the row's
+        sq, sk, sv, so = ((st[0],) + st for st in (sq, sk, sv, so))
+        sl = (1, sl[0])
+    args = (q, k, v, run_o, run_lse, seqlen_q, seqlen_k, heads, batch, heads // heads_k,
             sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
-            so[0], so[1], so[2], sl[0], sl[1], scale)
+            so[0], so[1], so[2], sl[0], sl[1], scale,
+            left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
+            cu_q, cu_k, used, int(use_seqused))
+    # -- dispatch: one launch-cache lookup, one launch (docs/DESIGN.md) -----
     if on_gpu:
-        kernel(*args)
+        from . import runtime
+
+        device = q.get_device()
+        launch = _GPU_LAUNCHES[(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
+                                varlen is not None, device)]
+        runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     else:
-        kernel.run_cpu(*args, grid=(-(-seqlen_q // config.block_m), batch * heads, 1))
-    return (o, lse) if return_lse else o
+        kernel, config = _select(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
+                                 varlen is not None)
+        kernel.run_cpu(*args, grid=grid(config, seqlen_q, heads, batch))
+    return (o if padded == head_dim else o[..., :head_dim]), lse
+
+
+def _torch_compiling():
+    """True while torch.compile/torch.export traces the caller; cheap and
+    False when torch was never imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def _build_gpu_launch(key):
+    """LaunchCache builder: the kernel of (dtype, head_dim, causal, window,
+    softcap, alibi, varlen, device index), compiled or prebuilt, ready to launch."""
+    *variant, device = key
+    kernel, _ = _select(*variant)
+    return kernel.launcher(device=device)
+
+
+#: (dtype, padded head_dim, causal, window, softcap, alibi, varlen, device index) -> ready launcher.
+_GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
+_FAST_DTYPES = {}  # torch dtype -> dtype name, for _gpu_fast_path
+_FAST_DUMMIES = {}  # device index -> (f32 dummy, int32 dummy)
+
+
+def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
+    """The common dense GPU call in O(1), its checks folded into a few integer
+    tests: q, k, v CUDA tensors of one type, f16/bf16, one device, rank 4,
+    matching batch/head_dim, heads a multiple of the KV heads, head_dim a
+    multiple of 8 up to 256, rows 16-byte aligned, scale > 0, int windows,
+    softcap >= 0, no ALiBi. Returns (out, lse), or None for anything else:
+    the general path then handles it (padding, copies, scale mapping) or
+    raises the error that names the problem. Same kernel and arguments as
+    the general path, so the same bits."""
+    torch = sys.modules["torch"]
+    if not _FAST_DTYPES:
+        _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    kind = type(q)
+    if type(k) is not kind or type(v) is not kind or type(window_left) is not int \
+            or type(window_right) is not int:
+        return None
+    dt = q.dtype
+    dtype = _FAST_DTYPES.get(dt)
+    if dtype is None or k.dtype != dt or v.dtype != dt:
+        return None
+    shape_q, shape_k = q.shape, k.shape
+    if len(shape_q) != 4 or len(shape_k) != 4 or v.shape != shape_k:
+        return None
+    batch, seqlen_q, heads, head_dim = shape_q
+    seqlen_k, heads_k = shape_k[1], shape_k[2]
+    if (shape_k[0] != batch or shape_k[3] != head_dim or head_dim & 7 or not 8 <= head_dim <= MAX_HEAD_DIM
+            or not (batch and seqlen_q and heads and seqlen_k and heads_k) or heads % heads_k
+            or window_left < -1 or window_right < -1):
+        return None
+    device = q.get_device()
+    if device < 0 or k.get_device() != device or v.get_device() != device:
+        return None
+    sq, sk, sv = q.stride(), k.stride(), v.stride()
+    # Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+    if (sq[3] != 1 or sk[3] != 1 or sv[3] != 1
+            or (sq[0] | sq[1] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7
+            or (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15):
+        return None
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    softcap = float(softcap)
+    if not scale > 0 or not softcap >= 0:
+        return None
+    causal, window, left, right = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, None)
+    dummies = _FAST_DUMMIES.get(device)
+    if dummies is None:
+        dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
+    slopes, ints = dummies
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = q.new_empty((batch, heads, seqlen_q), dtype=torch.float32)
+    row = heads * head_dim
+    args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch, heads // heads_k,
+            sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
+            seqlen_q * row, row, head_dim, heads * seqlen_q, seqlen_q, scale,
+            left, right, softcap if softcap > 0 else 1.0, slopes, 0, ints, ints, ints, 0)
+    from . import runtime
+
+    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, False, device)]
+    runtime.launch_on(device, launch, args, runtime.raw_stream(device))
+    return o, lse
+
+
+def _check_index_array(fn, name, t, q, length):
+    """cu_seqlens_q/k, seqused_k: int32, 1-D of `length` (None: any), next to q."""
+    if not hasattr(t, "shape") or _is_torch(t) != _is_torch(q):
+        raise TypeError(f"{fn}: '{name}' must be a {'torch tensor' if _is_torch(q) else 'numpy array'} "
+                        f"like 'q', got {type(t).__name__}")
+    if _dtype_name(t) != "int32":
+        raise TypeError(f"{fn}: '{name}' must be int32, got {_dtype_name(t)}")
+    if len(t.shape) != 1 or (length is not None and t.shape[0] != length):
+        want = "1-D" if length is None else f"of shape ({length},) (batch + 1)" if name.startswith("cu") \
+            else f"of shape ({length},) (batch)"
+        raise ValueError(f"{fn}: '{name}' must be {want}, got shape {tuple(t.shape)}")
+    if _device(t) != _device(q):
+        raise ValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
+    if t.shape[0] > 1 and _strides(t)[0] != 1:
+        raise ValueError(f"{fn}: '{name}' must be contiguous (stride {_strides(t)[0]})")
+
+
+def _host_ints(t):
+    if _is_torch(t):
+        t = t.detach().cpu().numpy()
+    import numpy as np
+
+    return np.asarray(t, dtype=np.int64)
+
+
+def _check_seqlens(fn, name, cu, total, max_seqlen, what):
+    """cu_seqlens values: start at 0, non-decreasing, end inside the tensor;
+    no sequence longer than max_seqlen."""
+    import numpy as np
+
+    lengths = np.diff(cu)
+    if cu[0] != 0:
+        raise ValueError(f"{fn}: '{name}' must start at 0, got {int(cu[0])}")
+    if (lengths < 0).any():
+        b = int(np.argmax(lengths < 0))
+        raise ValueError(f"{fn}: '{name}' must be non-decreasing, but {name}[{b + 1}] = {int(cu[b + 1])} "
+                         f"< {name}[{b}] = {int(cu[b])}")
+    if cu[-1] > total:
+        raise ValueError(f"{fn}: '{name}' ends at {int(cu[-1])}, past the {total} tokens of '{what}'")
+    if len(lengths) and lengths.max() > max_seqlen:
+        b = int(np.argmax(lengths))
+        raise ValueError(f"{fn}: sequence {b} has {int(lengths[b])} tokens in '{what}', more than "
+                         f"max_seqlen_{what} = {max_seqlen}")
+    return lengths
+
+
+def _capturing():
+    """Whether the current CUDA stream is being captured into a graph (no
+    device-to-host copy may happen then)."""
+    import torch
+
+    try:
+        return torch.cuda.is_current_stream_capturing()
+    except RuntimeError:  # no usable CUDA runtime (tensors posing as CUDA in tests)
+        return False
+
+
+def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
+                         max_seqlen_q, max_seqlen_k):
+    """The values of cu_seqlens (and seqused_k), read on the host: one copy of
+    batch + 1 ints (a synchronization for CUDA tensors, skipped while a CUDA
+    graph is captured)."""
+    cu_q, cu_k = _host_ints(cu_seqlens_q), _host_ints(cu_seqlens_k)
+    _check_seqlens(fn, "cu_seqlens_q", cu_q, total_q, max_seqlen_q, "q")
+    len_k = _check_seqlens(fn, "cu_seqlens_k", cu_k, total_k, max_seqlen_k, "k")
+    if seqused_k is not None:
+        used = _host_ints(seqused_k)
+        bad = (used < 0) | (used > len_k)
+        if bad.any():
+            b = int(bad.argmax())
+            raise ValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is outside 0..{int(len_k[b])} "
+                             f"(the keys of sequence {b})")
+
+
+def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                    alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                    seqused_k, fn):
+    dtype, on_gpu = _check_qkv(fn, q, k, v, 3)
+    total_q, heads, head_dim = q.shape
+    total_k, heads_k = k.shape[0], k.shape[1]
+    if cu_seqlens_k is None:
+        raise ValueError(f"{fn}: varlen needs both cu_seqlens_q and cu_seqlens_k")
+    _check_index_array(fn, "cu_seqlens_q", cu_seqlens_q, q, None)
+    if cu_seqlens_q.shape[0] < 1:
+        raise ValueError(f"{fn}: 'cu_seqlens_q' must have batch + 1 >= 1 entries, got none")
+    batch = cu_seqlens_q.shape[0] - 1
+    _check_index_array(fn, "cu_seqlens_k", cu_seqlens_k, q, batch + 1)
+    if seqused_k is not None:
+        _check_index_array(fn, "seqused_k", seqused_k, q, batch)
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
+            raise TypeError(f"{fn}: {name} must be an int, got {value!r}")
+        if value < 0:
+            raise ValueError(f"{fn}: {name} must be >= 0, got {value}")
+    max_seqlen_q, max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
+                             batch, heads, q)
+    scale = _scale(fn, softmax_scale, head_dim)
+    if not (on_gpu and _capturing()):
+        _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
+                             max_seqlen_q, max_seqlen_k)
+    mode = _mask_mode(causal, window_left, window_right, max_seqlen_q, max_seqlen_k, alibi_slopes)
+    return _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes, batch,
+                   max_seqlen_q, max_seqlen_k, heads, heads_k, head_dim,
+                   varlen=(cu_seqlens_q, cu_seqlens_k, seqused_k))
+
+
+# ---------------------------------------------------------------------------
+# flash_attn 2.8's public forward functions.
+
+
+def _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
+             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+             seqused_k=None):
+    """The core, or -- for torch inputs that require grad, grad mode on,
+    eager -- the core through tilec.flash_bwd's autograd Function (the O(1)
+    GPU fast path is inside the core, so it never bypasses autograd). While
+    torch.compile traces, the core calls the custom op, whose registered
+    autograd is the same backward (tilec/ops.py)."""
+    if (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False)
+            or getattr(v, "requires_grad", False)) and not _torch_compiling():
+        from . import flash_bwd
+
+        if flash_bwd.wants_autograd(q, k, v):
+            return flash_bwd.flash_attn_autograd(fn, q, k, v, softmax_scale, causal, left, right,
+                                                 softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+                                                 max_seqlen_q, max_seqlen_k, seqused_k,
+                                                 deterministic)
+    return _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
+                               cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k,
+                               fn=fn)
+
+
+def _refuse_dropout(fn, dropout_p):
+    if dropout_p != 0:
+        raise NotImplementedError(f"{fn}: dropout is not implemented (dropout_p={dropout_p!r}); "
+                                  "pass dropout_p=0.0")
+
+
+def _window(fn, window_size):
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError(f"{fn}: window_size must be a pair (left, right), got {window_size!r}") from None
+    return left, right
+
+
+def _s_dmask(q):
+    """S_dmask without dropout: empty, as flash_attn returns it."""
+    return _empty(q, (0,), "same")
+
+
+def _result(fn, out, lse, return_attn_probs, return_lse, q):
+    if return_attn_probs:
+        return out, lse, _s_dmask(q)
+    return (out, lse) if return_lse else out
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                    softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
+                    return_lse=False):
+    """softmax(scale · Q·Kᵀ [masked, capped, biased])·V, flash_attn 2.8's
+    flash_attn_func: q (batch, seqlen_q, nheads, headdim), k, v (batch,
+    seqlen_k, nheads_k, headdim), nheads a multiple of nheads_k (GQA/MQA:
+    query head h reads K/V head h // (nheads / nheads_k)); f16 or bf16
+    (numpy: f16), headdim up to 256.
+
+    causal is aligned to the bottom right: query i sees keys
+    j <= i + seqlen_k - seqlen_q; window_size (left, right) limits query i to
+    keys [i + seqlen_k - seqlen_q - left, i + seqlen_k - seqlen_q + right]
+    (-1: unbounded). softcap > 0 makes the scores softcap·tanh(s/softcap);
+    alibi_slopes (nheads,) or (batch, nheads) f32 adds
+    -slope·|i + seqlen_k - seqlen_q - j|. Rows that see no key give 0 and an
+    lse of +inf. Dropout is not implemented (dropout_p must be 0).
+
+    Trainable: torch inputs that require grad get gradients from
+    kernels/flash_bwd.py (tilec.flash_bwd; GQA/MQA's dk, dv summed over each
+    KV head's query heads), also under torch.compile. The backward is
+    deterministic (no atomics), so deterministic=True always holds. Windows,
+    softcap, ALiBi (and varlen) have no backward yet: their forward works, a
+    backward through it raises NotImplementedError.
+
+    Returns out (like q) or, with return_attn_probs, (out, softmax_lse
+    (batch, nheads, seqlen_q) f32, S_dmask), S_dmask empty without dropout as
+    upstream. return_lse=True (tilec's own keyword) returns (out, lse).
+    """
+    fn = "flash_attn_func"
+    _refuse_dropout(fn, dropout_p)
+    left, right = _window(fn, window_size)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes)
+    return _result(fn, out, lse, return_attn_probs, return_lse, q)
+
+
+def _unpack(fn, packed, axis, count, name):
+    if not hasattr(packed, "shape") or len(packed.shape) <= axis or packed.shape[axis] != count:
+        shape = tuple(getattr(packed, "shape", ()))
+        raise ValueError(f"{fn}: '{name}' must have {count} at dimension {axis}, got shape {shape}")
+    index = (slice(None),) * axis
+    return tuple(packed[index + (i,)] for i in range(count))
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
+                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                              deterministic=False, return_attn_probs=False):
+    """flash_attn_func on qkv (batch, seqlen, 3, nheads, headdim)."""
+    fn = "flash_attn_qkvpacked_func"
+    _refuse_dropout(fn, dropout_p)
+    q, k, v = _unpack(fn, qkv, 2, 3, "qkv")
+    left, right = _window(fn, window_size)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes)
+    return _result(fn, out, lse, return_attn_probs, False, q)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
+                             window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                             deterministic=False, return_attn_probs=False):
+    """flash_attn_func on q (batch, seqlen_q, nheads, headdim) and kv
+    (batch, seqlen_k, 2, nheads_k, headdim)."""
+    fn = "flash_attn_kvpacked_func"
+    _refuse_dropout(fn, dropout_p)
+    k, v = _unpack(fn, kv, 2, 2, "kv")
+    left, right = _window(fn, window_size)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes)
+    return _result(fn, out, lse, return_attn_probs, False, q)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                           softcap=0.0, alibi_slopes=None, deterministic=False,
+                           return_attn_probs=False, block_table=None):
+    """flash_attn_func on sequences packed along the first dimension: q
+    (total_q, nheads, headdim), k, v (total_k, nheads_k, headdim);
+    cu_seqlens_q/k int32 (batch + 1,) the cumulative lengths (sequence b is
+    rows cu[b]:cu[b+1]); max_seqlen_q/k ints at least every length. Masks and
+    ALiBi are per sequence (bottom right of each). Returns out (total_q,
+    nheads, headdim) or (out, softmax_lse (nheads, total_q), S_dmask).
+    block_table (paged K/V) is not implemented."""
+    fn = "flash_attn_varlen_func"
+    _refuse_dropout(fn, dropout_p)
+    if block_table is not None:
+        raise NotImplementedError(f"{fn}: block_table (paged K/V) is not implemented; pass None")
+    left, right = _window(fn, window_size)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return _result(fn, out, lse, return_attn_probs, False, q)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,
+                                     causal=False, window_size=(-1, -1), softcap=0.0,
+                                     alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """flash_attn_varlen_func on qkv (total, 3, nheads, headdim)."""
+    fn = "flash_attn_varlen_qkvpacked_func"
+    _refuse_dropout(fn, dropout_p)
+    q, k, v = _unpack(fn, qkv, 1, 3, "qkv")
+    left, right = _window(fn, window_size)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+    return _result(fn, out, lse, return_attn_probs, False, q)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                    dropout_p=0.0, softmax_scale=None, causal=False,
+                                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                                    deterministic=False, return_attn_probs=False):
+    """flash_attn_varlen_func on q (total_q, nheads, headdim) and kv
+    (total_k, 2, nheads_k, headdim)."""
+    fn = "flash_attn_varlen_kvpacked_func"
+    _refuse_dropout(fn, dropout_p)
+    k, v = _unpack(fn, kv, 1, 2, "kv")
+    left, right = _window(fn, window_size)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return _result(fn, out, lse, return_attn_probs, False, q)
+
+
+__all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
+           "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
+           "flash_attn_varlen_kvpacked_func"]

@@ -10,10 +10,11 @@ the dK/dV kernel (one program per key block). CUDA torch tensors launch on
 the GPU; torch CPU tensors and numpy float16 arrays run on the CPU runner
 (same kernels, same IR), which is how CI checks the gradients.
 
-``FlashAttnFunc`` wraps a forward that returns (out, lse) -- today
-tilec.flash_attn.flash_attn_func; `_forward` below is the one place that
-calls it -- and saves q, k, v, out, lse for the backward. flash_attn_func
-hands inputs that require grad (and torch CPU tensors) to `flash_attn_autograd`.
+``FlashAttnFunc`` wraps the forward core (tilec.flash_attn._flash_attn_forward;
+`_forward` below is the one place that calls it) and saves q, k, v, out, lse
+for the backward. The public flash_attn functions hand inputs that require
+grad to `flash_attn_autograd`; under torch.compile the custom op
+tilec::flash_attn_forward carries the same backward (tilec/ops.py).
 """
 
 from __future__ import annotations
@@ -181,8 +182,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     q (b, sq, hq, d), k and v (b, sk, hk, d) with hq a multiple of hk (GQA:
     dk/dv of a KV head sum over its query heads); f16 or bf16 (torch), f16
     (numpy). Causal is bottom-right aligned as flash_attn >= 2.1 (query i
-    sees keys j <= i + sk - sq); `causal_offset` overrides sk - sq (0 is
-    top-left, what tilec's forward did before the variants rewrite). The
+    sees keys j <= i + sk - sq, as tilec's forward); `causal_offset`
+    overrides sk - sq (0 is top-left). The
     kernels use no atomics, so the result is bitwise deterministic whatever
     `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
     40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
@@ -312,53 +313,73 @@ def _delta_and_lse2(dout, out, lse):
 
 # -- the forward the autograd Function wraps ----------------------------------
 
-def _forward(q, k, v, softmax_scale, causal):
-    """(out, lse) of today's forward (tilec.flash_attn.flash_attn_func; top-left
-    causal: FORWARD_CAUSAL_OFFSET). torch CPU tensors run on the CPU runner.
-    The variants rewrite replaces this with its core `_flash_attn_forward`
-    (bottom-right causal: FORWARD_CAUSAL_OFFSET becomes seqlen_k - seqlen_q)."""
-    from .flash_attn import flash_attn_func, flash_fwd_kernel
+def _forward(q, k, v, opts):
+    """(out, lse) of the forward core, tilec.flash_attn._flash_attn_forward
+    (bottom-right causal: FORWARD_CAUSAL_OFFSET), with the options `opts`
+    (see flash_attn_autograd)."""
+    from .flash_attn import _flash_attn_forward
 
-    if _is_torch(q) and q.is_cuda:
-        return flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal, return_lse=True)
-    import torch
-
-    dtype = _dtype_name(q)
-    if dtype == "float16":
-        out, lse = flash_attn_func(_np_view(q), _np_view(k), _np_view(v),
-                                   softmax_scale=softmax_scale, causal=causal, return_lse=True)
-        return torch.from_numpy(out), torch.from_numpy(lse)
-    if dtype != "bfloat16":
-        raise TypeError(f"flash_attn_func: q, k, v must be float16 or bfloat16, got {dtype}")
-    # bf16 on the CPU runner (flash_attn_func's numpy path takes f16 only):
-    # the same kernel, bf16 passed as uint16 bit patterns.
-    b, sq, h, d = q.shape
-    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    if math.isnan(scale):
-        raise ValueError("flash_attn_func: softmax_scale is NaN")
-    if scale < 0:
-        q, scale = -q, -scale
-    elif scale == 0:
-        q, scale = torch.zeros_like(q), 1.0
-    q, k, v = (_prepare(t) for t in (q, k, v))
-    config = strategy.flash_fwd_config(head_dim=d, dtype=dtype, causal=bool(causal))
-    kernel = flash_fwd_kernel().specialize(DTYPE=tl.bfloat16, HEAD_DIM=d, CAUSAL=bool(causal),
-                                           **config.constexprs())
-    o = torch.empty(q.shape, dtype=q.dtype)
-    lse = torch.empty((b, h, sq), dtype=torch.float32)
-    st = [_strides(t) for t in (q, k, v, o, lse)]
-    kernel.run_cpu(*(_np_view(t) for t in (q, k, v, o, lse)), sq, k.shape[1], h, b,
-                   *st[0][:3], *st[1][:3], *st[2][:3], *st[3][:3], *st[4][:2], scale,
-                   grid=(-(-sq // config.block_m), b * h, 1))
-    return o, lse
+    (softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q, cu_k, max_q, max_k,
+     seqused_k, fn, _deterministic) = opts
+    return _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
+                               cu_q, cu_k, max_q, max_k, seqused_k, fn=fn)
 
 
 def FORWARD_CAUSAL_OFFSET(seqlen_q, seqlen_k):
     """The causal alignment of `_forward`: query i sees keys j <= i + this.
-    Today's forward is top-left (0); flash_attn's (and the variants core's)
-    is bottom-right (seqlen_k - seqlen_q). test_flash_bwd reads the forward's
-    alignment off its output and fails if this disagrees."""
-    return 0
+    The core is flash_attn's bottom-right (seqlen_k - seqlen_q).
+    test_flash_bwd reads the forward's alignment off its output and fails if
+    this disagrees."""
+    return seqlen_k - seqlen_q
+
+
+def _unsupported(opts, seqlen_q, seqlen_k):
+    """What of `opts` the backward cannot differentiate yet (a phrase), or
+    None. Windows are judged after flash_attn's option handling, so a window
+    that is plain causal or unbounded (e.g. (-1, 0), sides >= seqlen_k) is
+    supported."""
+    from .flash_attn import _mask_mode
+
+    softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q = opts[:7]
+    what = []
+    if cu_q is not None:
+        what.append("varlen (cu_seqlens)")
+    if _mask_mode(causal, left, right, seqlen_q, seqlen_k, alibi_slopes)[1]:
+        what.append(f"window_size=({left}, {right})")
+    if softcap:
+        what.append(f"softcap={softcap!r}")
+    if alibi_slopes is not None:
+        what.append("alibi_slopes")
+    return ", ".join(what) or None
+
+
+def _backward(dout, q, k, v, out, lse, opts):
+    """(dq, dk, dv) for the forward `_forward(q, k, v, opts)` computed."""
+    fn = opts[11]
+    what = _unsupported(opts, q.shape[-3], k.shape[-3])
+    if what:
+        raise NotImplementedError(f"{fn}: the backward of {what} is not implemented yet (the "
+                                  "forward is; run it under torch.no_grad() or with inputs that "
+                                  "do not require grad)")
+    from .flash_attn import _mask_mode
+
+    softmax_scale, causal, left, right = opts[:4]
+    causal = _mask_mode(causal, left, right, q.shape[1], k.shape[1], None)[0]
+    d = q.shape[-1]
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else softmax_scale
+    pad = -d % 8
+    if pad:
+        # Head dims that are not multiples of 8 (the forward zero-pads them):
+        # zero columns leave S, P, Delta unchanged and get zero gradients.
+        import torch
+
+        dout, q, k, v, out = (torch.nn.functional.pad(t, [0, pad]) for t in (dout, q, k, v, out))
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
+                                      deterministic=opts[12],
+                                      causal_offset=FORWARD_CAUSAL_OFFSET(q.shape[1], k.shape[1]))
+    if pad:
+        dq, dk, dv = (t[..., :d] for t in (dq, dk, dv))
+    return dq, dk, dv
 
 
 def _autograd_function():
@@ -369,23 +390,18 @@ def _autograd_function():
         _flash_attn_backward (lse is not differentiable, as upstream)."""
 
         @staticmethod
-        def forward(ctx, q, k, v, softmax_scale, causal, deterministic):
-            out, lse = _forward(q, k, v, softmax_scale, causal)
+        def forward(ctx, q, k, v, opts):
+            out, lse = _forward(q, k, v, opts)
             ctx.save_for_backward(q, k, v, out, lse)
-            ctx.softmax_scale = softmax_scale
-            ctx.causal = causal
-            ctx.deterministic = deterministic
+            ctx.opts = opts
             ctx.mark_non_differentiable(lse)
             return out, lse
 
         @staticmethod
         def backward(ctx, dout, _dlse):
             q, k, v, out, lse = ctx.saved_tensors
-            dq, dk, dv = _flash_attn_backward(
-                dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal,
-                deterministic=ctx.deterministic,
-                causal_offset=FORWARD_CAUSAL_OFFSET(q.shape[1], k.shape[1]))
-            return dq, dk, dv, None, None, None
+            dq, dk, dv = _backward(dout, q, k, v, out, lse, ctx.opts)
+            return dq, dk, dv, None
 
     return FlashAttnFunc
 
@@ -393,29 +409,35 @@ def _autograd_function():
 _FUNC = None
 
 
-def flash_attn_autograd(q, k, v, softmax_scale=None, causal=False, deterministic=False,
-                        return_lse=False):
-    """flash_attn_func on torch tensors through FlashAttnFunc: out requires
-    grad when q, k or v does."""
+def flash_attn_autograd(fn, q, k, v, softmax_scale=None, causal=False, window_left=-1,
+                        window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+                        cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
+                        deterministic=False):
+    """(out, lse) of the forward core on torch tensors through FlashAttnFunc:
+    out requires grad when q, k or v does. The public flash_attn functions
+    call this for inputs that require grad (grad mode on). Variants without a
+    backward yet (windows, softcap, ALiBi, varlen) run their forward here too
+    and raise NotImplementedError from out's backward."""
     global _FUNC
     for name, t in (("k", k), ("v", v)):
         if not _is_torch(t) or t.device != q.device:
-            raise TypeError(f"flash_attn_func: '{name}' must be a torch tensor on {q.device} like "
+            raise TypeError(f"{fn}: '{name}' must be a torch tensor on {q.device} like "
                             f"'q', got {type(t).__name__}"
                             + (f" on {t.device}" if _is_torch(t) else ""))
     if _FUNC is None:
         _FUNC = _autograd_function()
-    out, lse = _FUNC.apply(q, k, v, softmax_scale, bool(causal), bool(deterministic))
-    return (out, lse) if return_lse else out
+    opts = (softmax_scale, bool(causal), window_left, window_right, softcap, alibi_slopes,
+            cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, fn,
+            bool(deterministic))
+    return _FUNC.apply(q, k, v, opts)
 
 
 def wants_autograd(q, k, v):
-    """flash_attn_func's hook: torch inputs that require grad (with grad mode
-    on) or live on the CPU go through FlashAttnFunc."""
-    if not _is_torch(q):
+    """The public functions' hook: torch inputs that require grad, with grad
+    mode on, go through FlashAttnFunc (numpy arrays never do)."""
+    if not (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False)
+            or getattr(v, "requires_grad", False)):
         return False
     import torch
 
-    needs_grad = torch.is_grad_enabled() and any(
-        getattr(t, "requires_grad", False) for t in (q, k, v))
-    return needs_grad or not q.is_cuda
+    return torch.is_grad_enabled()

@@ -193,7 +193,24 @@ _CMP = {
     ast.Eq: ("eq", "oeq", operator.eq), ast.NotEq: ("ne", "une", operator.ne),
 }
 _MATH = {"exp": math.exp, "exp2": lambda x: 2.0 ** x, "log": math.log,
-         "log2": math.log2, "sqrt": math.sqrt}
+         "log2": math.log2, "sqrt": math.sqrt, "tanh": math.tanh, "sin": math.sin,
+         "cos": math.cos, "erf": math.erf}
+
+
+def _const_math(name, x):
+    """tl.<name>(x) of a Python number, with the IEEE results the kernel's
+    own math gives (Python's math module raises instead): exp overflows to
+    inf, log(0) is -inf, log and sqrt of negatives are nan."""
+    try:
+        return _MATH[name](x)
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        if name in ("log", "log2") and x == 0:
+            return -math.inf
+        return math.nan
+
+
 # Safe Python builtins usable on compile-time constants.
 _PY_FUNCS = {"float": float, "int": int, "bool": bool, "min": min, "max": max,
              "abs": abs, "len": len}
@@ -275,6 +292,7 @@ class CodeGen(ast.NodeVisitor):
         self.blocks = [_Block(0)]
         self.env = {}
         self.loop_locals = set()
+        self.branch_locals = set()  # assigned in one branch of a run-time if only
         self.assign_site = {}
         self.next_id = 0
         self.params = []  # (name, type) of the runtime parameters, in order
@@ -439,16 +457,49 @@ class CodeGen(ast.NodeVisitor):
 
     def generate(self):
         self.bind_params()
-        body = self.fdef.body
-        for i, stmt in enumerate(body):
+        body, _ = self.fold_returns(self.fdef.body)
+        for stmt in body:
+            self.visit(stmt)
+        return self.render()
+
+    def fold_returns(self, stmts):
+        """Early exit as structured control flow: `if c: A; return` followed
+        by B becomes `if c: A else: B` (and the mirror image for a returning
+        else), recursively, so a kernel's IR has its one return at the end.
+        Returns (statements, whether they always end in a return)."""
+        out = []
+        for i, stmt in enumerate(stmts):
             if isinstance(stmt, ast.Return):
                 if stmt.value is not None:
                     self.error(stmt, "a kernel returns nothing; write results with tl.store")
-                if i != len(body) - 1:
-                    self.error(stmt, "'return' is only supported as the last statement")
+                if i != len(stmts) - 1:
+                    self.error(stmts[i + 1], "unreachable code after 'return'")
+                return out, True
+            if isinstance(stmt, ast.If):
+                body, body_returns = self.fold_returns(stmt.body)
+                orelse, else_returns = self.fold_returns(stmt.orelse)
+                rest = stmts[i + 1:]
+                if body_returns and else_returns and rest:
+                    self.error(rest[0], "unreachable code after 'return'")
+                if body_returns != else_returns:
+                    rest, rest_returns = self.fold_returns(rest)
+                    if body_returns:
+                        orelse = orelse + rest
+                    else:
+                        body = body + rest
+                    out.append(ast.copy_location(ast.If(test=stmt.test, body=body, orelse=orelse), stmt))
+                    return out, rest_returns
+                out.append(ast.copy_location(ast.If(test=stmt.test, body=body, orelse=orelse), stmt))
+                if body_returns:
+                    return out, True
                 continue
-            self.visit(stmt)
-        return self.render()
+            if isinstance(stmt, (ast.For, ast.While)):
+                for sub in ast.walk(stmt):
+                    if isinstance(sub, ast.Return):
+                        self.error(sub, "'return' inside a loop is not supported "
+                                        "(an early exit goes before the loop)")
+            out.append(stmt)
+        return out, False
 
     def eval_static(self, node):
         """Evaluates an annotation or default in the function's globals plus
@@ -546,10 +597,89 @@ class CodeGen(ast.NodeVisitor):
     def visit_If(self, node):
         cond = self.visit(node.test)
         if isinstance(cond, Value):
-            self.error(node.test, "'if' on a run-time value is not supported; "
-                                  "use tl.where (or make the condition a constexpr)")
+            return self.runtime_if(node, cond)
         for stmt in node.body if cond else node.orelse:
             self.visit(stmt)
+
+    def runtime_if(self, node, cond):
+        """`if` on a run-time scalar: scf.if. Variables assigned in a branch
+        that exist before the `if`, or are assigned in both branches, become
+        its results (and must have one type in both); the others are local
+        to their branch. Scalars are uniform over a program, so every thread
+        takes the same branch."""
+        if not isinstance(cond.type, tl.dtype):
+            self.error(node.test, f"'if' needs a scalar condition, got {cond.type} "
+                                  "(for tiles, use tl.where)")
+        if cond.dtype.kind != "bool":
+            cond = self.compare(node.test, ast.NotEq, cond, 0)
+        env_before, sites_before = dict(self.env), dict(self.assign_site)
+        branches = []
+        for stmts in (node.body, node.orelse):
+            self.env, self.assign_site = dict(env_before), dict(sites_before)
+            self.blocks.append(_Block(len(self.blocks)))
+            for stmt in stmts:
+                self.visit(stmt)
+            branches.append((self.blocks.pop(), self.env, self.assign_site))
+        (then_block, then_env, then_sites), (else_block, else_env, else_sites) = branches
+        self.env, self.assign_site = dict(env_before), dict(sites_before)
+
+        missing = object()
+        names, yields = [], []
+        for n in list(then_env) + [k for k in else_env if k not in then_env]:
+            a, b = then_env.get(n, missing), else_env.get(n, missing)
+            before = env_before.get(n, missing)
+            if a is before and b is before:
+                continue
+            if a is missing or b is missing:
+                self.branch_locals.add(n)
+                continue
+            site = then_sites.get(n) if a is not before else else_sites.get(n)
+            site = site or node
+            if not isinstance(a, Value) and not isinstance(b, Value) and type(a) is type(b) and a == b:
+                self.env[n] = a
+                continue
+            for x in (a, b):
+                if isinstance(x, Value) and not _is_numeric(x.type) or \
+                        not isinstance(x, Value) and _kind_of_const(x) is None:
+                    self.error(site, f"'{n}' is assigned {_describe(x)} in a run-time 'if'; only "
+                                     "numbers and tiles can differ between its branches")
+            if isinstance(a, Value) and isinstance(b, Value):
+                if a.type != b.type:
+                    self.error(site, f"'{n}' has type {a.type} in the 'if' branch and {b.type} "
+                                     "in the 'else' branch; give both the same type")
+                ty = a.type
+            elif isinstance(a, Value) or isinstance(b, Value):
+                ty = (a if isinstance(a, Value) else b).type
+            else:
+                kinds = {_kind_of_const(a), _kind_of_const(b)}
+                ty = tl.float32 if "float" in kinds else tl.int32 if "int" in kinds else tl.int1
+            pair = []
+            for x, block in ((a, then_block), (b, else_block)):
+                if not isinstance(x, Value):
+                    self.blocks.append(block)  # coercions belong to the branch
+                    x = self.coerce(site, x, ty.dtype if isinstance(ty, TileTy) else ty, _shape(ty))
+                    self.blocks.pop()
+                pair.append(x)
+            names.append(n)
+            yields.append(pair)
+
+        types = ", ".join(str(p[0].type) for p in yields)
+        results = [self.new_value(p[0].type, hint=n) for n, p in zip(names, yields)]
+        head = f"scf.if {cond.ref}"
+        if results:
+            head = ", ".join(r.ref for r in results) + f" = {head} -> ({types})"
+            then_block.lines.append(f"scf.yield {', '.join(p[0].ref for p in yields)} : {types} {self.loc(node)}")
+            else_block.lines.append(f"scf.yield {', '.join(p[1].ref for p in yields)} : {types} {self.loc(node)}")
+        out = self.blocks[-1].lines
+        out.append(f"{head} {{")
+        out.extend("  " + line for line in then_block.lines)
+        if else_block.lines or results:
+            out.append("} else {")
+            out.extend("  " + line for line in else_block.lines)
+        out.append(f"}} {self.loc(node)}")
+        for n, r in zip(names, results):
+            self.env[n] = r
+            self.branch_locals.discard(n)
 
     def visit_Assert(self, node):
         cond = self.visit(node.test)
@@ -646,6 +776,9 @@ class CodeGen(ast.NodeVisitor):
     def lookup(self, node, name):
         if name in self.env:
             return self.env[name]
+        if name in self.branch_locals:
+            self.error(node, f"'{name}' is assigned in only one branch of a run-time 'if' and is not "
+                             "available after it (assign it before the 'if' or in both branches)")
         if name in self.loop_locals:
             self.error(node, f"'{name}' is defined inside a loop body and is not available "
                              "after the loop (assign it before the loop to carry it)")
@@ -933,6 +1066,8 @@ class CodeGen(ast.NodeVisitor):
 
     def tl_cdiv(self, node, args, kwargs):
         a, b = self._args(node, "cdiv", args, kwargs, ["a", "b"])
+        if not isinstance(b, Value) and b == 0:
+            self.error(node, f"tl.cdiv({_describe(a)}, 0): division by zero")
         if not isinstance(a, Value) and not isinstance(b, Value):
             return -(-a // b)
         if isinstance(b, Value):
@@ -973,6 +1108,9 @@ class CodeGen(ast.NodeVisitor):
         return [self._scalar_of(node, o, tl.int32, f"offset {i}") for i, o in enumerate(offsets)]
 
     def tl_load(self, node, args, kwargs):
+        first = args[0] if args else kwargs.get("ptr")
+        if isinstance(first, Value) and isinstance(first.type, PtrTy):
+            return self._load_scalar(node, args, kwargs)
         view, offsets, shape, padding = self._args(
             node, "load", args, kwargs, ["view", "offsets", "shape", "padding"], ["zero"])
         offs = self._view_and_offsets(node, view, offsets, "tl.load")
@@ -986,6 +1124,14 @@ class CodeGen(ast.NodeVisitor):
         text = (f"tile.load {view.ref}[{', '.join(o.ref for o in offs)}] padding = {padding} "
                 f": {view.type} -> {ty}")
         return self.emit(node, text, [view] + offs, ty)
+
+    def _load_scalar(self, node, args, kwargs):
+        """tl.load(ptr + i): the one element at a pointer, as a scalar."""
+        (ptr,) = self._args(node, "load", args, kwargs, ["ptr"])
+        dtype = ptr.type.dtype
+        if dtype.kind == "bool":
+            self.error(node, f"tl.load of one element reads integers or floats, not {dtype.name}")
+        return self.emit(node, f"tile.load_scalar {ptr.ref} : {ptr.type} -> {dtype}", [ptr], dtype)
 
     def tl_store(self, node, args, kwargs):
         view, offsets, value = self._args(node, "store", args, kwargs, ["view", "offsets", "value"])
@@ -1084,7 +1230,7 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(x, Value):
             if _kind_of_const(x) not in ("int", "float"):
                 self.error(node, f"tl.{name} needs a number or a tile, got {_describe(x)}")
-            return _MATH[name](x)
+            return _const_math(name, x)
         if not _is_numeric(x.type):
             self.error(node, f"tl.{name} needs a number or a tile, got {x.type}")
         if not x.dtype.is_float:
@@ -1105,6 +1251,48 @@ class CodeGen(ast.NodeVisitor):
 
     def tl_sqrt(self, node, args, kwargs):
         return self._math(node, args, kwargs, "sqrt")
+
+    def tl_tanh(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "tanh")
+
+    def tl_sin(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "sin")
+
+    def tl_cos(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "cos")
+
+    def tl_erf(self, node, args, kwargs):
+        return self._math(node, args, kwargs, "erf")
+
+    def tl_abs(self, node, args, kwargs):
+        (x,) = self._args(node, "abs", args, kwargs, ["x"])
+        if not isinstance(x, Value):
+            if _kind_of_const(x) not in ("int", "float"):
+                self.error(node, f"tl.abs needs a number or a tile, got {_describe(x)}")
+            return builtins.abs(x)
+        if not _is_numeric(x.type) or x.dtype.kind == "bool":
+            self.error(node, f"tl.abs needs a number or a tile, got {x.type}")
+        op = "math.absf" if x.dtype.is_float else "math.absi"
+        return self.emit(node, f"{op} {x.ref} : {x.type}", [x], x.type)
+
+    def tl_sigmoid(self, node, args, kwargs):
+        """1 / (1 + exp(-x)). The division carries `afn`: the GPU may use an
+        approximate reciprocal (rcp.approx), as the exp uses ex2.approx."""
+        (x,) = self._args(node, "sigmoid", args, kwargs, ["x"])
+        if not isinstance(x, Value):
+            if _kind_of_const(x) not in ("int", "float"):
+                self.error(node, f"tl.sigmoid needs a number or a tile, got {_describe(x)}")
+            return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
+        if not _is_numeric(x.type):
+            self.error(node, f"tl.sigmoid needs a number or a tile, got {x.type}")
+        if not x.dtype.is_float:
+            x = self.cast(node, x, tl.float32)
+        neg = self.emit(node, f"arith.negf {x.ref} : {x.type}", [x], x.type)
+        e = self.emit(node, f"math.exp {neg.ref} : {x.type}", [neg], x.type)
+        one = self.coerce(node, 1.0, x.dtype, x.shape)
+        d = self.emit(node, f"arith.addf {e.ref}, {one.ref} : {x.type}", [e, one], x.type)
+        return self.emit(node, f"arith.divf {one.ref}, {d.ref} fastmath<afn> : {x.type}",
+                         [one, d], x.type)
 
     def tl_where(self, node, args, kwargs):
         cond, a, b = self._args(node, "where", args, kwargs, ["cond", "a", "b"])

@@ -10,6 +10,32 @@ from .errors import CompilationError
 _NUMPY_DTYPE = {"f16": "float16", "f32": "float32", "i32": "int32", "i64": "int64"}
 
 
+class LaunchCache(dict):
+    """key -> a ready launcher: the one lookup on a public entry point's hot
+    path (docs/DESIGN.md, "The launch path").
+
+    The key is whatever selects a kernel at a call (dtype, head dim, variant
+    flags, device index, ...), made of hashable Python values the caller has
+    at hand; the value is what ``build(key)`` returned on the first miss —
+    typically ``Kernel.launcher(device=...)``: the kernel specialized,
+    compiled or found prebuilt, its manifest read and validated, its images
+    loaded. A hit is one dict lookup (``cache[key]``); nothing is generated,
+    hashed or read from disk. Concurrent misses of one key may both build;
+    the results are equivalent and the last one stays.
+    """
+
+    __slots__ = ("build",)
+
+    def __init__(self, build):
+        super().__init__()
+        self.build = build
+
+    def __missing__(self, key):
+        value = self.build(key)
+        self[key] = value
+        return value
+
+
 class JITFunction:
     """A kernel written in the tile language. ``specialize(**constexprs)``
     gives a `Kernel` (MLIR text, compile, launch); calling the JITFunction
@@ -18,6 +44,14 @@ class JITFunction:
 
     def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2,
                  smem_epilogue=True, copy_bounds="row"):
+        # Knobs given as numbers are checked here, at the decorator; a name
+        # of a constexpr is checked when the kernel is specialized.
+        if not isinstance(num_warps, str):
+            compiler.check_num_warps(num_warps, f"{fn.__name__}: num_warps")
+        if not isinstance(num_stages, str):
+            compiler.check_num_stages(num_stages, f"{fn.__name__}: num_stages")
+        if not isinstance(smem_epilogue, str):
+            compiler.check_flag(smem_epilogue, f"{fn.__name__}: smem_epilogue")
         self.fn = fn
         self.grid = grid
         self.name = name
@@ -55,26 +89,38 @@ class JITFunction:
             full = {n: p.default for n, p in sig.parameters.items()
                     if p.default is not inspect.Parameter.empty}
             full.update(constexprs)
-            name = self._kernel_name(full)
-            text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid,
-                                                    self._variant(full))
+            # `name` and `variant` may be the user's functions of the
+            # constexprs; a wrong constexpr (DTYPE=3) fails inside them first.
+            try:
+                name = self._kernel_name(full)
+                variant = self._variant(full)
+            except Exception as e:
+                given = ", ".join(f"{k}={v!r}" for k, v in sorted(constexprs.items()))
+                raise TypeError(f"{self.fn.__name__}: the kernel's name/variant could not be formed "
+                                f"from the constexprs ({given}): {type(e).__name__}: {e}") from e
+            text, params, bound = frontend.generate(self.fn, constexprs, name, self.grid, variant)
             kernel = Kernel(self, name, text, params, bound)
-            kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full)
-            kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full)
-            kernel.smem_epilogue = bool(self._launch_knob("smem_epilogue", self.smem_epilogue, full))
+            kernel.num_warps = self._launch_knob("num_warps", self.num_warps, full,
+                                                 compiler.check_num_warps)
+            kernel.num_stages = self._launch_knob("num_stages", self.num_stages, full,
+                                                  compiler.check_num_stages)
+            kernel.smem_epilogue = self._launch_knob("smem_epilogue", self.smem_epilogue, full,
+                                                     compiler.check_flag)
             kernel.copy_bounds = self._copy_bounds(full)
             self._kernels[key] = kernel
         return kernel
 
-    def _launch_knob(self, what, value, constexprs):
-        """`num_warps`/`num_stages` is an int, or the name of a constexpr that
-        holds it (a knob the strategy table and the tuner set per variant)."""
+    def _launch_knob(self, what, value, constexprs, check):
+        """`num_warps`/`num_stages`/`smem_epilogue` is a value, or the name of
+        a constexpr that holds it (a knob the strategy table and the tuner
+        set per variant); `check` refuses what the compiler cannot use,
+        naming the knob (and the constexpr) and the allowed values."""
         if isinstance(value, str):
             if value not in constexprs:
                 raise TypeError(f"{self.fn.__name__}: {what} names the constexpr "
                                 f"'{value}', which the kernel does not declare")
-            return int(constexprs[value])
-        return int(value)
+            return check(constexprs[value], f"{self.fn.__name__}: {what} (the constexpr {value})")
+        return check(value, f"{self.fn.__name__}: {what}")
 
     def _copy_bounds(self, constexprs):
         """`copy_bounds` is one of compiler.COPY_BOUNDS or, when it is not,
@@ -142,22 +188,30 @@ class Kernel:
         $TILEC_ARCH, the current GPU's, else sm_80); cached in memory and on
         disk. Without the compiler extension, a prebuilt artifact of the same
         IR (compiler.find_prebuilt) is used instead."""
-        num_warps = num_warps or self.num_warps
-        num_stages = num_stages or self.num_stages
-        smem_epilogue = self.smem_epilogue if smem_epilogue is None else bool(smem_epilogue)
+        # None means "this kernel's own"; 0 is a value (and refused), not a default.
+        num_warps = self.num_warps if num_warps is None else \
+            compiler.check_num_warps(num_warps, f"{self.name}: num_warps")
+        num_stages = self.num_stages if num_stages is None else \
+            compiler.check_num_stages(num_stages, f"{self.name}: num_stages")
+        smem_epilogue = self.smem_epilogue if smem_epilogue is None else \
+            compiler.check_flag(smem_epilogue, f"{self.name}: smem_epilogue")
         copy_bounds = copy_bounds or self.copy_bounds
-        if not compiler.available():
-            # No compiler here (a GPU host without LLVM): use artifacts that
-            # scripts/build_artifacts.py built from this same IR and options.
+        have_compiler = compiler.can_compile()
+        if have_compiler:
+            arch = arch or compiler.default_arch()
+        key = (arch, num_warps, num_stages, smem_epilogue, copy_bounds, run_tile_passes)
+        art = self._compiled.get(key)
+        if art is not None:
+            return art
+        if not have_compiler:
+            # No compiler here (a GPU host without LLVM and without the tilec
+            # CLI bundle): use artifacts that scripts/build_artifacts.py built
+            # from this same IR and options.
             options = compiler.build_options(num_warps, num_stages, smem_epilogue, copy_bounds)
             art = compiler.find_prebuilt(self.name, self.ir, arch, options)
             if art is None:
                 compiler.native()  # raises ImportError saying how to build it
-            return art
-        arch = arch or compiler.default_arch()
-        key = (arch, num_warps, num_stages, smem_epilogue, copy_bounds, run_tile_passes)
-        art = self._compiled.get(key)
-        if art is None:
+        else:
             art = compiler.compile_cached(self.ir, self.source_name, arch=arch,
                                           num_warps=num_warps, run_tile_passes=run_tile_passes,
                                           num_stages=num_stages, smem_epilogue=smem_epilogue,
@@ -165,41 +219,77 @@ class Kernel:
             if len(art) != 1:
                 raise CompilationError(f"expected one kernel from {self.name}, got {len(art)}")
             art = art[0]
-            self._compiled[key] = art
+        self._compiled[key] = art
         return art
 
     # -- GPU -----------------------------------------------------------------
 
+    def launcher(self, arch=None, device=None):
+        """The ready launcher of this kernel for `arch` (default: $TILEC_ARCH
+        or that of GPU `device`, an index; default the current one):
+        ``launch(args, stream, grid=None)`` (runtime.Kernel.prepare), args a
+        tuple in parameter order whose dtypes and devices the caller has
+        checked. Compiles (or finds the prebuilt artifact) and reads the
+        manifest on the first call per (arch, device); a LaunchCache holds
+        what it returns."""
+        key = (arch, device)
+        launch = self._launchers.get(key)
+        if launch is None:
+            from . import runtime, runtime_support
+
+            runtime_support.require_gpu()
+            if arch is None and compiler.can_compile():
+                arch = compiler.default_arch(device)
+            art = self.compile(arch)
+            launch = runtime.Kernel(art.manifest_path).prepare()
+            self._launchers[key] = launch
+        return launch
+
     def __call__(self, *args, arch=None, stream=None, grid=None):
-        """Launches on CUDA torch tensors (arguments in parameter order)."""
-        from . import runtime_support
+        """Launches on CUDA torch tensors (arguments in parameter order) on
+        `stream` (None: torch's current stream on the tensors' device; an
+        int CUstream; a torch.cuda.Stream)."""
+        if not self._launchers:
+            from . import runtime_support
 
-        runtime_support.require_gpu()
-        self.check_args(args)
-        art = self.compile(arch)
-        launcher = self._launchers.get(art.manifest_path)
-        if launcher is None:
-            from . import runtime
+            runtime_support.require_gpu()  # before the checks: "no GPU" says more
+        device = self.check_args(args)
+        launch = self._launchers.get((arch, device)) or self.launcher(arch, device)
+        from . import runtime
 
-            launcher = runtime.Kernel(art.manifest_path)
-            self._launchers[art.manifest_path] = launcher
-        launcher(*args, stream=stream, grid=grid)
+        if stream is None:
+            stream = runtime.raw_stream(device) if device is not None else 0
+        elif not isinstance(stream, int):
+            stream = runtime.Kernel._stream(stream, None)
+        runtime.launch_on(device, launch, args, stream, grid)
 
     def check_args(self, args, cpu=False):
         """Checks count, kinds, dtypes, devices and strides of `args`,
-        raising TypeError/ValueError that name the argument."""
+        raising TypeError/ValueError that name the argument; O(1) per
+        argument. Returns the CUDA device index of the tensors (None on the
+        CPU or without pointer parameters)."""
         if len(args) != len(self.params):
             names = ", ".join(n for n, _ in self.params)
             raise TypeError(f"{self.name}() takes {len(self.params)} arguments ({names}), got {len(args)}")
+        device = owner = None
         for (name, ty), value in zip(self.params, args):
-            what = f"{self.name}: argument '{name}'"
             if isinstance(ty, frontend.PtrTy):
+                what = f"{self.name}: argument '{name}'"
                 _check_buffer(what, ty.dtype, value, cpu)
+                if not cpu:
+                    index = value.get_device()
+                    if device is None:
+                        device, owner = index, name
+                    elif index != device:
+                        raise ValueError(f"{what}: on cuda:{index}, but '{owner}' is on cuda:{device}")
             elif ty.is_int:
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise TypeError(f"{what}: expected an int ({ty.name}), got {type(value).__name__}")
+                    raise TypeError(f"{self.name}: argument '{name}': expected an int ({ty.name}), "
+                                    f"got {type(value).__name__}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{what}: expected a float ({ty.name}), got {type(value).__name__}")
+                raise TypeError(f"{self.name}: argument '{name}': expected a float ({ty.name}), "
+                                f"got {type(value).__name__}")
+        return device
 
     # -- CPU -----------------------------------------------------------------
 
@@ -208,9 +298,30 @@ class Kernel:
         written in place; bf16 as uint16 bit patterns) and Python numbers.
         `grid` is up to three ints."""
         self.check_args(args, cpu=True)
-        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        if not 1 <= len(grid) <= 3:
+            raise ValueError(f"{self.name}: grid has {len(grid)} dimensions; give 1 to 3")
+        for axis, g in enumerate(grid):
+            if isinstance(g, bool) or not hasattr(g, "__index__") or not 0 <= g < 2**31:
+                raise ValueError(f"{self.name}: grid[{axis}] must be an int in [0, 2^31), got {g!r}")
+        grid = tuple(g.__index__() for g in grid) + (1,) * (3 - len(grid))
         compiler.run_cpu(self.ir, self.source_name, self.name, args, [t for _, t in self.params],
                          grid, run_tile_passes)
+
+
+_TORCH_DTYPES = {}
+
+
+def _torch_dtypes():
+    """torch (None when not installed), with _TORCH_DTYPES filled once."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not _TORCH_DTYPES:
+        _TORCH_DTYPES.update({"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+                              "i32": torch.int32, "i64": torch.int64})
+    return torch
 
 
 def _check_buffer(what, dtype, value, cpu):
@@ -229,14 +340,12 @@ def _check_buffer(what, dtype, value, cpu):
         if value.strides and value.strides[-1] != value.itemsize and value.size > 1:
             raise ValueError(f"{what}: the last dimension must be contiguous (strides {value.strides})")
         return
-    try:
-        import torch
-    except ImportError:
-        raise TypeError(f"{what}: expected a torch CUDA tensor, but torch is not installed") from None
+    torch = _torch_dtypes()
+    if torch is None:
+        raise TypeError(f"{what}: expected a torch CUDA tensor, but torch is not installed")
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{what}: expected a torch CUDA tensor of {dtype.name}, got {type(value).__name__}")
-    want = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-            "i32": torch.int32, "i64": torch.int64}[dtype.name]
+    want = _TORCH_DTYPES[dtype.name]
     if value.dtype != want:
         raise TypeError(f"{what}: expected {want}, got {value.dtype}")
     if value.device.type != "cuda":
@@ -277,4 +386,4 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=
     return wrap(fn) if fn is not None else wrap
 
 
-__all__ = ["jit", "JITFunction", "Kernel"]
+__all__ = ["jit", "JITFunction", "Kernel", "LaunchCache"]

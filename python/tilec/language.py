@@ -24,6 +24,15 @@ Type promotion in arithmetic (``+ - * / // % & | ^``, comparisons,
   dimensions are inserted (``tile.expand_dims``), and size-1 dimensions are
   repeated (``tile.broadcast``). ``x[:, None]`` / ``x[None, :]`` insert a unit
   dimension explicitly.
+
+Control flow: ``for i in range(start, stop[, step])`` is a loop (names it
+reassigns are carried). ``if`` on a compile-time value keeps one branch; on a
+run-time scalar (a parameter, a program id, a value read with
+``tl.load(ptr + i)``) it is a branch taken by the whole program: a name
+assigned in a branch that exists before the ``if``, or in both branches, has
+the branch's value afterwards (one type in both), other names stay local to
+their branch. ``return`` may end a branch outside loops: an early exit, e.g.
+``if row0 >= seqlen_q: return`` for the programs past a short sequence.
 """
 
 
@@ -147,7 +156,12 @@ def view(ptr, sizes, strides):
 @_builtin
 def load(view, offsets, shape, padding="zero"):
     """Load a tile of `shape` at element `offsets` of `view`; out-of-bounds
-    elements read `padding` ("zero", "neg_inf" or "nan")."""
+    elements read `padding` ("zero", "neg_inf" or "nan").
+
+    ``tl.load(ptr + i)`` (a pointer, nothing else) reads the one element at
+    the pointer as a scalar, usable as offsets, view sizes, loop bounds and in
+    arithmetic (e.g. ``start = tl.load(cu_seqlens + b)``). It is not bounds
+    checked: the element must be inside the buffer."""
 
 
 @_builtin
@@ -217,6 +231,42 @@ def log2(x):
 @_builtin
 def sqrt(x):
     """Elementwise square root."""
+
+
+@_builtin
+def tanh(x):
+    """Elementwise hyperbolic tangent (softcapping: c * tanh(s / c)). On the
+    GPU tanh.approx.f32 (max relative error about 2^-11); f16/bf16 compute in
+    f32."""
+
+
+@_builtin
+def sigmoid(x):
+    """Elementwise 1 / (1 + e**-x); on the GPU ex2.approx and rcp.approx."""
+
+
+@_builtin
+def abs(x):
+    """Elementwise |x| of a float or integer tile (or scalar)."""
+
+
+@_builtin
+def sin(x):
+    """Elementwise sine. On the GPU the argument is reduced to [-pi, pi]
+    (x - 2*pi*round(x / 2pi), two-part 2*pi) and sin.approx.f32 evaluates it:
+    absolute error about 1e-6 for |x| up to ~1e5, growing with |x| beyond."""
+
+
+@_builtin
+def cos(x):
+    """Elementwise cosine; on the GPU like `sin` (cos.approx.f32)."""
+
+
+@_builtin
+def erf(x):
+    """Elementwise error function. The CPU runner evaluates it (libm); the
+    GPU lowering has none yet, so a GPU compile is refused with an error at
+    this call."""
 
 
 @_builtin

@@ -35,10 +35,12 @@ except ImportError:
             f"build-runtime/python); put that folder on PYTHONPATH ({e})"
         ) from e
 
-__all__ = ["Kernel", "driver_available", "parse_manifest"]
+__all__ = ["Kernel", "driver_available", "parse_manifest", "raw_stream", "MAX_GRID"]
 
 driver_available = _rt.driver_available
 parse_manifest = _rt.parse_manifest
+#: CUDA's grid limits (x, y, z), from the C++ runtime (kMaxGrid).
+MAX_GRID = tuple(_rt.MAX_GRID)
 
 # torch dtype attribute names for the manifest's element types.
 _TORCH_DTYPE = {
@@ -84,6 +86,18 @@ class Kernel:
         self.name = self.manifest["kernel"]
         self.params = self.manifest["params"]
         self._launcher = None  # _rt.Kernel, created at the first call
+
+    def prepare(self):
+        """The hot path: returns ``launch(args, stream, grid=None)``, the
+        native launcher's ``launch_fast`` (args a tuple in manifest order:
+        tensors or int addresses for ptr params, ints, floats; stream an int
+        CUstream). Each value is checked against its parameter once, in C++
+        (kind, range, positivity, alignment); dtypes and devices are the
+        caller's to check, once, before the call. Loads the module's images
+        now (RuntimeError without a CUDA driver)."""
+        if self._launcher is None:
+            self._launcher = _rt.load(self.path)
+        return self._launcher.launch_fast
 
     @property
     def loaded_image(self):
@@ -200,3 +214,39 @@ class Kernel:
                 f"got {_type_name(stream)}"
             )
         return cuda_stream
+
+
+_raw_stream = None
+
+
+def raw_stream(device_index):
+    """torch's current CUDA stream on `device_index`, as an int CUstream:
+    torch's raw getter (what torch.compile's generated code uses), ~10x
+    cheaper than torch.cuda.current_stream(); inside CUDA-graph capture it is
+    the capturing stream."""
+    global _raw_stream
+    if _raw_stream is None:
+        torch = _torch()
+        getter = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        _raw_stream = getter or (lambda index: torch.cuda.current_stream(index).cuda_stream)
+    return _raw_stream(device_index)
+
+
+_current_device = None
+
+
+def launch_on(device_index, launch, args, stream, grid=None):
+    """Calls ``launch(args, stream, grid)`` (Kernel.prepare) with GPU
+    `device_index`'s context current: the launch uses the current CUDA
+    context, which torch keeps on its current device; for tensors on another
+    device, that device is made current around the launch."""
+    global _current_device
+    if _current_device is None:
+        torch = _torch()
+        getter = getattr(getattr(torch, "_C", None), "_cuda_getDevice", None)
+        _current_device = getter or (lambda: torch.cuda.current_device() if torch else None)
+    if device_index is None or _current_device() == device_index:
+        launch(args, stream, grid)
+    else:
+        with _torch().cuda.device(device_index):
+            launch(args, stream, grid)

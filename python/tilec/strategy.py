@@ -99,6 +99,9 @@ CANDIDATES = (
     # derives V's only): no local memory on sm_80, but the sm_90 JIT's causal
     # hot loop spills (9 LDL/STL) and it measured 1-3% slower causal.
     FlashConfig(128, 64, 4, 2, False, lowering_options="xor-ring-phases=all"),
+    # 8 warps of 16 rows over 64-key blocks: what the head_dim-128 variants
+    # (windows, softcap, ALiBi) use (VARIANT_TABLE); not yet timed.
+    FlashConfig(128, 64, 8, 2, True),
 )
 
 DEFAULT = FlashConfig(64, 64, 4)
@@ -139,15 +142,36 @@ TABLE = {
 }
 
 
+# Variants with more live values per score than the dense kernels (WINDOW's
+# two bounds, SOFTCAP's tanh, ALIBI's bias): (arch, head_dim) -> config. At
+# head_dim 128 the table's 4-warp 128x64 kernel, at ptxas's 255-register
+# limit already, spills 248-416 bytes with them (2026-12-01, ptxas 13.0); 8
+# warps of 16 rows each (128x64 blocks, same shared memory) spill none for
+# window, causal+softcap, causal+ALiBi, ALiBi and softcap alike (the 8-warp
+# 128x128 candidate spills 72 bytes with ALiBi). Chosen from ptxas's spill
+# report, not yet timed on the GPU (the tuner has it as a candidate).
+VARIANT_TABLE = {
+    ("sm_80", 128): FlashConfig(128, 64, 8, 2, True),
+}
+
+
 # flash_attn_func compiles the table's configs without lowering options
 # (they are experiments, for the tuner): a table entry must not need any.
 assert not any(c.lowering_options for c in TABLE.values()), "TABLE entries take no lowering_options"
+assert not any(c.lowering_options for c in VARIANT_TABLE.values())
 
 
-def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False):
+def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, window=False,
+                     softcap=False, alibi=False):
     """The configuration to compile flash_fwd with (dtype does not change the
-    choice today; it is an argument so it can)."""
+    choice today; it is an argument so it can). The dense kernels (causal or
+    not) come from TABLE; with a window, softcap or ALiBi VARIANT_TABLE's
+    entry for the head dim wins where there is one."""
     # Every arch runs the mma.sync (sm_80) code path today.
+    if window or softcap or alibi:
+        config = VARIANT_TABLE.get(("sm_80", int(head_dim)))
+        if config is not None:
+            return config
     return TABLE.get(("sm_80", int(head_dim), bool(causal)), DEFAULT)
 
 

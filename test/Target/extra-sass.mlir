@@ -16,7 +16,7 @@
 // Without a cubin (--emit=ptx) there is no machine code to list.
 // RUN: tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_90 --emit=ptx -o %t/ptx-only %S/Inputs/mma_tile.mlir
 // RUN: FileCheck %s --check-prefix=PTX-ONLY --input-file=%t/ptx-only/mma_tile.json
-// A GPU ptxas cannot target is an error that names it.
+// A GPU the PTX cannot run on is refused before any work, naming it.
 // RUN: not tilec --from-llvm-dialect --arch=sm_80 --extra-sass=sm_80,sm_7 --emit=all -o %t/bad %S/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=BAD
 
 // FILES: mma_tile.cubin
@@ -55,4 +55,4 @@
 // PTX-ONLY-NOT: "sass"
 // PTX-ONLY-NOT: "cubin"
 
-// BAD: error: @mma_tile: assembling for sm_7: ptxas -arch=sm_7 failed
+// BAD: error: extra SASS arch 'sm_7' is not a GPU architecture tilec's PTX runs on: expected sm_<major><minor>[a] with major >= 8 (e.g. sm_90)

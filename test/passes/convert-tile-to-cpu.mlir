@@ -77,11 +77,41 @@ func.func @positive_scale(%dst: !tile.ptr<f32>, %s: f32 {tile.positive}) attribu
 
 // -----
 
+// A scalar load reads its buffer at the pointer's offset only when that is
+// inside the buffer; outside, it records the fault (argument 1 + 1) and
+// yields 0.
+// CHECK-LABEL: func.func @load_scalar(
+// CHECK-SAME:    %{{.+}}: memref<?xf32>, %[[CU:.+]]: memref<?xi32>, %[[B:.+]]: i32,
+// CHECK:         %[[LEN:.+]] = memref.dim %[[CU]], %c0
+// CHECK:         %[[AT:.+]] = arith.addi %c0{{.*}}, %{{.+}} : index
+// CHECK:         %[[BELOW:.+]] = arith.cmpi slt, %[[AT]], %[[LEN]] : index
+// CHECK:         scf.if
+// CHECK:           arith.constant 2 : i64
+// CHECK:         %[[START:.+]] = scf.if %{{.+}} -> (i32) {
+// CHECK-NEXT:      %[[V:.+]] = memref.load %[[CU]][%[[AT]]] : memref<?xi32>
+// CHECK-NEXT:      scf.yield %[[V]] : i32
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %[[ZERO:.+]] = arith.constant 0 : i32
+// CHECK-NEXT:      scf.yield %[[ZERO]] : i32
+// CHECK:         arith.index_cast %[[START]] : i32 to index
+func.func @load_scalar(%dst: !tile.ptr<f32>, %cu: !tile.ptr<i32>, %b: i32) attributes {tile.kernel} {
+  %p = tile.addptr %cu, %b : !tile.ptr<i32>, i32
+  %start = tile.load_scalar %p : !tile.ptr<i32> -> i32
+  %c1 = arith.constant 1 : i64
+  %c0 = arith.constant 0 : i32
+  %dv = tile.view %dst sizes(%start) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %t = arith.constant dense<1.0> : tensor<8xf32>
+  tile.store %t, %dv[%c0] : tensor<8xf32>, !tile.view<f32, 1>
+  return
+}
+
+// -----
+
 // Pointers must come from kernel parameters: a diagnostic, not a crash.
 func.func @not_a_kernel_pointer(%p: !tile.ptr<f32>) -> !tile.view<f32, 1> attributes {tile.kernel} {
   %c1 = arith.constant 1 : i64
   %n = arith.constant 4 : i32
-  // expected-error @below {{CPU lowering cannot carry pointers or views through anything but tile.addptr, tile.view, tile.load and tile.store}}
+  // expected-error @below {{CPU lowering cannot carry pointers or views through anything but tile.addptr, tile.view, tile.load, tile.load_scalar and tile.store}}
   %v = tile.view %p sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
   return %v : !tile.view<f32, 1>
 }

@@ -81,6 +81,39 @@ func.func @running_max_unscaled(%x: tensor<4x8xf32>, %n: i32) -> tensor<4xf32> {
 
 // -----
 
+// A running max clamped from below by a constant, max(max(m, r*k), c) (rows that see
+// no key keep a finite max), is carried unscaled too, clamped at c/k (-1e30 / 0.5).
+// CHECK-LABEL: func.func @running_max_clamped_unscaled(
+// CHECK-DAG:     %[[KROW:.+]] = arith.constant dense<5.000000e-01> : tensor<4xf32>
+// CHECK-DAG:     %[[CK:.+]] = arith.constant dense<-2.000000e+30> : tensor<4xf32>
+// CHECK:         %[[RES:.+]] = scf.for {{.+}} iter_args(%[[M:.+]] = %{{.+}}) -> (tensor<4xf32>)
+// CHECK:           %[[R:.+]] = tile.reduce max
+// CHECK:           %[[NEW:.+]] = arith.maximumf %[[M]], %[[R]]
+// CHECK:           %[[CLAMPED:.+]] = arith.maximumf %[[NEW]], %[[CK]]
+// CHECK:           %[[SCALED:.+]] = arith.mulf %[[CLAMPED]], %[[KROW]]
+// CHECK:           "test.use"(%[[SCALED]])
+// CHECK:           scf.yield %[[CLAMPED]]
+// CHECK:         %[[OUT:.+]] = arith.mulf %[[RES]], %[[KROW]]
+// CHECK:         return %[[OUT]]
+func.func @running_max_clamped_unscaled(%x: tensor<4x8xf32>, %n: i32) -> tensor<4xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %k = arith.constant dense<0.5> : tensor<4xf32>
+  %floor = arith.constant dense<-1.0e30> : tensor<4xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<4xf32>
+  %res = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<4xf32>) : i32 {
+    %r = tile.reduce max %x along 1 : tensor<4x8xf32> -> tensor<4xf32>
+    %rk = arith.mulf %r, %k : tensor<4xf32>
+    %new = arith.maximumf %m, %rk : tensor<4xf32>
+    %clamped = arith.maximumf %new, %floor : tensor<4xf32>
+    "test.use"(%clamped) : (tensor<4xf32>) -> ()
+    scf.yield %clamped : tensor<4xf32>
+  }
+  return %res : tensor<4xf32>
+}
+
+// -----
+
 // exp on f32 tiles becomes exp2 of the argument times log2(e).
 // CHECK-LABEL: func.func @exp_to_exp2(
 // CHECK-SAME:    %[[X:.+]]: tensor<4x8xf32>)

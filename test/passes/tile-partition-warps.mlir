@@ -142,6 +142,38 @@ func.func @copy(%src: !tile.ptr<f16>, %dst: !tile.ptr<f16>, %n: i32) attributes 
 
 // -----
 
+// A row softmax without a dot, in the form tile-minimize-nonmatmul leaves it
+// (the row sums inverted by a constant 1 / l, defined first): the loaded tile
+// is seeded before the constant, which follows the row sums' layout, so no
+// conversion is needed. Its 1024 columns go to lanes and registers and the
+// warps take rows: each row reduces inside one warp.
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK:         tile.load {{.*}} -> tensor<16x1024xf32, #tile.linear<reg = {{\[}}[0, 1], [0, 2], [0, 128], [0, 256], [0, 512], [4, 0], [8, 0]], lane = {{\[}}[0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], warp = {{\[}}[1, 0], [2, 0]]>>
+// CHECK-NOT:     tile.convert_layout
+func.func @softmax_rows(%x: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %one = arith.constant dense<1.0> : tensor<16xf32>
+  %c0 = arith.constant 0 : i32
+  %c1024 = arith.constant 1024 : i32
+  %c1 = arith.constant 1 : i64
+  %s = arith.constant 1024 : i64
+  %xv = tile.view %x sizes(%n, %c1024) strides(%s, %c1) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %t = tile.load %xv[%c0, %c0] padding = neg_inf : !tile.view<f32, 2> -> tensor<16x1024xf32>
+  %m = tile.reduce max %t along 1 : tensor<16x1024xf32> -> tensor<16xf32>
+  %m1 = tile.expand_dims %m along 1 : tensor<16xf32> -> tensor<16x1xf32>
+  %mb = tile.broadcast %m1 : tensor<16x1xf32> -> tensor<16x1024xf32>
+  %d = arith.subf %t, %mb : tensor<16x1024xf32>
+  %p = math.exp2 %d : tensor<16x1024xf32>
+  %l = tile.reduce sum %p along 1 : tensor<16x1024xf32> -> tensor<16xf32>
+  %r = arith.divf %one, %l : tensor<16xf32>
+  %r1 = tile.expand_dims %r along 1 : tensor<16xf32> -> tensor<16x1xf32>
+  %rb = tile.broadcast %r1 : tensor<16x1xf32> -> tensor<16x1024xf32>
+  %y = arith.mulf %p, %rb : tensor<16x1024xf32>
+  tile.store %y, %xv[%c0, %c0] : tensor<16x1024xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
 // A hand-written prefetch that reloads K(j+1) before K(j) is read (the shape
 // tile-pipeline's stages=2 makes): the carried tile stays in shared memory,
 // no conversion in the loop; the GPU lowering gives it two regions.

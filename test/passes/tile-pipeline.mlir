@@ -1,6 +1,8 @@
 // RUN: tile-opt %s -split-input-file -tile-pipeline='stages=1' | FileCheck %s
 // RUN: tile-opt %s -split-input-file -tile-pipeline | FileCheck %s --check-prefix=RING
 // RUN: not tile-opt %s -split-input-file -tile-pipeline='stages=3' 2>&1 | FileCheck %s --check-prefix=BAD
+// Loads left alone are reported (remarks), not skipped silently.
+// RUN: tile-opt %s -split-input-file -tile-pipeline -verify-diagnostics -o /dev/null
 
 // BAD: tile-pipeline: stages=3 is not supported (1: FlashAttention-2's single buffer per tile, 2: a ring of two buffers)
 
@@ -116,7 +118,9 @@ func.func @carried(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %n: i32)
   %q = arith.constant dense<1.0> : tensor<64x64xf16>
   %zero = arith.constant dense<0.0> : tensor<64x64xf32>
   %acc:2 = scf.for %j = %c0 to %n step %c1 iter_args(%o = %zero, %row = %c0) -> (tensor<64x64xf32>, i32) : i32 {
+    // expected-remark @below {{not prefetched (tile-pipeline): its address depends on loop-carried value #1}}
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    // expected-remark @below {{not prefetched (tile-pipeline): its address depends on loop-carried value #1}}
     %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
@@ -232,6 +236,72 @@ func.func @writes(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32) attributes 
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     tile.store %s, %ov[%row, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  }
+  return
+}
+
+// -----
+
+// Paged K/V: block j's page is read from the block table inside the loop
+// (tile.load_scalar), and the K/V views start at that page. The address is
+// still rotatable: the next block's entry is read with the tiles, but only
+// when that block exists (next < ub; before the loop, lb < ub), since the
+// entry past the last is outside the table. Otherwise it reads as 0 and the
+// view gets size 0, so the prefetched tile touches no memory. K and V share
+// the one entry read, and the body keeps no read of the current entry.
+// RING-LABEL: func.func @paged
+// RING:         %[[E0:.+]] = arith.cmpi slt, %[[LB:[^,]+]], %[[UB:[^ ]+]] : i32
+// RING:         %[[PG0:.+]] = scf.if %[[E0]] -> (i32) {
+// RING-NEXT:      %[[X:.+]] = tile.load_scalar
+// RING-NEXT:      scf.yield %[[X]] : i32
+// RING-NEXT:    } else {
+// RING:         tile.load
+// RING:         scf.for %[[IV:.+]] = %[[LB]] to %[[UB]] step %[[STEP:[^ ]+]] iter_args
+// RING-NEXT:      %[[NEXT:.+]] = arith.addi %[[IV]], %[[STEP]]
+// RING-NEXT:      %[[E:.+]] = arith.cmpi slt, %[[NEXT]], %[[UB]] : i32
+// RING:           %[[PG:.+]] = scf.if %[[E]] -> (i32) {
+// RING-NEXT:        tile.load_scalar
+// RING:             scf.yield %c0_i32{{.*}} : i32
+// RING:           %[[SIZE:.+]] = arith.select %[[E]], %{{.+}}, %c0_i32{{.*}} : i32
+// RING:           %[[VIEW:.+]] = tile.view %{{.+}} sizes(%[[SIZE]],
+// RING-NEXT:      %[[KNEXT:.+]] = tile.load %[[VIEW]]
+// RING-NOT:       tile.load_scalar
+// RING:           tile.dot
+// RING:           scf.yield %{{.+}}, %[[KNEXT]], %{{.+}}
+// stages=1 rotates K the same way, just before the second dot.
+// CHECK-LABEL: func.func @paged
+// CHECK:         scf.for
+// CHECK:           tile.dot
+// CHECK:           arith.cmpi slt
+// CHECK:           scf.if %{{.+}} -> (i32) {
+// CHECK-NEXT:        tile.load_scalar
+// CHECK:           tile.dot
+func.func @paged(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %table: !tile.ptr<i32>, %lb: i32, %ub: i32,
+                 %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %page_elems = arith.constant 4096 : i32
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc = scf.for %j = %lb to %ub step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %entry = tile.addptr %table, %j : !tile.ptr<i32>, i32
+    %page = tile.load_scalar %entry : !tile.ptr<i32> -> i32
+    %off = arith.muli %page, %page_elems : i32
+    %col0 = arith.muli %j, %c64 : i32
+    %left = arith.subi %n, %col0 : i32
+    %kb = tile.addptr %kp, %off : !tile.ptr<f16>, i32
+    %vb = tile.addptr %vp, %off : !tile.ptr<f16>, i32
+    %kv = tile.view %kb sizes(%left, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %vv = tile.view %vb sizes(%left, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %v = tile.load %vv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2 : tensor<64x64xf32>
   }
   return
 }

@@ -224,3 +224,50 @@ func.func @broadcast_predicate(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -
   }
   return %r : tensor<16xf32>
 }
+
+// -----
+
+// Varlen: seqlen_k = cu[b + 1] - cu[b] read with tile.load_scalar before the
+// loop is a loop-invariant scalar like a parameter: the key-padding mask
+// splits the same way, its bound computed from the loaded values.
+// CHECK-LABEL: func.func @loaded_seqlen(
+// CHECK:         %[[START:.+]] = tile.load_scalar
+// CHECK:         %[[END:.+]] = tile.load_scalar
+// CHECK:         %[[LEN:.+]] = arith.subi %[[END]], %[[START]]
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @loaded_seqlen(%s: tensor<16x16xf32>, %cu: !tile.ptr<i32>, %b: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c15 = arith.constant 15 : i32
+  %c16 = arith.constant 16 : i32
+  %p0 = tile.addptr %cu, %b : !tile.ptr<i32>, i32
+  %start = tile.load_scalar %p0 : !tile.ptr<i32> -> i32
+  %p1 = tile.addptr %p0, %c1 : !tile.ptr<i32>, i32
+  %end = tile.load_scalar %p1 : !tile.ptr<i32> -> i32
+  %seqlen_k = arith.subi %end, %start : i32
+  %sum = arith.addi %seqlen_k, %c15 : i32
+  %n = arith.divsi %sum, %c16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %iota = tile.iota : tensor<16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %keep = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}

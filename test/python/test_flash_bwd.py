@@ -124,10 +124,8 @@ def test_backward_is_deterministic():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attn_func_trains_on_torch_cpu(dtype, causal):
     """flash_attn_func(q, k, v).backward() on torch CPU tensors that require
-    grad: out has a grad_fn and every input's .grad matches float64 autograd.
-    (Causal with seqlen_q == seqlen_k: today's forward is top-left aligned,
-    which agrees with flash_attn's bottom-right only there; the hook passes
-    the backward the forward's alignment, checked below.)"""
+    grad: out has a grad_fn and every input's .grad matches float64 autograd
+    (the forward's alignment with seqlen_q != seqlen_k is checked below)."""
     sq, sk = (77, 77) if causal else (77, 50)
     q, k, v, dout = inputs(2, sq, sk, 2, 2, 64, dtype)
     for t in (q, k, v):
@@ -142,9 +140,9 @@ def test_flash_attn_func_trains_on_torch_cpu(dtype, causal):
 
 def test_autograd_follows_the_forwards_causal_alignment():
     """seqlen_q != seqlen_k, causal: the gradients are those of the attention
-    the forward computed, whichever alignment it has (today's forward is
-    top-left, flash_attn's bottom-right; the alignment is read off the
-    forward's output, so a forward changed without the hook
+    the forward computed, whichever alignment it has (the forward is
+    flash_attn's bottom-right; the alignment is read off the forward's
+    output, so a forward changed without the hook
     (flash_bwd.FORWARD_CAUSAL_OFFSET) fails here)."""
     q, k, v, dout = inputs(1, 40, 90, 2, 2, 64)
     for t in (q, k, v):
@@ -297,3 +295,135 @@ def test_atomic_dq_errors():
     q, k, v, dout = inputs(1, 8, 8, 2, 2, 160)
     with pytest.raises(ValueError, match=r"atomic_dq supports head_dim 40 to 128, got 160"):
         _flash_attn_backward(dout, q, k, v, q, lse, deterministic=False, atomic_dq=True)
+
+
+def _leaves(*tensors):
+    return tuple(t.clone().requires_grad_() for t in tensors)
+
+
+@pytest.mark.parametrize("hq, hk, sq, sk", [(4, 2, 40, 70), (3, 1, 70, 40)], ids=["gqa", "mqa"])
+def test_flash_attn_func_gqa_mqa_gradients(hq, hk, sq, sk):
+    """GQA/MQA through flash_attn_func with bottom-right causal and
+    seqlen_q != seqlen_k both ways: dk, dv are summed over the query heads of
+    each KV head (shaped like k, v)."""
+    q, k, v, dout = inputs(2, sq, sk, hq, hk, 64)
+    q, k, v = _leaves(q, k, v)
+    out = tilec.flash_attn_func(q, k, v, causal=True, deterministic=True)
+    out.backward(dout)
+    ref_out, _, *refs = reference(q, k, v, dout, 0.125, True)
+    assert rel_err(out.detach(), ref_out) < 1e-3
+    assert k.grad.shape == k.shape and v.grad.shape == v.shape
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16)
+
+
+def test_packed_functions_train():
+    """flash_attn_qkvpacked_func / flash_attn_kvpacked_func: the gradient of
+    the packed tensor is the three (two) gradients in its slots."""
+    q, k, v, dout = inputs(1, 50, 50, 2, 2, 64)
+    _, _, *refs = reference(q, k, v, dout, 0.125, True)
+    qkv = torch.stack([q, k, v], dim=2).requires_grad_()
+    tilec.flash_attn_qkvpacked_func(qkv, causal=True).backward(dout)
+    check_grads(qkv.grad.unbind(2), refs, torch.float16, "qkvpacked")
+    q2, kv = q.clone().requires_grad_(), torch.stack([k, v], dim=2).requires_grad_()
+    tilec.flash_attn_kvpacked_func(q2, kv, causal=True).backward(dout)
+    check_grads((q2.grad, *kv.grad.unbind(2)), refs, torch.float16, "kvpacked")
+
+
+def test_head_dim_not_a_multiple_of_8_trains():
+    """head_dim 20: the forward zero-pads to 24, so does the backward (default
+    scale 1/sqrt(20), not 1/sqrt(24))."""
+    q, k, v, dout = inputs(1, 30, 45, 2, 1, 20)
+    q, k, v = _leaves(q, k, v)
+    tilec.flash_attn_func(q, k, v, causal=True).backward(dout)
+    _, _, *refs = reference(q, k, v, dout, 1 / math.sqrt(20), True)
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16)
+
+
+def test_windows_that_are_causal_or_unbounded_train():
+    """flash_attn's option handling: window (-1, 0) is causal, sides >=
+    seqlen_k are unbounded; those have a backward."""
+    q, k, v, dout = inputs(1, 30, 45, 2, 2, 64)
+    for window, causal in (((-1, 0), True), ((45, 100), False)):
+        leaves = _leaves(q, k, v)
+        tilec.flash_attn_func(*leaves, window_size=window).backward(dout)
+        _, _, *refs = reference(q, k, v, dout, 0.125, causal)
+        check_grads(tuple(t.grad for t in leaves), refs, torch.float16, f"window {window}")
+
+
+@pytest.mark.parametrize("kw, what", [
+    (dict(window_size=(8, 0)), r"window_size=\(8, 0\)"),
+    (dict(softcap=30.0), r"softcap=30.0"),
+    (dict(alibi_slopes="slopes"), r"alibi_slopes"),
+])
+def test_variants_without_a_backward_refuse_it(kw, what):
+    """Windows, softcap, ALiBi: the forward works with inputs that require
+    grad (same numbers as without), the backward raises NotImplementedError
+    naming the variant."""
+    q, k, v, dout = inputs(1, 30, 45, 2, 2, 64)
+    if kw.get("alibi_slopes") == "slopes":
+        kw = dict(alibi_slopes=torch.rand(2, dtype=torch.float32))
+    want = tilec.flash_attn_func(q, k, v, **kw)
+    leaves = _leaves(q, k, v)
+    out = tilec.flash_attn_func(*leaves, **kw)
+    assert torch.equal(out.detach(), want) and out.requires_grad
+    with pytest.raises(NotImplementedError, match=rf"flash_attn_func: the backward of {what} is not "
+                                                  "implemented yet"):
+        out.backward(dout)
+    with torch.no_grad():
+        assert torch.equal(tilec.flash_attn_func(*leaves, **kw), want)
+
+
+def test_varlen_refuses_a_backward():
+    q, k, v, dout = inputs(1, 30, 30, 2, 2, 64)
+    cu = torch.tensor([0, 12, 30], dtype=torch.int32)
+    q, k, v = _leaves(q[0], k[0], v[0])
+    out = tilec.flash_attn_varlen_func(q, k, v, cu, cu, 18, 18, causal=True)
+    assert out.requires_grad
+    with pytest.raises(NotImplementedError, match=r"flash_attn_varlen_func: the backward of varlen"):
+        out.backward(dout[0])
+
+
+def test_autograd_wraps_the_forward_core(monkeypatch):
+    """Inputs that require grad reach the core (and so its GPU fast path)
+    only inside the autograd Function (grad mode off there); others reach it
+    directly."""
+    from tilec import flash_attn
+
+    core = flash_attn._flash_attn_forward
+    seen = []
+    monkeypatch.setattr(flash_attn, "_flash_attn_forward",
+                        lambda *a, **kw: seen.append(torch.is_grad_enabled()) or core(*a, **kw))
+    q, k, v, _ = inputs(1, 16, 16, 1, 1, 64)
+    assert tilec.flash_attn_func(q, k, v).grad_fn is None
+    out = tilec.flash_attn_func(*_leaves(q, k, v))
+    assert type(out.grad_fn).__name__ == "FlashAttnFuncBackward"
+    assert seen == [True, False]
+
+
+def test_torch_compile_fullgraph_trains_on_cpu():
+    """torch.compile(fullgraph=True) of a function calling
+    flash_attn_func(...).sum().backward(): the custom op's registered
+    autograd runs the backward (tilec::flash_attn_backward); gradients vs
+    float64 autograd. Also a compiled loss whose backward runs outside."""
+    import torch._dynamo
+
+    q, k, v, _ = inputs(1, 40, 70, 4, 2, 64)
+    _, _, *refs = reference(q, k, v, torch.ones(1, 40, 4, 64), 0.125, True)
+
+    def step(q, k, v):
+        tilec.flash_attn_func(q, k, v, causal=True).sum().backward()
+
+    def loss(q, k, v):
+        return tilec.flash_attn_func(q, k, v, causal=True).sum()
+
+    torch._dynamo.reset()
+    leaves = _leaves(q, k, v)
+    torch.compile(loss, fullgraph=True, backend="aot_eager")(*leaves).backward()
+    check_grads(tuple(t.grad for t in leaves), refs, torch.float16, "compiled loss")
+    if not hasattr(torch._dynamo.config, "trace_autograd_ops"):
+        pytest.skip(f"torch {torch.__version__} cannot trace Tensor.backward() (no trace_autograd_ops)")
+    torch._dynamo.reset()
+    leaves = _leaves(q, k, v)
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        torch.compile(step, fullgraph=True)(*leaves)
+    check_grads(tuple(t.grad for t in leaves), refs, torch.float16, "compiled step")

@@ -101,3 +101,24 @@ def test_backward_d128_kernels_spill_little(causal):
         for (gpu, info), bound in zip(infos, bounds):
             spills = info["spill_stores"] + info["spill_loads"]
             assert spills <= bound, f"{kernel.name} on {gpu}: {spills} bytes of spills"
+
+
+@pytest.mark.parametrize("switches", [dict(WINDOW=True), dict(CAUSAL=True, SOFTCAP=True, ALIBI=True)],
+                         ids=["window", "causal-softcap-alibi"])
+def test_d128_variants_do_not_spill(switches):
+    """The head_dim-128 variants take strategy.VARIANT_TABLE's 8-warp config:
+    on the table's 4-warp one a window or softcap spilled 300-416 bytes."""
+    config = strategy.flash_fwd_config("sm_80", "f16", 128, switches.get("CAUSAL", False),
+                                       window=switches.get("WINDOW", False),
+                                       softcap=switches.get("SOFTCAP", False),
+                                       alibi=switches.get("ALIBI", False))
+    assert config.num_warps == 8
+    kernel = flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=128, **switches,
+                                           **config.constexprs())
+    [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
+                                num_warps=config.num_warps, num_stages=config.num_stages,
+                                smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds)
+    if not result["cubin"]:
+        pytest.skip("ptxas (CUDA toolkit) not found: no register report")
+    match = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", result["ptxas_log"])
+    assert match and int(match.group(1)) + int(match.group(2)) == 0, result["ptxas_log"]

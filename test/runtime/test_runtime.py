@@ -275,6 +275,9 @@ def with_param(index, **fields):
          'sass[0].arch must name a GPU like "sm_90", got ""'),
         (mutated(sass=[{"arch": "compute_90", "cubin": "k.sm_90.cubin"}]),
          'sass[0].arch must name a GPU like "sm_90", got "compute_90"'),
+        # More digits than an int holds: std::stoi threw and ended the process.
+        (mutated(sass=[{"arch": "sm_99999999999", "cubin": "k.sm_90.cubin"}]),
+         'sass[0].arch must name a GPU like "sm_90", got "sm_99999999999"'),
         (mutated(arch="sm_90", sass=[{"arch": "sm_90", "cubin": "k.sm_90.cubin"}]),
          'sass[0].arch is the main cubin\'s arch "sm_90"'),
         (mutated(sass=[{"arch": "sm_90", "cubin": "a.cubin"}, {"arch": "sm_90", "cubin": "b.cubin"}]),
@@ -774,9 +777,99 @@ def test_fake_driver_launch_argument_errors(rt, fake_cuda_dir, tmp_path):
         "ValueError argument 'x' (param 0, ptr to f32): -1 is not a 64-bit device address",
         "ValueError argument 'a' (param 4, f32): 1e+39 overflows f32",
         "TypeError argument 'stride' (param 3, i64): expected an integer, got a real",
-        "ValueError manifest {path}: grid[0] 'cdiv(n, 128)' (n=0) = 0, outside the launchable range [1, 2147483647]".format(path=path),
+        "ValueError manifest {path}: grid[0] 'cdiv(n, 128)' (n=0) = 0, outside the launchable range [1, 2147483647] (CUDA's limit for gridDim.x)".format(path=path),
     ]
     assert launches(calls) == []
+
+
+def test_fake_driver_launch_fast_packs_like_launch(rt, fake_cuda_dir, tmp_path):
+    # The hot path (Kernel.launch_fast, a tuple; tensors give their address
+    # through data_ptr()) packs the same bytes and grid as launch().
+    path = write_manifest(tmp_path)
+    _, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        class Tensor:
+            def data_ptr(self):
+                return 0x7f0000001000
+        k = rt.load({str(path)!r})
+        k.launch([0x7f0000001000, 1000, -5, 6, 1.5], 0xabc)
+        k.launch_fast((Tensor(), 1000, -5, 6, 1.5), 0xabc)
+        k.launch_fast((0x7f0000001000, 1000, -5, 6, 1.5), 0xabc, None)
+        k.launch_fast((0x7f0000001000, 1, 0, 1, 2), 0, (3, 2, 1))
+    """)
+    first = ("launch k grid=8,6,1 block=128,1,1 shared=0 stream=0xabc params"
+             " 8:0x7f0000001000 4:0x3e8 4:0xfffffffb 8:0x6 4:0x3fc00000")
+    assert launches(calls) == [first, first, first,
+                               "launch k grid=3,2,1 block=128,1,1 shared=0 stream=0x0 params"
+                               " 8:0x7f0000001000 4:0x1 4:0x0 8:0x1 4:0x40000000"]
+
+
+def test_fake_driver_launch_fast_argument_errors(rt, fake_cuda_dir, tmp_path):
+    # Every value is checked against its parameter once, in C++, with the
+    # messages launch() gives; nothing is launched.
+    path = write_manifest(tmp_path)
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        for args in ((1, 2), (object(), 1, 0, 1, 1.0), (16, 2**31, 0, 1, 1.0), (16, True, 0, 1, 1.0),
+                     (16, 1, 0, 1, "x"), (16, 1, 0, 1, 1e39), (16, 0, 0, 1, 1.0)):
+            try:
+                k.launch_fast(args, 0)
+            except (TypeError, ValueError) as e:
+                print(type(e).__name__, e)
+        try:
+            k.launch_fast((16, 1, 0, 1, 1.0), 0, (1, 65536, 1))
+        except ValueError as e:
+            print(e)
+    """)
+    assert out == [
+        "TypeError kernel 'k' takes 5 arguments (x, n, off, stride, a), got 2",
+        "TypeError argument 'x' (param 0, ptr to f32): expected a tensor (an object with data_ptr()) "
+        "or an int address, got object",
+        "ValueError argument 'n' (param 1, i32): 2147483648 does not fit in i32",
+        "TypeError argument 'n' (param 1, i32): got a bool",
+        "TypeError argument 'a' (param 4, f32): expected an int or a float, got str",
+        "ValueError argument 'a' (param 4, f32): 1e+39 overflows f32",
+        "ValueError manifest {path}: grid[0] 'cdiv(n, 128)' (n=0) = 0, outside the launchable range "
+        "[1, 2147483647] (CUDA's limit for gridDim.x)".format(path=path),
+        "grid override (1, 65536, 1): dimension 1 must be in [1, 65535] (CUDA's limit for gridDim.y)",
+    ]
+    assert launches(calls) == []
+
+
+# The flagship grid (m_blocks, heads, batch): batch * heads may exceed 65,535
+# (a large-batch decode); only each axis has a hardware limit.
+GRID_MANIFEST = dict(BASE_MANIFEST, grid=["cdiv(n, 128)", "heads", "batch"], params=[
+    {"name": "x", "kind": "ptr", "elem": "f32"},
+    {"name": "n", "kind": "i32"},
+    {"name": "heads", "kind": "i32"},
+    {"name": "batch", "kind": "i64"},
+    {"name": "a", "kind": "f32"},
+])
+
+
+def test_fake_driver_grid_batch_times_heads_beyond_65535(rt, fake_cuda_dir, tmp_path):
+    path = write_manifest(tmp_path, GRID_MANIFEST)
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        k = rt.load({str(path)!r})
+        print(rt.MAX_GRID)
+        k.launch_fast((0x7f0000001000, 1, 32, 2200, 1.0), 0)     # 70,400 (batch, head) pairs
+        k.launch([0x7f0000001000, 128, 65535, 65535, 1.0], 0)    # both axes at their limit
+        for heads, batch in ((65536, 1), (1, 70400)):
+            try:
+                k.launch_fast((0x7f0000001000, 1, heads, batch, 1.0), 0)
+            except ValueError as e:
+                print(e)
+    """)
+    assert out == [
+        "(2147483647, 65535, 65535)",
+        f"manifest {path}: grid[1] 'heads' (heads=65536) = 65536, outside the launchable range "
+        "[1, 65535] (CUDA's limit for gridDim.y)",
+        f"manifest {path}: grid[2] 'batch' (batch=70400) = 70400, outside the launchable range "
+        "[1, 65535] (CUDA's limit for gridDim.z)",
+    ]
+    assert [c.split(" params")[0] for c in launches(calls)] == [
+        "launch k grid=1,32,2200 block=128,1,1 shared=0 stream=0x0",
+        "launch k grid=1,65535,65535 block=128,1,1 shared=0 stream=0x0",
+    ]
 
 
 def test_fake_driver_rejects_values_a_positive_param_rules_out(rt, fake_cuda_dir, tmp_path):
@@ -978,3 +1071,99 @@ def test_gpu_errors_name_the_argument(runtime, tmp_path):
     with pytest.raises(TypeError, match=r"argument 'y' \(param 0\): expected torch.float32 CUDA "
                                         r"tensor, got torch.float16 on cuda:0"):
         kernel(x.half(), x, 10, 1, 1.0)
+
+
+# --- flash_attn_func's hot path, against the fake driver ------------------------
+
+
+def test_fake_driver_flash_attn_hot_path_is_one_lookup_and_one_launch(rt, fake_cuda_dir, tmp_path):
+    # CPU tensors pose as CUDA ones (bench/host_overhead.py --mock). After the
+    # first call, a call generates no IR, hashes nothing, reads no file and
+    # does not look for a prebuilt artifact: those are made to raise, and the
+    # compiler made to look absent (a GPU host's case, where every call used
+    # to re-derive the prebuilt artifact).
+    if torch is None:
+        pytest.skip("torch is not installed")
+    try:
+        import _tilec  # noqa: F401
+    except ImportError:
+        pytest.skip("the _tilec compiler is not built (it compiles the kernel once here)")
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        import sys
+        sys.path[:0] = [{str(REPO / "python")!r}, {str(REPO / "bench")!r}]
+        import host_overhead as mock
+        mock.install_mock()
+        import builtins, hashlib, re, torch
+        import tilec
+        from tilec import compiler, frontend
+        q, k, v = (mock.mock_cuda(torch.randn(2, 100, 3, 64).half()) for _ in range(3))
+        tilec.flash_attn_func(q, k, v, causal=True)
+        saved = [(m, n, getattr(m, n)) for m, n in [
+            (compiler, "find_prebuilt"), (compiler, "compile_cached"), (compiler, "compile"),
+            (frontend, "generate"), (hashlib, "sha256"), (re, "sub"), (re, "compile"), (builtins, "open")]]
+        def forbidden(*a, **kw):
+            raise AssertionError("called on the hot path")
+        for m, n, _ in saved:
+            setattr(m, n, forbidden)
+        for name in ("available", "can_compile"):  # as on a GPU host without LLVM (prebuilt artifacts)
+            if hasattr(compiler, name):
+                saved.append((compiler, name, getattr(compiler, name)))
+                setattr(compiler, name, lambda: False)
+        out, lse = tilec.flash_attn_func(q, k, v, causal=True, return_lse=True)
+        for m, n, f in saved:
+            setattr(m, n, f)
+        print(tuple(out.shape), out.dtype, tuple(lse.shape), lse.dtype)
+        tilec.flash_attn_func(q, k, v, softmax_scale=0.5)  # another key: a miss, which may compile
+    """, env={"TILEC_ARCH": "sm_80", "TILEC_CACHE_DIR": str(tmp_path / "cache")})
+    assert out == ["(2, 100, 3, 64) torch.float16 (2, 3, 100) torch.float32"]
+    names = [c.split()[1] for c in launches(calls)]
+    assert names == ["flash_fwd_f16_d64_causal", "flash_fwd_f16_d64_causal", "flash_fwd_f16_d64"], calls
+    # grid (cdiv(100, BLOCK_M), batch * heads) today; (m_blocks, heads, batch) once variants land.
+    assert all(" block=" in c for c in launches(calls))
+
+
+def test_fake_driver_dsl_grid_heads_batch_from_the_compiler(rt, fake_cuda_dir, tmp_path):
+    # A DSL kernel with the flagship's new grid shape (m_blocks, heads, batch):
+    # the compiler's manifest loads and a launch of 32 heads x 2,200 batches
+    # (70,400 programs per m block) goes through.
+    try:
+        import _tilec  # noqa: F401
+    except ImportError:
+        pytest.skip("the _tilec compiler is not built")
+    # The frontend reads the kernel's source: it lives in a file.
+    (tmp_path / "grid_kernel.py").write_text(textwrap.dedent("""
+        import tilec
+        from tilec import language as tl
+
+        @tilec.jit(grid=("cdiv(n, BLOCK)", "heads", "batch"))
+        def fill(x: tl.ptr(tl.float32), n: tl.int32, heads: tl.int32, batch: tl.int32,
+                 BLOCK: tl.constexpr = 16):
+            xv = tl.view(x + (tl.program_id(2) * heads + tl.program_id(1)) * n, (n,), (1,))
+            tl.store(xv, (tl.program_id(0) * BLOCK,), tl.zeros((BLOCK,), tl.float32))
+    """))
+    out, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        import sys
+        sys.path[:0] = [{str(REPO / "python")!r}, {str(tmp_path)!r}]
+        from grid_kernel import fill
+        kernel = fill.specialize(BLOCK=16)
+        art = kernel.compile("sm_80")
+        k = rt.load(art.manifest_path)
+        print(k.manifest["grid"])
+        k.launch_fast((0x7f0000001000, 40, 32, 2200), 0)
+        if {torch is not None!r}:  # tilec.Kernel.__call__ on a tensor posing as CUDA
+            sys.path.insert(0, {str(REPO / "bench")!r})
+            import host_overhead as mock, torch
+            mock.install_mock()
+            x = mock.mock_cuda(torch.zeros(2200 * 32 * 40))
+            kernel(x, 40, 32, 2200)
+            try:
+                kernel(x, 40, 32, 70000)
+            except ValueError as e:
+                print(e)
+    """, env={"TILEC_CACHE_DIR": str(tmp_path / "cache"), "TILEC_ARCH": "sm_80"})
+    assert out[0] == "['cdiv(n, 16)', 'heads', 'batch']"
+    grids = [c.split(" block=")[0] for c in launches(calls)]
+    assert grids == ["launch fill grid=3,32,2200"] * (1 if torch is None else 2)
+    if torch is not None:
+        assert out[1].endswith("grid[2] 'batch' (batch=70000) = 70000, outside the launchable range "
+                               "[1, 65535] (CUDA's limit for gridDim.z)")

@@ -7,6 +7,13 @@
 // RUN: not tilec --from-llvm-dialect --arch=sm_99 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=BAD-ARCH
 // BAD-ARCH: tilec: error: unknown GPU architecture 'sm_99' (expected e.g. sm_80, sm_90a)
 
+// --extra-sass names are checked before any work (an empty one used to reach
+// ptxas as -arch=, an sm_ with too many digits the runtime's std::stoi).
+// RUN: not tilec --from-llvm-dialect --extra-sass=sm_70 --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=BAD-SASS
+// BAD-SASS: tilec: error: extra SASS arch 'sm_70' is not a GPU architecture tilec's PTX runs on: expected sm_<major><minor>[a] with major >= 8 (e.g. sm_90)
+// RUN: not tilec --from-llvm-dialect --extra-sass=sm_90, --emit=ptx -o - %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=EMPTY-SASS
+// EMPTY-SASS: tilec: error: extra SASS arch '' is not a GPU architecture
+
 // Several files cannot go to stdout.
 // RUN: not tilec --from-llvm-dialect --emit=all %S/../Target/Inputs/mma_tile.mlir 2>&1 | FileCheck %s --check-prefix=NEED-OUT
 // NEED-OUT: tilec: error: --emit=all (the default) writes files: give -o OUTDIR (or -o FILE with a single --emit)
@@ -61,6 +68,25 @@
 // RUN: tilec %tilec_src_root/kernels/flash_fwd_d64.mlir --emit=ptx -o %t.ptx --stats 2>&1 | FileCheck %s --check-prefix=STATS
 // STATS-NOT: Pass statistics report
 // STATS: Execution time report
+
+// --results lists each kernel with its notes and ptxas log (what the Python
+// package's child-process compile reads back); --source-name names stdin in
+// diagnostics.
+// RUN: env TILEC_PTXAS= tilec --from-llvm-dialect -o %t.res --results=%t.res.json < %S/../Target/Inputs/mma_tile.mlir 2>/dev/null
+// RUN: FileCheck %s --check-prefix=RESULTS --input-file=%t.res.json
+// RESULTS: [
+// RESULTS-NEXT:   {
+// RESULTS-NEXT:     "name": "mma_tile",
+// RESULTS-NEXT:     "notes": [
+// RESULTS-NEXT:       "no ptxas found ({{.*}}): @mma_tile has PTX only; the runtime will JIT it"
+// RESULTS-NEXT:     ],
+// RESULTS-NEXT:     "ptxas_log": ""
+// RESULTS-NEXT:   }
+// RESULTS-NEXT: ]
+// RUN: not tilec --source-name=named.mlir -o %t.sn < %S/Inputs/no_kernel.mlir 2>&1 | FileCheck %s --check-prefix=SOURCE-NAME
+// SOURCE-NAME: named.mlir:{{[0-9]+}}:{{[0-9]+}}: error: no kernel to compile
+// RUN: not tilec --split-input-file --results=%t.x.json -o %t.split %S/Inputs/no_kernel.mlir 2>&1 | FileCheck %s --check-prefix=RESULTS-SPLIT
+// RESULTS-SPLIT: tilec: error: --results takes one input, not --split-input-file
 
 // TILEC_DUMP_IR=1 prints the IR at every stage, here the LLVM IR before and
 // after the O3 pipeline.

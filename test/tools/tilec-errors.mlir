@@ -2,6 +2,15 @@
 // code 1, never a crash; one case per chunk.
 // RUN: not tilec --from-llvm-dialect --split-input-file --emit=ptx -o - %s 2>&1 | FileCheck %s
 
+// A math op the GPU has no lowering for is refused before code generation,
+// at its line, with exit status 1 (it was LLVM's fatal "Cannot select",
+// SIGABRT, which also ended any Python process compiling it; `not` fails on
+// a crash).
+// RUN: not tilec --emit=ptx -o - %S/Inputs/no_gpu_math.mlir 2> %t.math
+// RUN: FileCheck %s --check-prefix=NO-LOWERING --input-file=%t.math
+// NO-LOWERING: no_gpu_math.mlir:12:8: error: 'math.erf' on 'f32' has no GPU (NVPTX) lowering; the GPU lowers math.exp, exp2, log, log2, tanh, sin, cos
+// NO-LOWERING-NOT: LLVM ERROR
+
 // A kernel the runtime could not launch: nothing says grid or block.
 // CHECK: tilec-errors.mlir:1 offset :[[@LINE+1]]:3: error: kernel @no_launch has no 'tile.launch' dictionary
   llvm.func @no_launch() attributes {nvvm.kernel} {
@@ -120,5 +129,45 @@ llvm.func @bad_align(%q: !llvm.ptr<1>) attributes {nvvm.kernel,
 llvm.func @align_on_scalar(%n: i32) attributes {nvvm.kernel,
     tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
                    params = [{name = "n", kind = "i32", align = 16 : i64}]}} {
+  llvm.return
+}
+
+// -----
+
+// LLVM dialect input is checked too, before translation: llvm.tanh without
+// `afn` has no NVPTX pattern (LLVM's fatal "Cannot select: ftanh").
+// CHECK: tilec-errors.mlir:{{[0-9]+}} offset :10:8: error: 'llvm.intr.tanh' on 'f32' needs the 'afn' fast-math flag on NVPTX (tanh.approx.f32)
+llvm.func @strict_tanh(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
+    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
+                   params = [{name = "p", kind = "ptr", elem = "f32"}]}} {
+  %x = llvm.load %p : !llvm.ptr<1> -> f32
+  %y = llvm.intr.tanh(%x) : (f32) -> f32
+  llvm.store %y, %p : f32, !llvm.ptr<1>
+  llvm.return
+}
+
+// -----
+
+// llvm.exp has no NVPTX lowering at all ("no libcall available for fexp").
+// CHECK: error: 'llvm.intr.exp' on 'f32' has no NVPTX lowering
+llvm.func @plain_exp(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
+    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
+                   params = [{name = "p", kind = "ptr", elem = "f32"}]}} {
+  %x = llvm.load %p : !llvm.ptr<1> -> f32
+  %y = llvm.intr.exp(%x) : (f32) -> f32
+  llvm.store %y, %p : f32, !llvm.ptr<1>
+  llvm.return
+}
+
+// -----
+
+// f64 sine: NVPTX has no approximate f64 form.
+// CHECK: error: 'llvm.intr.sin' on 'f64' has no f64 form on NVPTX
+llvm.func @sin_f64(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
+    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
+                   params = [{name = "p", kind = "ptr", elem = "f32"}]}} {
+  %x = llvm.load %p : !llvm.ptr<1> -> f64
+  %y = llvm.intr.sin(%x) {fastmathFlags = #llvm.fastmath<afn>} : (f64) -> f64
+  llvm.store %y, %p : f64, !llvm.ptr<1>
   llvm.return
 }

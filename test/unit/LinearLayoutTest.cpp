@@ -555,6 +555,26 @@ TEST(Coalesced, SmallTileReplicates) {
   EXPECT_EQ(l.threadCoord(0, 3), l.threadCoord(0, 0));
 }
 
+// warpsOnRows: a 16x1024 f32 tile over 4 warps keeps each row in one warp
+// (rows 1, 2 to the warps, columns past the lanes' 128 to registers), where
+// the plain layout gives columns 256 and 512 to the warps.
+TEST(Coalesced, WarpsOnRows) {
+  LinearLayout plain = LinearLayout::coalesced({16, 1024}, 4, 4);
+  EXPECT_EQ(plain.warpBases(), (std::vector<Coord>{{0, 128}, {0, 256}}));
+  LinearLayout l = LinearLayout::coalesced({16, 1024}, 4, 4, /*warpsOnRows=*/true);
+  EXPECT_EQ(l.checkCovers({16, 1024}), "");
+  EXPECT_EQ(l.warpBases(), (std::vector<Coord>{{1, 0}, {2, 0}}));
+  EXPECT_EQ(l.laneBases(), plain.laneBases());
+  EXPECT_EQ(l.regCoord(4), (Coord{0, 128}));
+  // Rows run out: the remaining warp bit takes a column bit.
+  LinearLayout flat = LinearLayout::coalesced({2, 1024}, 4, 4, /*warpsOnRows=*/true);
+  EXPECT_EQ(flat.checkCovers({2, 1024}), "");
+  EXPECT_EQ(flat.warpBases(), (std::vector<Coord>{{1, 0}, {0, 128}}));
+  // Short rows: lanes already cover them; nothing changes.
+  EXPECT_EQ(LinearLayout::coalesced({64, 16}, 4, 4, true).warpBases(),
+            LinearLayout::coalesced({64, 16}, 4, 4).warpBases());
+}
+
 TEST(Coalesced, Rank1And3) {
   EXPECT_EQ(LinearLayout::coalesced({1024}, 4, 4).checkCovers({1024}), "");
   LinearLayout l3 = LinearLayout::coalesced({2, 16, 32}, 2, 4);

@@ -101,8 +101,9 @@ int main(int argc, char **argv) {
   std::vector<int64_t> shape;
   if (shapeText.empty() || !parseShape(shapeText, shape))
     return fail("--shape needs positive extents such as 64x64, got '" + shapeText + "'");
-  if (tilec::log2Exact(warps) < 0)
-    return fail("--warps must be a power of two, got " + std::to_string(warps));
+  if (tilec::log2Exact(warps) < 0 || warps > 32)
+    return fail("--warps must be a power of two in [1, 32] (CUDA's 1024 threads per block), got " +
+                std::to_string(warps));
 
   // The factories assert their preconditions; say them here instead, since
   // asserts vanish in release builds.

@@ -4,7 +4,9 @@
 //
 // writes out/<kernel>.{ptx,cubin,json} (and .ll, .tile.mlir) per kernel; text
 // emits can go to stdout with -o -. Every failure is a diagnostic on stderr
-// and exit code 1.
+// and exit code 1. The Python package runs this in a child process when its
+// extension is missing (python/tilec/compiler.py _compile_cli: IR on stdin,
+// --source-name, --results), e.g. the static build of scripts/bundle.sh.
 //
 //===----------------------------------------------------------------------===//
 #include "tilec/CPU/CpuRunner.h"
@@ -92,9 +94,22 @@ cl::list<std::string> extraSass(
              "H100/H200): <kernel>.<arch>.cubin, listed in the manifest's \"sass\", loaded "
              "by the runtime instead of JIT-compiling the PTX"),
     cl::cat(tilecCategory));
+cl::opt<std::string> sourceName("source-name",
+                               cl::desc("the input buffer's name in diagnostics (default: the "
+                                        "input file's path, <stdin> for -)"),
+                               cl::value_desc("NAME"), cl::cat(tilecCategory));
+cl::opt<std::string> resultsFile(
+    "results",
+    cl::desc("also write a JSON list, one object per kernel in compile order, of its name, "
+             "notes and ptxas log (how the Python package's child-process compile reads a "
+             "run back)"),
+    cl::value_desc("FILE"), cl::cat(tilecCategory));
 cl::opt<unsigned> ptxVersion("ptx-version",
                              cl::desc("PTX ISA version times ten (0: tilec's default)"),
                              cl::init(0), cl::Hidden, cl::cat(tilecCategory));
+
+/// What --results writes: one object per compiled kernel.
+json::Array results;
 
 bool isTextEmit(Emit e) { return e == Emit::PTX || e == Emit::LLVM || e == Emit::Tile; }
 
@@ -209,6 +224,10 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
       WithColor::note(errs(), "tilec") << note << "\n";
     if (stats)
       printStats(kernel);
+    if (!resultsFile.empty())
+      results.push_back(json::Object{{"name", kernel.name},
+                                     {"notes", json::Array(kernel.notes)},
+                                     {"ptxas_log", kernel.ptxasLog}});
   }
   if (emit == Emit::Cubin)
     for (const tilec::CompiledKernel &kernel : *kernels)
@@ -320,9 +339,23 @@ int main(int argc, char **argv) {
   ErrorOr<std::unique_ptr<MemoryBuffer>> input = MemoryBuffer::getFileOrSTDIN(inputFile);
   if (!input)
     return fail("cannot read " + inputFile + ": " + input.getError().message());
-  StringRef bufferName = inputFile == "-" ? StringRef("<stdin>") : StringRef(inputFile);
-  if (!splitInputFile)
-    return failed(compileAndWrite((*input)->getBuffer(), bufferName, stats, outs())) ? 1 : 0;
+  StringRef bufferName = !sourceName.empty() ? StringRef(sourceName)
+                         : inputFile == "-"   ? StringRef("<stdin>")
+                                              : StringRef(inputFile);
+  if (!splitInputFile) {
+    if (failed(compileAndWrite((*input)->getBuffer(), bufferName, stats, outs())))
+      return 1;
+    if (!resultsFile.empty()) {
+      std::string text;
+      raw_string_ostream os(text);
+      os << formatv("{0:2}", json::Value(std::move(results))) << "\n";
+      if (!writeFile(resultsFile, text, false))
+        return 1;
+    }
+    return 0;
+  }
+  if (!resultsFile.empty())
+    return fail("--results takes one input, not --split-input-file");
   // Every chunk runs even after one fails, so one test file can hold many
   // error cases.
   return failed(mlir::splitAndProcessBuffer(

@@ -106,9 +106,12 @@ public:
   /// Coalesced global access: each thread moves `vecElems` consecutive
   /// elements of the last dimension (fewer when a row is shorter: a vector
   /// never spans two rows), lanes then warps walk the tile row-major,
-  /// registers repeat the pattern.
+  /// registers repeat the pattern. With `warpsOnRows`, warps take the bits
+  /// of the leading dimensions before further bits of the last one, so a
+  /// row's elements stay inside one warp (row reductions without shared
+  /// memory) while each warp's access stays as contiguous.
   static LinearLayout coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
-                                int64_t vecElems);
+                                int64_t vecElems, bool warpsOnRows = false);
 
 private:
   unsigned rank_ = 0;

@@ -68,6 +68,11 @@ llvm::Error optimizeLLVMModule(llvm::Module &module, llvm::TargetMachine &tm,
                                unsigned optLevel);
 
 /// Lowers `module` to PTX assembly text.
+/// Fails (naming the function and the intrinsic) when `module` calls a math
+/// intrinsic LLVM's NVPTX backend cannot select, which would otherwise be a
+/// fatal error ending the process. emitPTX runs it first.
+llvm::Error checkNVPTXLegality(const llvm::Module &module);
+
 llvm::Expected<std::string> emitPTX(llvm::Module &module, llvm::TargetMachine &tm);
 
 } // namespace tilec

@@ -75,6 +75,15 @@ std::string describeArgument(const Param &param, size_t index);
 
 using Dim3 = std::array<uint32_t, 3>;
 
+/// CUDA's grid limits, the one place the runtime states them: gridDim.x <=
+/// 2^31 - 1, gridDim.y and gridDim.z <= 65535 (every GPU since sm_30). A grid
+/// evaluated from the manifest and a grid override are both checked against
+/// them, with an error naming the axis and its limit.
+inline constexpr std::array<int64_t, 3> kMaxGrid = {(int64_t(1) << 31) - 1,
+                                                    65535, 65535};
+/// "gridDim.x", "gridDim.y", "gridDim.z" for axis 0, 1, 2.
+const char *gridAxisName(int axis);
+
 /// One grid dimension as an integer expression over named values: integer
 /// literals, names, + - * / (floor division), unary -, parentheses,
 /// cdiv(a, b), min(a, b), max(a, b). Names are bound to slots when parsing,
@@ -90,8 +99,10 @@ public:
   /// Evaluates with slot values `slots`; throws Error(Grid) on division by
   /// zero or int64 overflow.
   int64_t eval(const std::vector<int64_t> &slots) const;
-  /// Like eval, then checks the value lies in [1, max].
-  int64_t evalDim(const std::vector<int64_t> &slots, int64_t max) const;
+  /// Like eval, then checks the value lies in [1, max]; `limitName` (e.g.
+  /// "gridDim.y") names the limit in the error.
+  int64_t evalDim(const std::vector<int64_t> &slots, int64_t max,
+                  const char *limitName = nullptr) const;
   const std::string &source() const { return source_; }
 
 private:
@@ -113,7 +124,7 @@ private:
 };
 
 /// Evaluates the three grid dimensions and checks the result is a launchable
-/// grid: every dimension >= 1, x < 2^31, y and z <= 65535.
+/// grid: every dimension in [1, kMaxGrid[axis]].
 Dim3 evalGrid(const std::array<GridExpr, 3> &grid,
               const std::vector<int64_t> &slots);
 
@@ -185,6 +196,17 @@ public:
   /// The grid a launch with `args` uses.
   Dim3 grid(const std::vector<KernelArg> &args) const;
 
+  /// Checks argument `index` against its parameter (kind, range, tl.assume
+  /// positivity, pointer alignment) and returns the 8-byte slot cuLaunchKernel
+  /// reads it from: the prepared half of a launch (see launchPacked).
+  uint64_t packArg(size_t index, const KernelArg &arg) const;
+
+  /// The hot path of a launch: `slots` holds one packed value per parameter
+  /// (packArg); the grid comes from the manifest's expressions over them, or
+  /// `grid`. Same context and stream rules as launch().
+  void launchPacked(const uint64_t *slots, size_t count, uintptr_t stream,
+                    const std::optional<Dim3> &grid = std::nullopt);
+
   /// Launches on `stream` (a CUstream as an integer; 0 is the legacy default
   /// stream) in the current CUDA context. When no context is current, the
   /// context owning the first pointer argument is made current, or else the
@@ -196,11 +218,12 @@ private:
   Kernel(Manifest manifest, std::string cubin, std::vector<std::string> sass,
          std::string ptx, std::string moduleKey);
 
-  /// Packs `args` into 8-byte slots (one per parameter) and collects the
-  /// values of the integer parameters the grid reads.
+  /// Packs `args` into 8-byte slots (one per parameter).
   void packArgs(const std::vector<KernelArg> &args,
-                std::vector<uint64_t> &storage,
-                std::vector<int64_t> *gridSlots) const;
+                std::vector<uint64_t> &storage) const;
+  /// The grid over packed slots (the integer parameters the grid reads), or
+  /// `override` checked against kMaxGrid.
+  Dim3 gridFor(const uint64_t *slots, const std::optional<Dim3> &override) const;
   /// The CUfunction (as void*, to keep cuda.h out of this header) for the
   /// current context, whose id is `contextId`; loads the module on first use.
   void *functionFor(uint64_t contextId);

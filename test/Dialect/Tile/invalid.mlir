@@ -171,6 +171,22 @@ func.func @addptr_i16_offset(%p: !tile.ptr<f16>, %o: i16) {
 
 // -----
 
+func.func @load_scalar_wrong_type(%p: !tile.ptr<i32>) {
+  // expected-error @+1 {{'tile.load_scalar' op result type 'i64' differs from the pointer's element type 'i32'}}
+  %0 = tile.load_scalar %p : !tile.ptr<i32> -> i64
+  return
+}
+
+// -----
+
+func.func @load_scalar_tile_result(%p: !tile.ptr<f32>) {
+  // expected-error @+1 {{'tile.load_scalar' op result #0 must be floating-point or signless integer, but got 'tensor<1xf32>'}}
+  %0 = tile.load_scalar %p : !tile.ptr<f32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{view rank must be 1, 2 or 3, got 4}}
 func.func @view_rank_4(%v: !tile.view<f16, 4>) {
   return

@@ -70,6 +70,23 @@ func.func @addptr(%p: !tile.ptr<f16>, %o64: i64, %o32: i32, %oix: index) -> !til
   return %2 : !tile.ptr<f16>
 }
 
+// load_scalar reads one element of any integer or float pointee type; the
+// result feeds scalar arithmetic and view sizes like any scalar.
+// CHECK-LABEL: func.func @load_scalar
+// CHECK-SAME:    (%[[CU:.+]]: !tile.ptr<i32>, %[[SL:.+]]: !tile.ptr<f32>, %[[B:.+]]: i32)
+// CHECK:         %[[P:.+]] = tile.addptr %[[CU]], %[[B]] : <i32>, i32
+// CHECK:         %[[START:.+]] = tile.load_scalar %[[P]] : <i32> -> i32
+// CHECK:         tile.load_scalar %[[SL]] : <f32> -> f32
+// CHECK:         tile.view %[[SL]] sizes(%[[START]])
+func.func @load_scalar(%cu: !tile.ptr<i32>, %slopes: !tile.ptr<f32>, %b: i32) -> (i32, f32, !tile.view<f32, 1>) {
+  %p = tile.addptr %cu, %b : !tile.ptr<i32>, i32
+  %start = tile.load_scalar %p : !tile.ptr<i32> -> i32
+  %slope = tile.load_scalar %slopes : !tile.ptr<f32> -> f32
+  %c1 = arith.constant 1 : i64
+  %v = tile.view %slopes sizes(%start) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  return %start, %slope, %v : i32, f32, !tile.view<f32, 1>
+}
+
 // Views of rank 1, 2 and 3, with float and integer element types.
 // CHECK-LABEL: func.func @views
 // CHECK-SAME:    (%[[PF:.+]]: !tile.ptr<f32>, %[[PB:.+]]: !tile.ptr<bf16>, %[[PI:.+]]: !tile.ptr<i8>, %[[N:.+]]: i32, %[[S:.+]]: i64)

@@ -1,0 +1,717 @@
+"""``flash_attn_with_kvcache`` (flash_attn 2.8's signature and semantics) and
+``flash_attn_combine`` (FA3's), on the DSL kernels kernels/flash_decode.py
+(split-KV with pack-GQA) and kernels/flash_combine.py.
+
+CUDA torch tensors launch on the GPU; numpy float16 arrays and torch CPU
+float16 tensors run on the CPU runner (same kernels, same IR), the in-place
+cache append included, so CI checks the numerics.
+
+How a call runs:
+1. checks (shapes, dtypes, capacities) before anything is written;
+2. rotary embedding of q and the new k (host-side array ops, f32 math);
+3. the new k/v written into the cache in place at cache_seqlens (host-side
+   indexing, paged or not);
+4. the decode kernel: grid (num_splits, row blocks × KV heads, batch); the G
+   query heads of a KV head are the Q tile's rows (pack-GQA); with one split
+   it writes the output, else partials that
+5. the combine kernel merges.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import language as tl
+from .flash_attn import _is_torch, _rows_aligned, _strides
+
+# Kernels are specialized by BLOCK_N: a paged block of keys must lie in one page.
+_BLOCK_N = 64
+_MAX_SPLITS = 128
+# What num_splits=0 assumes without a GPU to ask (an H100/H200).
+_DEFAULT_SMS = 132
+# A window side of -1 (unbounded) reaches the kernel as this many keys.
+_UNBOUNDED = 1 << 30
+
+
+def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS):
+    """flash_attn 2's rule (csrc/flash_attn/flash_api.cpp): no split when the
+    programs nearly fill the GPU (>= 80% of `num_sms` slots); else the
+    smallest split count whose wave efficiency (programs·splits/slots over its
+    ceiling) is >= 85% of the best, among counts that change the blocks per
+    split."""
+    if programs >= 0.8 * num_sms:
+        return 1
+    max_splits = min(max_splits, num_sms, num_n_blocks)
+    cdiv = lambda a, b: -(-a // b)
+    eligible = lambda s: s == 1 or cdiv(num_n_blocks, s) != cdiv(num_n_blocks, s - 1)
+    eff = {}
+    for s in range(1, max_splits + 1):
+        if eligible(s):
+            waves = programs * s / num_sms
+            eff[s] = waves / math.ceil(waves)
+    best = max(eff.values(), default=0.0)
+    for s in sorted(eff):
+        if eff[s] >= 0.85 * best:
+            return s
+    return 1
+
+
+# The values of cache_seqlens, cache_batch_idx and cache_leftpad are read back
+# and checked before anything is written: on CUDA one device sync per call.
+# Off, a serving loop saves the sync and bad values are not caught (on the
+# CPU the runner still reports accesses outside a buffer). Skipped while a
+# CUDA graph is being captured.
+CHECK_VALUES = True
+
+# The CPU runner's Q tile: None for the smallest that holds the packed rows
+# (fast to run), or a GPU size, for tests of the GPU configuration's numerics.
+CPU_BLOCK_M = None
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """How one call runs: tiles, warps and the split count."""
+    seqlen_q: int
+    group: int
+    head_dim: int
+    page_size: int          # 0: contiguous cache
+    block_m: int
+    block_n: int
+    num_warps: int
+    m_blocks: int
+    num_splits: int
+
+    def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
+                   per_batch=False, batch_idx=False, leftpad=False):
+        """The decode kernel's constexprs for this plan and these features."""
+        tdt = {"float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
+        split = self.num_splits > 1
+        qpos = "one" if self.seqlen_q == 1 else "row" if self.group == 1 else "mod"
+        return dict(DTYPE=tdt, ODTYPE=tl.float32 if split else tdt, HEAD_DIM=self.head_dim,
+                    SPLIT=split, CAUSAL=bool(causal), WINDOW=bool(window), ALIBI=bool(alibi),
+                    SOFTCAP=bool(softcap),
+                    PAGED=bool(paged), PAGE_SIZE=self.page_size if paged else 64,
+                    PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
+                    QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps)
+
+
+def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
+                on_gpu=True, sms=_DEFAULT_SMS):
+    """Tiles and splits for a call. The Q tile holds the packed rows (group ×
+    seqlen_q); on the GPU it is 64 rows over 4 warps even for one row, as
+    flash_attn 2's split kernel: the warps that compute padding rows still
+    share the K/V copies, and a decode kernel is bound by those. Key blocks
+    are 64 keys, or the largest power of two dividing the page size (a block
+    must lie in one page). num_splits=0: num_splits_heuristic over the
+    programs (batch × KV heads × row blocks), two per SM, and the cache
+    capacity in 128-key blocks (flash_attn 2's count at head_dim <= 128)."""
+    rows_q = heads // heads_k * seqlen_q
+    block_n = _BLOCK_N
+    if page_size:
+        while page_size % block_n:
+            block_n //= 2
+    if on_gpu:
+        block_m = 64
+    else:
+        block_m = CPU_BLOCK_M or min(64, max(16, 1 << (rows_q - 1).bit_length()))
+    m_blocks = -(-rows_q // block_m)
+    if num_splits == 0:
+        n_blocks = -(-capacity // (128 if head_dim <= 128 else 64))
+        num_splits = num_splits_heuristic(batch * heads_k * m_blocks, 2 * sms, max(n_blocks, 1))
+    num_splits = min(num_splits, _MAX_SPLITS)
+    return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
+                      block_m // 16, m_blocks, num_splits)
+
+
+def _sm_count(device):
+    try:
+        import torch
+
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    except Exception:  # noqa: BLE001 - no GPU to ask: the H200's count
+        return _DEFAULT_SMS
+
+
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _fail(msg, cls=ValueError):
+    raise cls(f"flash_attn_with_kvcache: {msg}")
+
+
+class _Arrays:
+    """numpy or torch (CPU or CUDA) operations the host side needs."""
+
+    def __init__(self, like):
+        self.torch = _is_torch(like)
+        if self.torch:
+            import torch
+
+            self.t = torch
+            self.device = like.device
+        else:
+            import numpy as np
+
+            self.np = np
+
+    def arange(self, n):
+        if self.torch:
+            return self.t.arange(n, device=self.device)
+        return self.np.arange(n)
+
+    def empty(self, shape, dtype):
+        if self.torch:
+            return self.t.empty(shape, dtype=getattr(self.t, dtype), device=self.device)
+        return self.np.empty(shape, dtype=dtype)
+
+    def full(self, shape, value, dtype):
+        if self.torch:
+            return self.t.full(shape, value, dtype=getattr(self.t, dtype), device=self.device)
+        return self.np.full(shape, value, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        if self.torch:
+            return self.t.zeros(shape, dtype=getattr(self.t, dtype), device=self.device)
+        return self.np.zeros(shape, dtype=dtype)
+
+    def contiguous(self, x):
+        if self.torch:
+            return x.clone(memory_format=self.t.contiguous_format)
+        return self.np.ascontiguousarray(x).copy() if not x.flags.c_contiguous else x.copy()
+
+    def transpose12(self, x):
+        return x.transpose(1, 2) if self.torch else x.transpose(0, 2, 1, 3)
+
+    def to_host_ints(self, x):
+        """Values of a small int tensor as a Python list (a device sync on CUDA)."""
+        if self.torch:
+            return [int(v) for v in x.tolist()]
+        return [int(v) for v in x.reshape(-1)]
+
+
+def _check_tensor(name, t, on_gpu, rank, device=None):
+    if t is None:
+        return
+    if _is_torch(t) != on_gpu and not (_is_torch(t) and t.device.type == "cpu" and not on_gpu):
+        _fail(f"'{name}' must be a {'CUDA torch tensor' if on_gpu else 'numpy array or CPU torch tensor'} "
+              f"like 'q', got {type(t).__name__}", TypeError)
+    if not hasattr(t, "shape") or len(t.shape) != rank:
+        _fail(f"'{name}' must have rank {rank}, got shape {tuple(getattr(t, 'shape', ()))}")
+    if on_gpu and device is not None and t.device != device:
+        _fail(f"'{name}' is on {t.device}, 'q' on {device}")
+
+
+def _int32_vector(name, t, batch, on_gpu, device):
+    _check_tensor(name, t, on_gpu, 1, device)
+    if _dtype_name(t) != "int32":
+        _fail(f"'{name}' must be int32, got {_dtype_name(t)}", TypeError)
+    if t.shape[0] != batch:
+        _fail(f"'{name}' has {t.shape[0]} entries, the batch is {batch}")
+
+
+def _read_ints(ops, *tensors):
+    """Host lists of the values of small int tensors (None stays None), in
+    one transfer."""
+    present = [t for t in tensors if t is not None]
+    if not present:
+        return [None] * len(tensors)
+    if ops.torch:
+        flat = ops.t.cat([t.reshape(-1) for t in present]).tolist()
+    else:
+        flat = [int(v) for t in present for v in t.reshape(-1)]
+    out, at = [], 0
+    for t in tensors:
+        if t is None:
+            out.append(None)
+        else:
+            out.append([int(v) for v in flat[at:at + t.shape[0]]])
+            at += t.shape[0]
+    return out
+
+
+_dummies = {}
+
+
+def _dummy(ops, dtype):
+    """A one-element buffer for a pointer parameter a variant does not read."""
+    key = (dtype, str(ops.device) if ops.torch else "numpy")
+    if key not in _dummies:
+        _dummies[key] = ops.zeros((1,), dtype)
+    return _dummies[key]
+
+
+def _rotary(ops, x, cos, sin, pos, interleaved):
+    """x (b, s, h, d) with its first rotary_dim features rotated by the angles
+    at positions pos (b, s); f32 math, rounded back to x's dtype."""
+    rd = cos.shape[1] * 2
+    if ops.torch:
+        xf = x.float()
+        c, s_ = cos.float()[pos][:, :, None, :], sin.float()[pos][:, :, None, :]
+        cat = ops.t.cat
+        stack = ops.t.stack
+    else:
+        np = ops.np
+        xf = x.astype(np.float32)
+        c, s_ = cos.astype(np.float32)[pos][:, :, None, :], sin.astype(np.float32)[pos][:, :, None, :]
+        cat = np.concatenate
+        stack = np.stack
+    r = xf[..., :rd]
+    if interleaved:
+        x1, x2 = r[..., 0::2], r[..., 1::2]
+        y = stack([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1).reshape(r.shape)
+    else:
+        x1, x2 = r[..., : rd // 2], r[..., rd // 2:]
+        y = cat([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1)
+    y = cat([y, xf[..., rd:]], -1)
+    return y.to(x.dtype) if ops.torch else y.astype(x.dtype)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
+                            block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1),
+                            softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
+                            return_softmax_lse=False):
+    """Attention of q (batch, seqlen_q, heads, d) over a KV cache, flash_attn
+    2.8's flash_attn_with_kvcache.
+
+    k_cache, v_cache: (batch_cache, seqlen_cache, kv_heads, d), or with
+    block_table (num_pages, page_size, kv_heads, d) and block_table (batch,
+    pages_per_seq) int32 naming each sequence's pages in order (any pages of
+    the pool, shared or not). heads must be a multiple of kv_heads (GQA/MQA).
+    k, v (batch, seqlen_new, kv_heads, d): written into the cache in place at
+    positions cache_seqlens … before attending. cache_seqlens: an int or
+    (batch,) int32, the cache length of each sequence before the append.
+    Keys visible to query i: j < cache_seqlens + seqlen_new (and j >=
+    cache_leftpad); causal aligns bottom-right (j <= i + seqlen_k −
+    seqlen_q); window_size (left, right) as flash_attn, −1 unbounded.
+    rotary_cos/sin (seqlen_ro, rotary_dim / 2): q and the new k are rotated
+    at their positions (q at cache_seqlens + i when causal or windowed, else
+    all at cache_seqlens), interleaved (GPT-J) or not (GPT-NeoX).
+    alibi_slopes (heads,) or (batch, heads) f32. num_splits 0 picks the
+    split-KV count from the GPU's SM count (num_splits_heuristic).
+
+    Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
+    lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
+    """
+    on_gpu = _is_torch(q) and q.device.type == "cuda"
+    device = q.device if on_gpu else None
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
+        _check_tensor(name, t, on_gpu, 4, device)
+    if (k is None) != (v is None):
+        _fail("'k' and 'v' go together: got " + ("k without v" if v is None else "v without k"))
+    softcap = float(softcap)
+    if not softcap >= 0 or math.isinf(softcap):
+        _fail(f"softcap must be a finite value >= 0 (0 = off), got {softcap}")
+    if not isinstance(num_splits, int) or isinstance(num_splits, bool) or num_splits < 0:
+        _fail(f"num_splits must be an int >= 0 (0 = choose), got {num_splits!r}")
+    dtype = _dtype_name(q)
+    allowed = ("float16", "bfloat16") if _is_torch(q) else ("float16",)
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
+        if t is not None and _dtype_name(t) != dtype:
+            _fail(f"'{name}' is {_dtype_name(t)}, 'q' is {dtype}: one dtype for q, the cache and k/v",
+                  TypeError)
+    if dtype not in allowed:
+        _fail(f"'q' must be {' or '.join(allowed)}{'' if _is_torch(q) else ' (numpy)'}, got {dtype}",
+              TypeError)
+
+    batch, seqlen_q, heads, head_dim = q.shape
+    paged = block_table is not None
+    if paged:
+        num_pages, page_size, heads_k, dk = k_cache.shape
+    else:
+        batch_cache, capacity, heads_k, dk = k_cache.shape
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        _fail(f"'v_cache' has shape {tuple(v_cache.shape)}, 'k_cache' {tuple(k_cache.shape)}")
+    if dk != head_dim:
+        _fail(f"'k_cache' has head_dim {dk}, 'q' has {head_dim}")
+    if head_dim % 8 or not 8 <= head_dim <= 256:
+        _fail(f"head_dim {head_dim} is not supported (a multiple of 8 from 8 to 256)")
+    if heads_k == 0 or heads % heads_k:
+        _fail(f"'q' has {heads} heads, not a multiple of the cache's {heads_k} KV heads")
+    if batch == 0 or seqlen_q == 0 or heads == 0:
+        _fail(f"empty query (q {tuple(q.shape)})")
+    group = heads // heads_k
+    ops = _Arrays(q)
+
+    if paged:
+        _check_tensor("block_table", block_table, on_gpu, 2, device)
+        if _dtype_name(block_table) != "int32":
+            _fail(f"'block_table' must be int32, got {_dtype_name(block_table)}", TypeError)
+        if block_table.shape[1] == 0:
+            _fail("'block_table' has no columns (each sequence needs at least one page)")
+        if block_table.shape[0] != batch:
+            _fail(f"'block_table' has {block_table.shape[0]} rows, the batch is {batch}")
+        if page_size % 16 or page_size == 0:
+            _fail(f"page size {page_size} (k_cache.shape[1] with block_table) must be a multiple of 16")
+        if cache_batch_idx is not None:
+            _fail("cache_batch_idx with block_table: the block table already names each sequence's pages")
+        if cache_leftpad is not None:
+            _fail("cache_leftpad with block_table is not supported (as in flash_attn)",
+                  NotImplementedError)
+        capacity = block_table.shape[1] * page_size
+    seqlen_new = 0
+    if k is not None:
+        if k.shape[0] != batch or tuple(k.shape[2:]) != (heads_k, head_dim):
+            _fail(f"'k' has shape {tuple(k.shape)}, expected ({batch}, seqlen_new, {heads_k}, {head_dim})")
+        if tuple(v.shape) != tuple(k.shape):
+            _fail(f"'v' has shape {tuple(v.shape)}, 'k' {tuple(k.shape)}")
+        seqlen_new = k.shape[1]
+
+    # cache_seqlens: host values for the checks (one device sync on CUDA).
+    per_batch = cache_seqlens is not None and not isinstance(cache_seqlens, int)
+    if cache_seqlens is None:
+        if k is not None:
+            _fail("appending 'k'/'v' needs cache_seqlens (where they go)")
+        cache_seqlens = capacity                       # flash_attn: the whole cache
+    if isinstance(cache_seqlens, bool):
+        _fail(f"cache_seqlens must be an int or an int32 tensor, got {cache_seqlens!r}", TypeError)
+    for name, t in (("cache_seqlens", cache_seqlens if per_batch else None),
+                    ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
+        if t is not None:
+            _int32_vector(name, t, batch, on_gpu, device)
+    if not paged and cache_batch_idx is None and batch_cache < batch:
+        _fail(f"'k_cache' holds {batch_cache} sequences, the batch is {batch}")
+    # The values of the int32 tensors: read once (one device sync on CUDA,
+    # unless CHECK_VALUES is off) and checked before anything is written.
+    # Never while a CUDA graph is captured (a read-back cannot be captured).
+    check_values = CHECK_VALUES and not (on_gpu and ops.t.cuda.is_current_stream_capturing())
+    lens_host = None if per_batch else [int(cache_seqlens)] * batch
+    if check_values:
+        lens_v, bidx_v, pad_v = _read_ints(ops, cache_seqlens if per_batch else None, cache_batch_idx,
+                                           cache_leftpad)
+        lens_host = lens_v or lens_host
+        bad = [i for i in bidx_v or () if not 0 <= i < batch_cache]
+        if bad:
+            _fail(f"cache_batch_idx holds {bad[0]}, outside the cache's batch 0..{batch_cache - 1}")
+        for b, (n, p) in enumerate(zip(lens_host, pad_v or [0] * batch)):
+            if n < 0:
+                _fail(f"cache_seqlens[{b}] = {n} is negative")
+            if n + seqlen_new > capacity:
+                _fail(f"cache_seqlens[{b}] = {n} plus {seqlen_new} new keys exceeds the cache capacity "
+                      f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
+            if not 0 <= p <= n:
+                _fail(f"cache_leftpad[{b}] = {p} is outside 0..cache_seqlens[{b}] = {n}")
+    if paged and check_values and not on_gpu:
+        # Page numbers in the pool (the CPU path only: on CUDA it would copy the table every call).
+        need = max(-(-(n + seqlen_new) // page_size) for n in lens_host)
+        flat = ops.to_host_ints(block_table[:, :need].reshape(-1))
+        bad = [i for i in flat if not 0 <= i < num_pages]
+        if bad:
+            _fail(f"block_table names page {bad[0]}, outside the pool 0..{num_pages - 1}")
+
+    # Window, causal (flash_attn: causal sets the right side to 0).
+    left, right = (int(w) for w in window_size)
+    if left < -1 or right < -1:
+        _fail(f"window_size values must be >= -1, got {window_size}")
+    if causal:
+        right = 0
+    window = left >= 0 or right > 0
+    # One query token sees every key under causal (j <= 0 + seqlen_k - 1).
+    causal_only = right == 0 and left < 0 and seqlen_q > 1
+
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    if math.isnan(scale):
+        _fail("softmax_scale is NaN")
+
+    alibi = alibi_slopes is not None
+    if alibi:
+        _check_tensor("alibi_slopes", alibi_slopes, on_gpu, len(alibi_slopes.shape), device)
+        if _dtype_name(alibi_slopes) != "float32":
+            _fail(f"'alibi_slopes' must be float32, got {_dtype_name(alibi_slopes)}", TypeError)
+        if tuple(alibi_slopes.shape) not in ((heads,), (batch, heads)):
+            _fail(f"'alibi_slopes' has shape {tuple(alibi_slopes.shape)}, expected ({heads},) or "
+                  f"({batch}, {heads})")
+
+    rotary = rotary_cos is not None or rotary_sin is not None
+    if rotary:
+        if rotary_cos is None or rotary_sin is None:
+            _fail("rotary_cos and rotary_sin go together")
+        for name, t in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+            _check_tensor(name, t, on_gpu, 2, device)
+        if tuple(rotary_sin.shape) != tuple(rotary_cos.shape):
+            _fail(f"'rotary_sin' has shape {tuple(rotary_sin.shape)}, 'rotary_cos' {tuple(rotary_cos.shape)}")
+        rd = rotary_cos.shape[1] * 2
+        if rd > head_dim or rd == 0 or rd % 16:
+            _fail(f"rotary dim {rd} (2 × rotary_cos.shape[1]) must be a multiple of 16 and <= head_dim "
+                  f"{head_dim}")
+        reach = max(n + max(seqlen_new, seqlen_q) for n in lens_host) if lens_host else 0
+        if rotary_cos.shape[0] < reach:
+            _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
+
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if _strides(t)[-1] != 1:
+            _fail(f"'{name}' must be contiguous in its last dimension (strides {_strides(t)})")
+        if on_gpu and not _rows_aligned(t):
+            _fail(f"'{name}' rows must start 16-byte aligned (strides {_strides(t)}); the cache is "
+                  "written in place, so it is not copied")
+
+    # Everything checked: from here on, arrays are written. Host-side steps
+    # use the caller's kind of array (numpy, or torch on its device); only
+    # the CPU runner's launches see numpy views of torch CPU tensors.
+    lens = cache_seqlens if per_batch else None
+    if lens is None and (rotary or seqlen_new):
+        lens = ops.full((batch,), lens_host[0], "int32")      # made on the device, no copy
+    if rotary:
+        rows = ops.arange(seqlen_q)[None, :] if (causal or window) else ops.arange(seqlen_q)[None, :] * 0
+        q = _rotary(ops, q, rotary_cos, rotary_sin, _positions(ops, lens, rows), rotary_interleaved)
+        if k is not None:
+            k = _rotary(ops, k, rotary_cos, rotary_sin, _positions(ops, lens, ops.arange(seqlen_new)[None, :]),
+                        rotary_interleaved)
+    if k is not None and seqlen_new:
+        pos = _positions(ops, lens, ops.arange(seqlen_new)[None, :])    # (batch, seqlen_new)
+        if paged:
+            rows_b = ops.arange(batch)[:, None]
+            page = block_table[rows_b, pos // page_size]
+            page = page.long() if ops.torch else page
+            k_cache[page, pos % page_size] = k
+            v_cache[page, pos % page_size] = v
+        else:
+            rows_b = cache_batch_idx if cache_batch_idx is not None else ops.arange(batch)
+            rows_b = rows_b.reshape(batch, 1)
+            rows_b = rows_b.long() if ops.torch else rows_b
+            k_cache[rows_b, pos] = k
+            v_cache[rows_b, pos] = v
+
+    if scale < 0:
+        q, scale = -q, -scale
+    elif scale == 0:
+        q, scale = q * 0, 1.0
+
+    out, lse = _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
+                       lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
+                       page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
+                       left, right, alibi_slopes, softcap, num_splits, dtype)
+    return (out, lse) if return_softmax_lse else out
+
+
+def _positions(ops, lens, rows):
+    """(batch, n) positions lens[b] + rows."""
+    if ops.torch:
+        return lens.long().reshape(-1, 1) + rows
+    return lens.astype(ops.np.int64).reshape(-1, 1) + rows
+
+
+def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen_new, cache_batch_idx,
+            cache_leftpad, block_table, paged, page_size, capacity, heads_k, group, scale, causal,
+            window, left, right, alibi_slopes, softcap, num_splits, dtype):
+    batch, seqlen_q, heads, head_dim = q.shape
+    rows_q = group * seqlen_q
+    # Pack-GQA: the rows of one KV head's query heads, (head, position) order,
+    # one stride apart. With one query token q's own head stride does it.
+    if seqlen_q == 1 and _strides(q)[-1] == 1 and (not on_gpu or _rows_aligned(q)):
+        sq = _strides(q)
+        qb, qk, qr = sq[0], group * sq[2], sq[2]
+    else:
+        q = ops.contiguous(ops.transpose12(q))                    # (b, h, s, d)
+        qb, qk, qr = heads * seqlen_q * head_dim, rows_q * head_dim, head_dim
+    plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size if paged else 0,
+                       num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS)
+    block_m, m_blocks, num_splits = plan.block_m, plan.m_blocks, plan.num_splits
+    split = num_splits > 1
+
+    out_dtype = dtype
+    if on_gpu:
+        import torch
+        tdt = getattr(torch, dtype)
+        obuf = torch.empty((batch, heads, seqlen_q, head_dim), dtype=tdt, device=q.device)
+    else:
+        obuf = ops.empty((batch, heads, seqlen_q, head_dim), out_dtype)
+    lse = ops.empty((batch, heads, seqlen_q), "float32")
+    if split:
+        o_part = ops.empty((num_splits, batch, heads, seqlen_q, head_dim), "float32")
+        l_part = ops.empty((num_splits, batch, heads, seqlen_q), "float32")
+    else:
+        o_part, l_part = obuf, lse
+    dummy_i = _dummy(ops, "int32")
+    seqlens_arg = lens if per_batch else dummy_i
+    if per_batch and seqlen_new:
+        seqlens_arg = (lens + seqlen_new).to(ops.t.int32) if ops.torch else (lens + seqlen_new).astype("int32")
+    alibi_rows = _dummy(ops, "float32")
+    if alibi_slopes is not None:
+        a = alibi_slopes if len(alibi_slopes.shape) == 2 else alibi_slopes.reshape(1, heads)
+        if ops.torch:
+            alibi_rows = a.expand(batch, heads)[:, :, None].expand(batch, heads, seqlen_q).contiguous()
+        else:
+            alibi_rows = ops.np.ascontiguousarray(ops.np.broadcast_to(
+                a.reshape(-1, heads, 1), (batch, heads, seqlen_q))).astype("float32")
+    sk, sv = _strides(k_cache), _strides(v_cache)
+    so, sl = _strides(o_part), _strides(l_part)
+    if split:
+        o_strides = (so[0], so[1], group * so[2], so[3])
+        l_strides = (sl[0], sl[1], group * sl[2])
+    else:
+        o_strides = (0, so[0], group * so[1], so[2])
+        l_strides = (0, sl[0], group * sl[1])
+    sbt = _strides(block_table)[0] if paged else 0
+    ab = (heads * seqlen_q, rows_q) if alibi_slopes is not None else (0, 0)
+    seqlen_uniform = (0 if per_batch else lens_host[0]) + seqlen_new
+    args = (q, k_cache, v_cache, o_part, l_part, seqlens_arg,
+            block_table if paged else dummy_i,
+            cache_batch_idx if cache_batch_idx is not None else dummy_i,
+            cache_leftpad if cache_leftpad is not None else dummy_i,
+            alibi_rows, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
+            left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
+            qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
+            sbt, ab[0], ab[1], scale, softcap or 1.0)
+    kernel = decode_kernel().specialize(**plan.constexprs(
+        dtype, causal=causal, window=window, alibi=alibi_slopes is not None, softcap=softcap > 0,
+        paged=paged,
+        per_batch=per_batch, batch_idx=cache_batch_idx is not None,
+        leftpad=cache_leftpad is not None))
+    grid = (num_splits, m_blocks * heads_k, batch)
+    _launch(kernel, args, grid, on_gpu)
+    if split:
+        _combine(ops, on_gpu, o_part.reshape(num_splits, batch, heads * seqlen_q, head_dim),
+                 l_part.reshape(num_splits, batch, heads * seqlen_q),
+                 obuf.reshape(batch, heads * seqlen_q, head_dim), lse.reshape(batch, heads * seqlen_q),
+                 dtype)
+    out = ops.transpose12(obuf)                                   # (b, s, h, d)
+    if seqlen_q > 1:
+        out = ops.contiguous(out)
+    elif not ops.torch:
+        out = out.reshape(batch, 1, heads, head_dim)
+    return out, lse
+
+
+def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
+    """Merges o_part (splits, outer, rows, d) f32, l_part (splits, outer, rows)
+    into out (outer, rows, d) and lse (outer, rows); rows of lse contiguous."""
+    splits, outer, rows, head_dim = o_part.shape
+    so, sl, sout, slse = (_strides(t) for t in (o_part, l_part, out, lse))
+    if sl[2] != 1 or slse[1] != 1:
+        raise ValueError("flash_attn_combine: lse rows must be contiguous")
+    consts = combine_constexprs(dtype, head_dim)
+    block_m = consts["BLOCK_M"]
+    kernel = combine_kernel().specialize(**consts)
+    args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
+            sout[0], sout[1], slse[0])
+    _launch(kernel, args, (-(-rows // block_m), outer, 1), on_gpu)
+
+
+def _launch(kernel, args, grid, on_gpu):
+    """Launches on the GPU, or runs on the CPU runner over numpy views
+    (sharing memory, so outputs and the cache are written in place) of torch
+    CPU tensors; bf16 as uint16 bit patterns."""
+    if on_gpu:
+        kernel(*args)
+        return
+    cpu = []
+    for a in args:
+        if _is_torch(a):
+            import torch
+
+            a = a.detach()
+            a = a.view(torch.int16).numpy().view("uint16") if a.dtype == torch.bfloat16 else a.numpy()
+        cpu.append(a)
+    kernel.run_cpu(*cpu, grid=grid)
+
+
+def combine_constexprs(dtype, head_dim):
+    """The combine kernel's constexprs for an output dtype and head_dim."""
+    return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
+                HEAD_DIM=head_dim, BLOCK_M=16, NUM_WARPS=4)
+
+
+def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
+    """FlashAttention-3's combine: out_partial (splits, batch, seqlen, heads,
+    d) f32 and lse_partial (splits, batch, seqlen, heads) f32, each split's
+    attention over its share of the keys, merge into out (batch, seqlen,
+    heads, d) (dtype out_dtype, default f32, or that of `out`, written in
+    place) and lse (batch, seqlen, heads) f32: lse = log Σ exp(lse_i), out =
+    Σ exp(lse_i − lse)·out_i. A row with every lse_i = −inf gets out 0 and
+    lse +inf. Returns (out, lse)."""
+    on_gpu = _is_torch(out_partial) and out_partial.device.type == "cuda"
+    what = "flash_attn_combine"
+    if not hasattr(out_partial, "shape") or len(out_partial.shape) != 5:
+        raise ValueError(f"{what}: 'out_partial' must have rank 5 (splits, batch, seqlen, heads, d), "
+                         f"got shape {tuple(getattr(out_partial, 'shape', ()))}")
+    splits, batch, seqlen, heads, head_dim = out_partial.shape
+    if tuple(lse_partial.shape) != (splits, batch, seqlen, heads):
+        raise ValueError(f"{what}: 'lse_partial' has shape {tuple(lse_partial.shape)}, expected "
+                         f"{(splits, batch, seqlen, heads)}")
+    for name, t in (("out_partial", out_partial), ("lse_partial", lse_partial)):
+        if _dtype_name(t) != "float32":
+            raise TypeError(f"{what}: '{name}' must be float32, got {_dtype_name(t)}")
+        if _is_torch(t) != _is_torch(out_partial) or (on_gpu and t.device != out_partial.device):
+            raise TypeError(f"{what}: '{name}' must be on the same device and kind as 'out_partial'")
+    if splits == 0:
+        raise ValueError(f"{what}: no splits to combine")
+    if head_dim % 4 or not 4 <= head_dim <= 256:
+        raise ValueError(f"{what}: head_dim {head_dim} is not supported (a multiple of 4 up to 256)")
+    if out_dtype is None:
+        out_dtype = _dtype_name(out) if out is not None else "float32"
+    out_dtype = str(out_dtype).replace("torch.", "")
+    allowed = ("float32", "float16", "bfloat16") if on_gpu else ("float32", "float16")
+    if out_dtype not in allowed:
+        raise TypeError(f"{what}: out_dtype must be one of {allowed}, got {out_dtype}")
+    op, lp, out_np = out_partial, lse_partial, out
+    ops = _Arrays(op)
+    # Rows (seqlen, heads) flatten when each is contiguous over the next.
+    op = op if _flattens(op, 2) else ops.contiguous(op)
+    lp = lp if _flattens(lp, 2) and _strides(lp)[-1] == 1 else ops.contiguous(lp)
+    if out_np is not None:
+        if tuple(out_np.shape) != (batch, seqlen, heads, head_dim) or _dtype_name(out_np) != out_dtype:
+            raise ValueError(f"{what}: 'out' must be {out_dtype} of shape {(batch, seqlen, heads, head_dim)}, "
+                             f"got {_dtype_name(out_np)} {tuple(out_np.shape)}")
+        if not _flattens(out_np, 1):
+            raise ValueError(f"{what}: 'out' must have its seqlen and heads dimensions contiguous "
+                             f"(strides {_strides(out_np)})")
+        dest = out_np
+    else:
+        dest = ops.empty((batch, seqlen, heads, head_dim), out_dtype)
+    lse = ops.empty((batch, seqlen, heads), "float32")
+    _combine(ops, on_gpu, op.reshape(splits, batch, seqlen * heads, head_dim),
+             lp.reshape(splits, batch, seqlen * heads), _flat_rows(dest, batch, seqlen * heads, head_dim),
+             lse.reshape(batch, seqlen * heads), out_dtype)
+    return (out if out is not None else dest), lse
+
+
+def _flattens(t, dim):
+    """Dimensions dim and dim+1 of t merge into one strided dimension."""
+    s = _strides(t)
+    return s[dim] == s[dim + 1] * t.shape[dim + 1] and s[-1] == 1
+
+
+def _flat_rows(t, outer, rows, d):
+    """t (outer, a, b, d) as (outer, a·b, d) sharing memory."""
+    if _is_torch(t):
+        return t.view(outer, rows, d) if t.is_contiguous() else t.as_strided(
+            (outer, rows, d), (t.stride(0), t.stride(2), 1))
+    import numpy as np
+
+    return np.lib.stride_tricks.as_strided(t, (outer, rows, d), (t.strides[0], t.strides[2], t.itemsize))
+
+
+_kernels = {}
+
+
+def _load_kernel(name):
+    """kernels/<name>.py: installed inside the package by `pip install .`,
+    else read from the source tree."""
+    import importlib.util
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    for path in (here / "kernels" / f"{name}.py", here.parents[1] / "kernels" / f"{name}.py"):
+        if path.exists():
+            spec = importlib.util.spec_from_file_location(f"tilec_kernels_{name}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError(f"kernels/{name}.py not found next to the tilec package")
+
+
+def decode_kernel():
+    """The @tilec.jit decode kernel (kernels/flash_decode.py)."""
+    if "decode" not in _kernels:
+        _kernels["decode"] = _load_kernel("flash_decode").flash_decode
+    return _kernels["decode"]
+
+
+def combine_kernel():
+    """The @tilec.jit combine kernel (kernels/flash_combine.py)."""
+    if "combine" not in _kernels:
+        _kernels["combine"] = _load_kernel("flash_combine").flash_combine
+    return _kernels["combine"]

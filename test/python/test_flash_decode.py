@@ -1,0 +1,623 @@
+"""tilec.flash_attn_with_kvcache and tilec.flash_attn_combine on the CPU
+runner (numpy and torch CPU tensors) against float64 references written from
+flash_attn's documented semantics, on fresh random inputs with poisoned
+outputs; the split-KV heuristic; argument checks.
+
+The reference never reads what the call wrote: it attends over the logical
+key sequence of each batch row (the cache contents the test put there, then
+the new keys), built before the call, so a paged pool is checked against
+contiguous per-sequence keys and the append against the test's own copy.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec import compiler
+from tilec.flash_decode import num_splits_heuristic
+
+HAVE_NATIVE = compiler.available()
+HAVE_CPU = HAVE_NATIVE and getattr(compiler.native(), "has_cpu_runner", False)
+needs_cpu = pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
+
+# f16 inputs, f32 accumulation, P rounded to f16 before P·V, out rounded to
+# f16 (the split path combines f32 partials): measured ||out-ref||/||ref||
+# 2.8e-4, lse within 4e-7, as flash_attn_func's.
+REL_TOL = 1e-3
+LSE_TOL = 1e-5
+
+
+def rel_err(out, ref):
+    return np.linalg.norm(np.asarray(out, np.float64) - ref) / np.linalg.norm(ref)
+
+
+def f16(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float16)
+
+
+def rotate64(x, cos, sin, pos, interleaved):
+    """float64 rotary of x (s, h, d) at positions pos (s,), rounded to f16
+    (what a cache of f16 holds)."""
+    x = x.astype(np.float64)
+    rd = cos.shape[1] * 2
+    c, s = cos[pos].astype(np.float64)[:, None, :], sin[pos].astype(np.float64)[:, None, :]
+    r = x[..., :rd].copy()
+    if interleaved:
+        a, b = r[..., 0::2].copy(), r[..., 1::2].copy()
+        r[..., 0::2], r[..., 1::2] = a * c - b * s, a * s + b * c
+    else:
+        a, b = r[..., : rd // 2].copy(), r[..., rd // 2:].copy()
+        r[..., : rd // 2], r[..., rd // 2:] = a * c - b * s, a * s + b * c
+    x[..., :rd] = r
+    return x.astype(np.float16)
+
+
+def reference(q, keys, values, scale, causal=False, window=(-1, -1), alibi=None, softcap=0.0):
+    """float64 attention of q (b, sq, h, d) over per-sequence keys/values
+    [(n_b, hk, d)]: flash_attn's bottom-right causal and windows, ALiBi
+    slopes (b, h) after the softcap (softcap·tanh(s / softcap)); lse +inf
+    and out 0 where a row sees no key."""
+    b, sq, h, d = q.shape
+    out = np.zeros(q.shape)
+    lse = np.full((b, h, sq), np.inf)
+    left, right = window
+    if causal:
+        right = 0
+    for i in range(b):
+        K, V = keys[i].astype(np.float64), values[i].astype(np.float64)
+        n = K.shape[0]
+        g = h // K.shape[1]
+        diag = np.arange(sq)[:, None] + n - sq
+        j = np.arange(n)[None, :]
+        visible = np.ones((sq, n), bool)
+        if right >= 0:
+            visible &= j <= diag + right
+        if left >= 0:
+            visible &= j >= diag - left
+        for hh in range(h):
+            s = q[i, :, hh].astype(np.float64) @ K[:, hh // g].T * scale
+            if softcap:
+                s = softcap * np.tanh(s / softcap)
+            if alibi is not None:
+                s = s - alibi[i, hh] * np.abs(diag - j)
+            s = np.where(visible, s, -np.inf)
+            for r in range(sq):
+                if visible[r].any():
+                    m = s[r].max()
+                    p = np.exp(s[r] - m)
+                    out[i, r, hh] = p @ V[:, hh // g] / p.sum()
+                    lse[i, hh, r] = m + np.log(p.sum())
+    return out, lse
+
+
+def check(out, lse, ref, ref_lse):
+    assert np.isfinite(np.asarray(out, np.float64)).all()
+    assert rel_err(out, ref) < REL_TOL
+    seen = np.isfinite(ref_lse)
+    np.testing.assert_array_equal(np.asarray(lse)[~seen], np.inf)
+    assert np.abs(np.asarray(lse)[seen] - ref_lse[seen]).max(initial=0) < LSE_TOL
+
+
+def contiguous_case(rng, batch, seqlen_q, heads, heads_k, d, lens, capacity):
+    q = f16(rng, batch, seqlen_q, heads, d)
+    k_cache = f16(rng, batch, capacity, heads_k, d)
+    v_cache = f16(rng, batch, capacity, heads_k, d)
+    keys = [k_cache[b, :n].copy() for b, n in enumerate(lens)]
+    values = [v_cache[b, :n].copy() for b, n in enumerate(lens)]
+    return q, k_cache, v_cache, keys, values
+
+
+# --- contiguous cache, one length for the batch (an int cache_seqlens) -------
+
+
+@needs_cpu
+@pytest.mark.parametrize("heads,heads_k", [(4, 4), (8, 2), (4, 1)])
+@pytest.mark.parametrize("seqlen_q,causal", [(1, False), (4, True)])
+@pytest.mark.parametrize("num_splits", [1, 3, 0])
+def test_uniform_cache_matches_float64(heads, heads_k, seqlen_q, causal, num_splits):
+    rng = np.random.default_rng()
+    batch, d, n = 3, 64, 300
+    q, kc, vc, keys, values = contiguous_case(rng, batch, seqlen_q, heads, heads_k, d, [n] * batch, 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=n, causal=causal,
+                                             num_splits=num_splits, return_softmax_lse=True)
+    ref, ref_lse = reference(q, keys, values, 1 / math.sqrt(d), causal)
+    assert out.shape == q.shape and out.dtype == np.float16 and lse.shape == (batch, heads, seqlen_q)
+    check(out, lse, ref, ref_lse)
+
+
+@needs_cpu
+def test_more_splits_than_blocks_leave_empty_splits():
+    """17 keys in one 64-key block over 5 splits: four splits see nothing
+    (lse −inf partials) and the combine ignores them."""
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 1, 1, 4, 2, 64, [17], 64)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=17, num_splits=5,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64)))
+
+
+@needs_cpu
+def test_causal_rows_before_the_cache_see_nothing():
+    """seqlen_q 4 over a cache of 1 key, causal: query i sees keys j <= i − 3,
+    so rows 0..2 see none: out 0 and lse +inf, as flash_attn."""
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 1, 4, 2, 2, 64, [1], 16)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1, causal=True, num_splits=1,
+                                             return_softmax_lse=True)
+    ref, ref_lse = reference(q, keys, values, 1 / math.sqrt(64), causal=True)
+    assert np.isinf(ref_lse[0, :, :3]).all()
+    np.testing.assert_array_equal(out[0, :3], 0)
+    check(out, lse, ref, ref_lse)
+
+
+# --- flash_attn_combine -------------------------------------------------------
+
+
+@needs_cpu
+@pytest.mark.parametrize("out_dtype", [None, "float16"])
+def test_combine_matches_direct_computation(out_dtype):
+    """Partials of a real attention (keys cut into 3 ranges, one empty for
+    some rows) merge to the attention over all keys, computed directly."""
+    rng = np.random.default_rng()
+    b, s, h, d, n = 2, 3, 5, 48, 90
+    q, k, v = (rng.standard_normal(shape) for shape in ((b, s, h, d), (b, n, h, d), (b, n, h, d)))
+    scores = np.einsum("bshd,bnhd->bshn", q, k) / math.sqrt(d)
+    cuts = [(0, 30), (30, 31), (31, n)]
+    o_part = np.empty((3, b, s, h, d), np.float32)
+    l_part = np.empty((3, b, s, h), np.float32)
+    for i, (lo, hi) in enumerate(cuts):
+        sc = scores[..., lo:hi]
+        m = sc.max(-1, keepdims=True)
+        p = np.exp(sc - m)
+        o_part[i] = np.einsum("bshn,bnhd->bshd", p / p.sum(-1, keepdims=True), v[:, lo:hi])
+        l_part[i] = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
+    l_part[1, 0, 1, 2] = -np.inf        # an empty split for one row
+    o_part[1, 0, 1, 2] = 0
+    l_part[:, 1, 2, 4] = -np.inf        # a row no split saw
+    m = scores.max(-1, keepdims=True)
+    p = np.exp(scores - m)
+    ref = np.einsum("bshn,bnhd->bshd", p / p.sum(-1, keepdims=True), v)
+    ref_lse = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
+    # Row (0, 1, 2) without the middle split: the attention over the other keys.
+    keep = np.r_[0:30, 31:n]
+    sc = scores[0, 1, 2, keep]
+    pr = np.exp(sc - sc.max())
+    ref[0, 1, 2] = pr @ v[0, keep, 2] / pr.sum()
+    ref_lse[0, 1, 2] = sc.max() + np.log(pr.sum())
+    ref[1, 2, 4], ref_lse[1, 2, 4] = 0, np.inf
+    out, lse = tilec.flash_attn_combine(o_part, l_part, out_dtype=out_dtype)
+    assert out.shape == (b, s, h, d) and lse.shape == (b, s, h)
+    assert out.dtype == np.dtype(out_dtype or "float32")
+    tol = 1e-3 if out_dtype else 1e-6
+    assert rel_err(out, ref) < tol
+    np.testing.assert_array_equal(out[1, 2, 4], 0)
+    assert lse[1, 2, 4] == np.inf
+    fin = np.isfinite(ref_lse)
+    assert np.abs(lse[fin] - ref_lse[fin]).max() < 1e-5
+
+
+@needs_cpu
+def test_combine_torch_cpu_into_out():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    o_part = torch.from_numpy(rng.standard_normal((2, 1, 4, 3, 32)).astype(np.float32))
+    l_part = torch.from_numpy(rng.standard_normal((2, 1, 4, 3)).astype(np.float32))
+    out = torch.full((1, 4, 3, 32), float("nan"))
+    res, lse = tilec.flash_attn_combine(o_part, l_part, out=out)
+    assert res is out and isinstance(lse, torch.Tensor)
+    l64 = l_part.double()
+    w = torch.softmax(l64, 0)
+    ref = (w[..., None] * o_part.double()).sum(0)
+    assert (out.double() - ref).abs().max() < 1e-6
+    assert (lse.double() - torch.logsumexp(l64, 0)).abs().max() < 1e-6
+
+
+# --- num_splits heuristic -------------------------------------------------------
+
+
+def test_num_splits_heuristic_is_flash_attn_2s_rule():
+    # Enough programs to fill 80% of the slots: no split.
+    assert num_splits_heuristic(240, 264, 256) == 1
+    # batch 1 x 32 heads on 2 x 132 slots, 256 blocks: the best eligible count is 8
+    # (97% of a wave); 7 (85%) is the first within 85% of it.
+    assert num_splits_heuristic(32, 264, 256) == 7
+    # Never more splits than key blocks.
+    assert num_splits_heuristic(1, 264, 3) <= 3
+    # batch 1 x 8 KV heads (pack-GQA): 33 splits fill one wave exactly.
+    s = num_splits_heuristic(8, 264, 256)
+    assert 8 * s / 264 / math.ceil(8 * s / 264) >= 0.85
+
+
+# --- argument checks ------------------------------------------------------------
+
+
+def _small(batch=1, sq=1, h=2, hk=2, d=64, cap=32):
+    z = lambda *s: np.zeros(s, np.float16)
+    return z(batch, sq, h, d), z(batch, cap, hk, d), z(batch, cap, hk, d)
+
+
+@pytest.mark.parametrize("kwargs,match,exc", [
+    ({"k": np.zeros((1, 1, 2, 64), np.float16)}, "k without v", ValueError),
+    ({"softcap": -1.0}, "softcap must be a finite value >= 0", ValueError),
+    ({"num_splits": -1}, "num_splits must be an int >= 0", ValueError),
+    ({"cache_seqlens": 33}, "exceeds the cache capacity 32", ValueError),
+    ({"window_size": (-2, 0)}, "window_size values must be >= -1", ValueError),
+    ({"softmax_scale": float("nan")}, "softmax_scale is NaN", ValueError),
+    ({"cache_seqlens": np.array([3], np.int64)}, "'cache_seqlens' must be int32", TypeError),
+    ({"cache_seqlens": np.array([3, 4], np.int32)}, "has 2 entries, the batch is 1", ValueError),
+    ({"alibi_slopes": np.zeros(3, np.float32)}, "'alibi_slopes' has shape", ValueError),
+])
+def test_bad_arguments_are_refused_before_anything_runs(kwargs, match, exc):
+    q, kc, vc = _small()
+    with pytest.raises(exc, match=match):
+        tilec.flash_attn_with_kvcache(q, kc, vc, **kwargs)
+
+
+def test_gqa_heads_must_divide():
+    q, kc, vc = _small(h=3, hk=2)
+    with pytest.raises(ValueError, match="3 heads, not a multiple of the cache's 2 KV heads"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=4)
+
+
+def test_append_needs_cache_seqlens():
+    q, kc, vc = _small()
+    k = np.zeros((1, 1, 2, 64), np.float16)
+    with pytest.raises(ValueError, match="needs cache_seqlens"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, k=k, v=k)
+
+
+# --- per-batch lengths, appends, paged KV, batch indices, left padding ---------
+
+
+def paged_pool(rng, keys, values, page, spare=3, share=False, width=None):
+    """A pool of pages holding each sequence's keys, in shuffled pages (plus
+    spare ones), and its block table; with share, sequence 1 starts with
+    sequence 0's first page (a shared prefix)."""
+    heads_k, d = keys[0].shape[1:]
+    width = width or max(-(-len(k) // page) for k in keys) + 1
+    total = len(keys) * width + spare
+    perm = rng.permutation(total)
+    kp, vp = f16(rng, total, page, heads_k, d), f16(rng, total, page, heads_k, d)
+    table = np.zeros((len(keys), width), np.int32)
+    for b in range(len(keys)):
+        table[b] = perm[b * width:(b + 1) * width]
+    if share and len(keys) > 1 and len(keys[0]) >= page and len(keys[1]) >= page:
+        table[1, 0] = table[0, 0]
+        keys[1][:page], values[1][:page] = keys[0][:page], values[0][:page]
+    for b, (k, v) in enumerate(zip(keys, values)):
+        for i in range(0, len(k), page):
+            kp[table[b, i // page], : len(k[i:i + page])] = k[i:i + page]
+            vp[table[b, i // page], : len(v[i:i + page])] = v[i:i + page]
+    return kp, vp, table
+
+
+@needs_cpu
+@pytest.mark.parametrize("heads,heads_k", [(4, 4), (8, 2), (4, 1)])
+@pytest.mark.parametrize("seqlen_q,causal", [(1, False), (4, True)])
+@pytest.mark.parametrize("num_splits", [1, 3, 0])
+def test_per_batch_lengths(heads, heads_k, seqlen_q, causal, num_splits):
+    rng = np.random.default_rng()
+    lens = [1, 17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 3, seqlen_q, heads, heads_k, 64, lens, 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             causal=causal, num_splits=num_splits, return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64), causal))
+
+
+@needs_cpu
+@pytest.mark.parametrize("page", [16, 64])
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize("seqlen_q,causal", [(1, False), (4, True)])
+def test_paged_shuffled_block_table(page, num_splits, seqlen_q, causal):
+    rng = np.random.default_rng()
+    lens = [0, 17, 300, page - 1, page, page + 1]
+    heads, heads_k, d = 8, 2, 64
+    keys = [f16(rng, n, heads_k, d) for n in lens]
+    values = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page, share=True)
+    q = f16(rng, len(lens), seqlen_q, heads, d)
+    out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, causal=causal, num_splits=num_splits,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), causal))
+
+
+@needs_cpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_append_writes_the_new_keys_and_nothing_else(paged):
+    """k/v (3 new tokens) go into the cache at cache_seqlens, in place, before
+    attending; every other element of the cache is unchanged."""
+    rng = np.random.default_rng()
+    lens, new, heads, heads_k, d = [0, 17, 40], 3, 4, 2, 64
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    kn, vn = f16(rng, 3, new, heads_k, d), f16(rng, 3, new, heads_k, d)
+    q = f16(rng, 3, new, heads, d)
+    if paged:
+        kc, vc, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], 16)
+    else:
+        kc, vc = f16(rng, 3, 64, heads_k, d), f16(rng, 3, 64, heads_k, d)
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = old_k[b], old_v[b]
+        table = None
+    kc_before, vc_before = kc.copy(), vc.copy()
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, causal=True, num_splits=2,
+                                             return_softmax_lse=True)
+    keys = [np.concatenate([old_k[b], kn[b]]) for b in range(3)]
+    values = [np.concatenate([old_v[b], vn[b]]) for b in range(3)]
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), causal=True))
+    want_k, want_v = kc_before.copy(), vc_before.copy()
+    for b, n in enumerate(lens):
+        for i in range(new):
+            p = n + i
+            slot = (table[b, p // 16], p % 16) if paged else (b, p)
+            want_k[slot], want_v[slot] = kn[b, i], vn[b, i]
+    np.testing.assert_array_equal(kc, want_k)
+    np.testing.assert_array_equal(vc, want_v)
+
+
+@needs_cpu
+def test_cache_batch_idx_and_leftpad():
+    """Batch row b reads cache row cache_batch_idx[b], keys cache_leftpad[b] ..
+    cache_seqlens[b]; the new key lands at cache_seqlens[b] of that row."""
+    rng = np.random.default_rng()
+    heads, heads_k, d = 4, 2, 64
+    kc, vc = f16(rng, 5, 80, heads_k, d), f16(rng, 5, 80, heads_k, d)
+    bidx = np.array([3, 0, 4], np.int32)
+    lens = np.array([30, 5, 70], np.int32)
+    pad = np.array([4, 0, 69], np.int32)
+    kn, vn = f16(rng, 3, 1, heads_k, d), f16(rng, 3, 1, heads_k, d)
+    q = f16(rng, 3, 1, heads, d)
+    keys = [np.concatenate([kc[bidx[b], pad[b]:lens[b]], kn[b]]) for b in range(3)]
+    values = [np.concatenate([vc[bidx[b], pad[b]:lens[b]], vn[b]]) for b in range(3)]
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=lens,
+                                             cache_batch_idx=bidx, cache_leftpad=pad, num_splits=3,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d)))
+    np.testing.assert_array_equal(kc[bidx, lens], kn[:, 0])
+
+
+# --- rotary, windows, ALiBi -----------------------------------------------------
+
+
+@needs_cpu
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("rotary_dim", [32, 64])
+def test_rotary_on_q_and_the_new_keys(interleaved, causal, rotary_dim):
+    """q rotated at cache_seqlens + i (causal) or cache_seqlens (not causal),
+    the new k at cache_seqlens + i, as flash_attn; the cache holds rotated k."""
+    rng = np.random.default_rng()
+    heads, heads_k, d, new = 4, 2, 64, 2
+    lens = np.array([5, 33], np.int32)
+    kc, vc = f16(rng, 2, 48, heads_k, d), f16(rng, 2, 48, heads_k, d)
+    kn, vn = f16(rng, 2, new, heads_k, d), f16(rng, 2, new, heads_k, d)
+    q = f16(rng, 2, new, heads, d)
+    angles = rng.uniform(0, 2 * np.pi, (48, rotary_dim // 2))
+    cos, sin = np.cos(angles).astype(np.float16), np.sin(angles).astype(np.float16)
+    keys, values, qr = [], [], np.empty_like(q)
+    for b in range(2):
+        pos = lens[b] + np.arange(new)
+        keys.append(np.concatenate([kc[b, :lens[b]], rotate64(kn[b], cos, sin, pos, interleaved)]))
+        values.append(np.concatenate([vc[b, :lens[b]], vn[b]]))
+        qr[b] = rotate64(q[b], cos, sin, pos if causal else np.full(new, lens[b]), interleaved)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, rotary_cos=cos, rotary_sin=sin,
+                                             cache_seqlens=lens, causal=causal,
+                                             rotary_interleaved=interleaved, return_softmax_lse=True)
+    check(out, lse, *reference(qr, keys, values, 1 / math.sqrt(d), causal))
+    for b in range(2):
+        rot = keys[b][lens[b]:].astype(np.float64)
+        assert np.abs(kc[b, lens[b]:lens[b] + new].astype(np.float64) - rot).max() <= 2e-3 * np.abs(rot).max()
+
+
+@needs_cpu
+@pytest.mark.parametrize("window,causal", [((40, -1), False), ((10, 0), True), ((30, 5), False)])
+def test_windows(window, causal):
+    rng = np.random.default_rng()
+    lens = [1, 17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 3, 4, 4, 2, 64, lens, 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             causal=causal, window_size=window, num_splits=3,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64), causal, window))
+
+
+@needs_cpu
+@pytest.mark.parametrize("per_batch_slopes", [False, True])
+def test_alibi(per_batch_slopes):
+    rng = np.random.default_rng()
+    lens = [17, 300]
+    heads = 4
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 2, heads, 2, 64, lens, 320)
+    slopes = rng.uniform(0.01, 0.5, (2, heads) if per_batch_slopes else (heads,)).astype(np.float32)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             causal=True, alibi_slopes=slopes, num_splits=2,
+                                             return_softmax_lse=True)
+    ref = reference(q, keys, values, 1 / math.sqrt(64), True, alibi=np.broadcast_to(slopes, (2, heads)))
+    check(out, lse, *ref)
+
+
+@needs_cpu
+def test_softcap_with_alibi():
+    rng = np.random.default_rng()
+    lens = [17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 1, 4, 2, 64, lens, 320)
+    q = (q * 4).astype(np.float16)  # scores large enough for the cap to bite
+    slopes = rng.uniform(0.01, 0.1, (4,)).astype(np.float32)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             softcap=5.0, alibi_slopes=slopes, num_splits=3,
+                                             return_softmax_lse=True)
+    ref = reference(q, keys, values, 1 / math.sqrt(64), alibi=np.broadcast_to(slopes, (2, 4)), softcap=5.0)
+    no_cap = reference(q, keys, values, 1 / math.sqrt(64), alibi=np.broadcast_to(slopes, (2, 4)))
+    assert rel_err(no_cap[0], ref[0]) > 10 * REL_TOL  # the cap changes the answer
+    check(out, lse, *ref)
+
+
+@needs_cpu
+def test_torch_cpu_tensors_and_in_place_append():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 1, 8, 2, 64, [9, 40], 48)
+    kn, vn = f16(rng, 2, 1, 2, 64), f16(rng, 2, 1, 2, 64)
+    t = torch.from_numpy
+    tkc, tvc = t(kc.copy()), t(vc.copy())
+    out, lse = tilec.flash_attn_with_kvcache(t(q), tkc, tvc, k=t(kn), v=t(vn),
+                                             cache_seqlens=torch.tensor([9, 40], dtype=torch.int32),
+                                             return_softmax_lse=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float16
+    keys = [np.concatenate([keys[b], kn[b]]) for b in range(2)]
+    values = [np.concatenate([values[b], vn[b]]) for b in range(2)]
+    check(out.numpy(), lse.numpy(), *reference(q, keys, values, 1 / math.sqrt(64)))
+    assert (tkc[1, 40] == t(kn[1, 0])).all() and (tvc[0, 9] == t(vn[0, 0])).all()
+
+
+@needs_cpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_gpu_tiles_on_the_cpu(monkeypatch, paged):
+    """The GPU's 64-row Q tile (rows of padding past the packed ones) and
+    two row blocks (MQA with 32 query heads × 4 tokens = 128 rows)."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CPU_BLOCK_M", 64)
+    rng = np.random.default_rng()
+    lens = [5, 130]
+    heads, d = 32, 32
+    keys = [f16(rng, n, 1, d) for n in lens]
+    values = [f16(rng, n, 1, d) for n in lens]
+    q = f16(rng, 2, 4, heads, d)
+    if paged:
+        kc, vc, table = paged_pool(rng, keys, values, 32)
+    else:
+        kc, vc, table = f16(rng, 2, 160, 1, d), f16(rng, 2, 160, 1, d), None
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = keys[b], values[b]
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, causal=True, num_splits=2,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_cpu_paged_append_rotary_alibi(dtype):
+    """The torch code paths of the host side (rotary, paged append, ALiBi
+    rows, outputs) on CPU tensors, f16 and bf16: one call with everything."""
+    torch = pytest.importorskip("torch")
+    tdt = getattr(torch, dtype)
+    rng = np.random.default_rng()
+    heads, heads_k, d, new, page = 8, 2, 64, 2, 16
+    lens = [3, 40]
+    as_t = lambda a: torch.from_numpy(a).to(tdt)
+    back = lambda t: t.float().numpy().astype(np.float64)
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], page)
+    tkp, tvp = as_t(kp), as_t(vp)
+    kp_before = tkp.clone()
+    kn, vn, q = as_t(f16(rng, 2, new, heads_k, d)), as_t(f16(rng, 2, new, heads_k, d)), as_t(f16(rng, 2, new, heads, d))
+    angles = rng.uniform(0, 2 * np.pi, (64, 16))
+    cos, sin = torch.from_numpy(np.cos(angles)).to(tdt), torch.from_numpy(np.sin(angles)).to(tdt)
+    slopes = torch.from_numpy(rng.uniform(0.01, 0.3, heads).astype(np.float32))
+    out, lse = tilec.flash_attn_with_kvcache(
+        q, tkp, tvp, k=kn, v=vn, rotary_cos=cos, rotary_sin=sin, rotary_interleaved=False,
+        cache_seqlens=torch.tensor(lens, dtype=torch.int32), block_table=torch.from_numpy(table),
+        causal=True, alibi_slopes=slopes, num_splits=2, return_softmax_lse=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == tdt and lse.dtype == torch.float32
+    # Reference from the values as the call saw them (bf16 inputs rounded to bf16).
+    rot = lambda x, pos: torch.from_numpy(rotate64(back(x), back(cos), back(sin), pos, False)
+                                          .astype(np.float64)).to(tdt)
+    qr = torch.stack([rot(q[b], lens[b] + np.arange(new)) for b in range(2)])
+    kr = [rot(kn[b], lens[b] + np.arange(new)) for b in range(2)]
+    keys = [np.concatenate([back(as_t(old_k[b])), back(kr[b])]) for b in range(2)]
+    values = [np.concatenate([back(as_t(old_v[b])), back(vn[b])]) for b in range(2)]
+    ref, ref_lse = reference(back(qr), keys, values, 1 / math.sqrt(d), True,
+                             alibi=np.broadcast_to(slopes.numpy(), (2, heads)))
+    # bf16: P and out rounded to 8 bits, and the rotated q/k (f32 math here,
+    # float64 in the reference) may round to neighbouring bf16 values.
+    tol, lse_tol = (REL_TOL, 1e-4) if dtype == "float16" else (1e-2, 1e-2)
+    assert rel_err(back(out), ref) < tol
+    assert np.abs(lse.numpy() - ref_lse).max() < lse_tol
+    changed = (tkp != kp_before).any(-1).any(-1).nonzero().tolist()
+    slots = {(int(table[b, (n + i) // page]), (n + i) % page) for b, n in enumerate(lens) for i in range(new)}
+    assert {tuple(c) for c in changed} <= slots
+
+
+@needs_cpu
+def test_unchecked_values_path(monkeypatch):
+    """CHECK_VALUES off (what a serving loop on CUDA sets to save the sync):
+    per-batch lengths never reach the host, and the answer is the same."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    rng = np.random.default_rng()
+    lens = [1, 17, 300]
+    q, kc, vc, keys, values = contiguous_case(rng, 3, 2, 4, 2, 64, lens, 320)
+    kn, vn = f16(rng, 3, 2, 2, 64), f16(rng, 3, 2, 2, 64)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             causal=True, num_splits=0, return_softmax_lse=True)
+    keys = [np.concatenate([keys[b], kn[b]]) for b in range(3)]
+    values = [np.concatenate([values[b], vn[b]]) for b in range(3)]
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64), True))
+
+
+# --- GPU code (no GPU needed) ------------------------------------------------------
+
+
+needs_native = pytest.mark.skipif(not HAVE_NATIVE, reason="the _tilec extension is not built")
+
+
+@needs_native
+@pytest.mark.parametrize("features", [{}, {"paged": True, "causal": True, "per_batch": True},
+                                      {"window": True, "alibi": True, "softcap": True, "per_batch": True}])
+def test_decode_and_combine_compile_for_the_gpu(features):
+    """The GPU plan's kernels (64-row tile, 4 warps, split) lower to PTX."""
+    from tilec import flash_decode as fd
+
+    plan = fd.decode_plan(1, 1, 32, 8, 128, 4096, 16 if features.get("paged") else 0, 0, True, 132)
+    assert plan.num_splits > 1 and plan.block_m == 64 and plan.num_warps == 4
+    kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", **features))
+    assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
+    combine = fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", 128))
+    assert f".entry {combine.name}" in combine.compile("sm_80").ptx
+
+
+@needs_cpu
+@pytest.mark.parametrize("num_splits", [1, 2])
+def test_paged_table_exactly_as_wide_as_needed(num_splits):
+    """The K/V loop prefetches one block ahead, through the block table: the
+    prefetch past a sequence's last page must not read past the table (the
+    CPU runner reports a read outside a buffer as an error)."""
+    rng = np.random.default_rng()
+    lens, page = [64, 128], 64
+    keys = [f16(rng, n, 2, 64) for n in lens]
+    values = [f16(rng, n, 2, 64) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page, width=2)
+    assert table.shape == (2, 2)
+    q = f16(rng, 2, 1, 4, 64)
+    out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, num_splits=num_splits,
+                                             return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(64)))
+
+
+def test_cache_with_strided_last_dimension_is_refused_before_the_append():
+    q, kc, vc = _small()
+    k = np.ones((1, 1, 2, 64), np.float16)
+    wide = np.zeros((1, 32, 2, 128), np.float16)
+    kc_strided = wide[..., ::2]
+    with pytest.raises(ValueError, match="'k_cache' must be contiguous in its last dimension"):
+        tilec.flash_attn_with_kvcache(q, kc_strided, vc, k=k, v=k, cache_seqlens=3)
+    assert not wide.any()      # nothing was written
+
+
+@needs_cpu
+def test_query_with_strided_last_dimension():
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 1, 4, 2, 64, [9, 30], 32)
+    q_strided = np.repeat(q, 2, axis=-1)[..., ::2]
+    out = tilec.flash_attn_with_kvcache(q_strided, kc, vc, cache_seqlens=np.array([9, 30], np.int32))
+    ref, _ = reference(q, keys, values, 1 / math.sqrt(64))
+    assert rel_err(out, ref) < REL_TOL

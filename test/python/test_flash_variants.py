@@ -1,0 +1,368 @@
+"""flash_attn 2.8's forward API on the CPU runner, variant by variant: GQA/MQA,
+bottom-right causal, sliding windows, softcap, ALiBi, varlen, odd head dims,
+against the float64 reference in flash_reference.py (written from the
+semantics, not from tilec), on fresh random inputs, with every output buffer
+tilec allocates poisoned with NaN first. Then bad input (a clear error before
+any launch) and the launch grid.
+
+Bounds: f16 in, f32 accumulation, P rounded to f16 before P·V, out rounded
+to f16: measured ||out-ref||/||ref|| 2.2e-4..2.8e-4 and lse within 1.1e-6
+(softcap and ALiBi alike); bf16 2e-3. The asserted bounds leave a margin."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec import compiler
+from tilec import flash_attn as fa
+
+from flash_reference import attention_batch, attention_varlen
+
+HAVE_CPU = compiler.available() and getattr(compiler.native(), "has_cpu_runner", False)
+needs_cpu = pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
+
+REL_TOL = {"float16": 1e-3, "bfloat16": 8e-3}
+LSE_TOL = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def poisoned_outputs(monkeypatch):
+    """Every array the API allocates starts as NaN, so unwritten elements show."""
+    real = fa._empty
+
+    def poisoned(like, shape, dtype):
+        out = real(like, shape, dtype)
+        out[...] = float("nan")
+        return out
+
+    monkeypatch.setattr(fa, "_empty", poisoned)
+
+
+def rel_err(out, ref):
+    return np.linalg.norm(np.asarray(out, np.float64) - ref) / max(np.linalg.norm(ref), 1e-300)
+
+
+def check(out, lse, ref, ref_lse, dtype="float16"):
+    out, lse = np.asarray(out, np.float64), np.asarray(lse, np.float64)
+    assert out.shape == ref.shape and lse.shape == ref_lse.shape
+    assert np.isfinite(out).all(), "NaN/inf in out"
+    finite = np.isfinite(ref_lse)
+    np.testing.assert_array_equal(np.isposinf(lse), ~finite)  # empty rows: lse = +inf
+    # Empty rows are 0: lse (heads, total) or (batch, heads, seqlen) against
+    # out (total, heads, d) or (batch, seqlen, heads, d).
+    empty = ~finite.T if lse.ndim == 2 else ~finite.transpose(0, 2, 1)
+    assert (out[np.broadcast_to(empty[..., None], out.shape)] == 0).all()
+    if np.linalg.norm(ref):
+        assert rel_err(out, ref) < REL_TOL[dtype]
+    assert np.abs(lse[finite] - ref_lse[finite]).max(initial=0) < LSE_TOL * max(1, np.abs(ref_lse[finite]).max(initial=0))
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float16)
+
+
+# (batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, options)
+DENSE = [
+    (2, 17, 100, 4, 2, 64, {}),
+    (1, 100, 900, 2, 1, 32, dict(causal=True)),
+    (1, 900, 100, 2, 1, 32, dict(causal=True)),                 # rows 0..799 see no key
+    (3, 1, 1, 8, 1, 64, dict(causal=True)),
+    (1, 1, 77, 8, 8, 64, dict(causal=True)),                    # seqlen_q 1: every key
+    (2, 65, 64, 8, 1, 64, dict(causal=True)),                   # MQA, one empty row
+    (1, 130, 150, 4, 1, 64, dict(window_size=(20, 5))),
+    (1, 100, 900, 2, 2, 32, dict(window_size=(50, 0), causal=True)),
+    (1, 900, 100, 2, 1, 32, dict(window_size=(10, 7))),
+    # 128-row blocks whose first rows see no key while later rows reach a
+    # second key block: the empty rows' clamped max goes through two blocks.
+    (1, 900, 100, 2, 1, 64, dict(window_size=(10, 7))),
+    (1, 900, 300, 2, 1, 64, dict(window_size=(0, 70))),
+    (1, 70, 100, 2, 1, 64, dict(window_size=(1000, 1000))),     # wider than the sequence
+    (1, 70, 100, 2, 1, 64, dict(window_size=(300, 2))),
+    (1, 70, 100, 2, 1, 64, dict(window_size=(-1, 10))),
+    (1, 170, 60, 2, 1, 64, dict(window_size=(10, -1))),
+    (1, 100, 100, 2, 1, 64, dict(window_size=(0, 0))),          # the diagonal only
+    (2, 77, 131, 4, 4, 80, dict(softcap=5.0)),
+    (1, 100, 100, 2, 1, 128, dict(softcap=30.0, causal=True)),
+    (2, 60, 90, 4, 2, 64, dict(alibi="h")),
+    (2, 90, 60, 4, 2, 64, dict(alibi="bh", causal=True)),
+    (2, 90, 120, 4, 1, 64, dict(alibi="bh", window_size=(30, 8), softcap=8.0)),
+    (1, 50, 70, 8, 8, 64, dict(causal=True, window_size=(16, 3), softcap=3.0, alibi="h")),
+    (1, 40, 70, 2, 1, 59, dict(causal=True)),
+    (1, 40, 70, 2, 2, 96, {}),
+    (1, 40, 70, 2, 1, 111, dict(window_size=(9, 9))),
+    (1, 40, 70, 4, 1, 160, {}),
+    (1, 40, 70, 2, 1, 192, dict(causal=True)),
+    (1, 20, 30, 2, 1, 224, {}),
+    (1, 20, 30, 2, 1, 256, dict(causal=True)),
+    (2, 50, 80, 4, 2, 64, dict(softmax_scale=-0.1, softcap=4.0, alibi="h")),   # scale < 0: (-q, 0.1)
+    (1, 50, 80, 2, 1, 64, dict(softmax_scale=0.0, causal=True)),              # every score 0
+]
+
+
+def slopes_for(rng, kind, batch, heads):
+    if kind == "h":
+        return rng.uniform(0.05, 1.0, heads).astype(np.float32)
+    return rng.uniform(0.05, 1.0, (batch, heads)).astype(np.float32)
+
+
+def case_id(case):
+    b, sq, sk, hq, hk, d, opts = case
+    return f"b{b}-q{sq}-k{sk}-h{hq}/{hk}-d{d}-" + "-".join(f"{k}{v}" for k, v in opts.items())
+
+
+@needs_cpu
+@pytest.mark.parametrize("case", DENSE, ids=case_id)
+def test_flash_attn_func_variants(case):
+    b, sq, sk, hq, hk, d, opts = case
+    rng = np.random.default_rng()
+    opts = dict(opts)
+    alibi = opts.pop("alibi", None)
+    slopes = slopes_for(rng, alibi, b, hq) if alibi else None
+    q, k, v = randn(rng, b, sq, hq, d), randn(rng, b, sk, hk, d), randn(rng, b, sk, hk, d)
+    out, lse, s_dmask = tilec.flash_attn_func(q, k, v, alibi_slopes=slopes, return_attn_probs=True,
+                                              **opts)
+    ref, ref_lse = attention_batch(q, k, v, opts.get("softmax_scale", d ** -0.5),
+                                   opts.get("causal", False), opts.get("window_size", (-1, -1)),
+                                   opts.get("softcap", 0.0), slopes)
+    assert out.dtype == np.float16 and lse.dtype == np.float32 and s_dmask.size == 0
+    check(out, lse, ref, ref_lse)
+
+
+@needs_cpu
+def test_no_keys_and_no_queries():
+    """seqlen_k = 0: every row is empty (out 0, lse +inf); seqlen_q = 0: empty outputs."""
+    q, k, v = small((2, 5, 4, 64), (2, 0, 2, 64))
+    out, lse, _ = tilec.flash_attn_func(q, k, v, return_attn_probs=True)
+    assert (out == 0).all() and np.isposinf(lse).all() and lse.shape == (2, 4, 5)
+    q, k, v = small((2, 0, 4, 64), (2, 7, 2, 64))
+    out, lse, _ = tilec.flash_attn_func(q, k, v, return_attn_probs=True)
+    assert out.shape == (2, 0, 4, 64) and lse.shape == (2, 4, 0)
+
+
+@needs_cpu
+def test_torch_inputs_that_require_grad():
+    torch = pytest.importorskip("torch")
+    q = torch.randn(1, 20, 2, 64, dtype=torch.float16, requires_grad=True)
+    out = tilec.flash_attn_func(q, q.detach(), q.detach(), causal=True)
+    ref, _ = attention_batch(*(q.detach().float().numpy(),) * 3, 0.125, True)
+    # out is differentiable (tilec.flash_bwd's autograd Function; test_flash_bwd)
+    assert out.requires_grad and out.grad_fn is not None
+    assert rel_err(out.detach().float().numpy(), ref) < REL_TOL["float16"]
+
+
+@needs_cpu
+def test_packed_forms_match_flash_attn_func():
+    rng = np.random.default_rng()
+    qkv = randn(rng, 2, 70, 3, 4, 64)
+    q, k, v = (qkv[:, :, i] for i in range(3))
+    ref, ref_lse = attention_batch(q, k, v, 0.2, True)
+    out = tilec.flash_attn_qkvpacked_func(qkv, softmax_scale=0.2, causal=True)
+    check(out, tilec.flash_attn_func(q, k, v, softmax_scale=0.2, causal=True, return_lse=True)[1],
+          ref, ref_lse)
+    kv = randn(rng, 2, 90, 2, 2, 64)
+    q = randn(rng, 2, 50, 4, 64)
+    out, lse, _ = tilec.flash_attn_kvpacked_func(q, kv, window_size=(7, 3), return_attn_probs=True)
+    check(out, lse, *attention_batch(q, kv[:, :, 0], kv[:, :, 1], 0.125, window=(7, 3)))
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_cpu_tensors(dtype):
+    torch = pytest.importorskip("torch")
+    dt = getattr(torch, dtype)
+    q, k, v = torch.randn(2, 33, 4, 40, dtype=dt), torch.randn(2, 50, 2, 40, dtype=dt), \
+        torch.randn(2, 50, 2, 40, dtype=dt)
+    slopes = torch.rand(4, dtype=torch.float32)
+    out, lse, s_dmask = tilec.flash_attn_func(q, k, v, causal=True, softcap=4.0, alibi_slopes=slopes,
+                                              return_attn_probs=True)
+    assert out.dtype == dt and out.shape == q.shape and lse.dtype == torch.float32
+    assert isinstance(s_dmask, torch.Tensor) and s_dmask.numel() == 0
+    ref, ref_lse = attention_batch(*(t.float().numpy() for t in (q, k, v)), 40 ** -0.5, True,
+                                   softcap=4.0, slopes=slopes.numpy())
+    check(out.float().numpy(), lse.numpy(), ref, ref_lse, dtype)
+
+
+def varlen_inputs(rng, lens_q, lens_k, hq, hk, d):
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q = randn(rng, int(cu_q[-1]), hq, d)
+    k, v = randn(rng, int(cu_k[-1]), hk, d), randn(rng, int(cu_k[-1]), hk, d)
+    return q, k, v, cu_q, cu_k
+
+
+# (lengths of q, lengths of k, heads_q, heads_k, head_dim, options)
+VARLEN = [
+    ([5, 0, 70, 130], [9, 3, 0, 200], 4, 2, 32, {}),
+    ([5, 0, 70, 130], [9, 3, 0, 200], 4, 2, 32, dict(causal=True)),
+    ([1, 17, 100], [100, 17, 1], 2, 1, 64, dict(causal=True, alibi="bh")),
+    ([40, 80], [90, 30], 2, 2, 48, dict(window_size=(12, 4), softcap=6.0)),
+    ([30, 0, 64], [30, 5, 64], 4, 1, 64, dict(window_size=(-1, 0), alibi="h")),
+    ([7, 20], [0, 33], 2, 1, 59, dict(causal=True)),                   # no keys; head_dim padded
+]
+
+
+@needs_cpu
+@pytest.mark.parametrize("case", VARLEN, ids=lambda c: f"{c[0]}-{c[1]}-" + "-".join(c[5]))
+def test_flash_attn_varlen_func(case):
+    lens_q, lens_k, hq, hk, d, opts = case
+    rng = np.random.default_rng()
+    opts = dict(opts)
+    alibi = opts.pop("alibi", None)
+    slopes = slopes_for(rng, alibi, len(lens_q), hq) if alibi else None
+    q, k, v, cu_q, cu_k = varlen_inputs(rng, lens_q, lens_k, hq, hk, d)
+    out, lse, _ = tilec.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k),
+                                               alibi_slopes=slopes, return_attn_probs=True, **opts)
+    ref, ref_lse = attention_varlen(q, k, v, cu_q, cu_k, d ** -0.5, opts.get("causal", False),
+                                    opts.get("window_size", (-1, -1)), opts.get("softcap", 0.0),
+                                    slopes, max_sq=max(lens_q), max_sk=max(lens_k))
+    assert lse.shape == (hq, q.shape[0])  # flash_attn's varlen layout
+    check(out, lse, ref, ref_lse)
+
+
+@needs_cpu
+def test_varlen_packed_forms_and_seqused_k():
+    rng = np.random.default_rng()
+    lens = [3, 50, 0, 80]
+    q, k, v, cu, _ = varlen_inputs(rng, lens, lens, 2, 2, 64)
+    qkv = np.stack([q, k, v], axis=1)
+    out = tilec.flash_attn_varlen_qkvpacked_func(qkv, cu, max(lens), causal=True)
+    ref, ref_lse = attention_varlen(q, k, v, cu, cu, 0.125, True)
+    assert rel_err(out, ref) < REL_TOL["float16"]
+    out, lse, _ = tilec.flash_attn_varlen_kvpacked_func(q, np.stack([k, v], axis=1), cu, cu, 80, 80,
+                                                        window_size=(5, 5), return_attn_probs=True)
+    check(out, lse, *attention_varlen(q, k, v, cu, cu, 0.125, window=(5, 5)))
+    # seqused_k: only the first keys of each sequence take part.
+    used = np.array([3, 20, 0, 1], np.int32)
+    out, lse = fa._flash_attn_forward(q, k, v, None, False, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                      max_seqlen_q=80, max_seqlen_k=80, seqused_k=used)
+    check(out, lse, *attention_varlen(q, k, v, cu, cu, 0.125, seqused_k=used, max_sq=80, max_sk=80))
+
+
+# --- bad input: a clear error before any launch ------------------------------
+
+
+def small(shape_q=(1, 8, 4, 64), shape_k=(1, 8, 2, 64)):
+    return np.zeros(shape_q, np.float16), np.zeros(shape_k, np.float16), np.zeros(shape_k, np.float16)
+
+
+def small_varlen():
+    q = np.zeros((10, 2, 64), np.float16)
+    return q, q.copy(), q.copy()
+
+
+CU = np.array([0, 4, 10], np.int32)
+
+ERRORS = [
+    (lambda: tilec.flash_attn_func(*small(), window_size=(-2, 0)), ValueError,
+     r"window_size left is -2; it must be >= 0, or -1 for unbounded"),
+    (lambda: tilec.flash_attn_func(*small(), window_size=(3, -5)), ValueError,
+     r"window_size right is -5"),
+    (lambda: tilec.flash_attn_func(*small(), window_size=4), ValueError, r"window_size must be a pair"),
+    (lambda: tilec.flash_attn_func(*small(), softcap=-1.0), ValueError, r"softcap must be >= 0.*got -1.0"),
+    (lambda: tilec.flash_attn_func(*small(), alibi_slopes=np.zeros(3, np.float32)), ValueError,
+     r"'alibi_slopes' must have shape \(4,\) or \(1, 4\).*got \(3,\)"),
+    (lambda: tilec.flash_attn_func(*small(), alibi_slopes=np.zeros((2, 4), np.float32)), ValueError,
+     r"'alibi_slopes' must have shape"),
+    (lambda: tilec.flash_attn_func(*small(), alibi_slopes=np.zeros(4, np.float16)), TypeError,
+     r"'alibi_slopes' must be float32, got float16"),
+    (lambda: tilec.flash_attn_func(*small(shape_k=(1, 8, 3, 64))), ValueError,
+     r"query heads \(4\) must be a multiple of the number of key/value heads \(3\)"),
+    (lambda: tilec.flash_attn_func(*small((1, 8, 4, 264), (1, 8, 2, 264))), ValueError,
+     r"head_dim 264 is not supported \(1 to 256\)"),
+    (lambda: tilec.flash_attn_func(*small(), dropout_p=0.1), NotImplementedError, r"dropout"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU.astype(np.int64), CU, 6, 6), TypeError,
+     r"'cu_seqlens_q' must be int32, got int64"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU, CU[:2], 6, 6), ValueError,
+     r"'cu_seqlens_k' must be of shape \(3,\) \(batch \+ 1\), got shape \(2,\)"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU, np.array([0, 7, 5], np.int32), 6, 7),
+     ValueError, r"'cu_seqlens_k' must be non-decreasing, but cu_seqlens_k\[2\] = 5 < cu_seqlens_k\[1\] = 7"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU, CU, 5, 6), ValueError,
+     r"sequence 1 has 6 tokens in 'q', more than max_seqlen_q = 5"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU, np.array([0, 4, 11], np.int32), 6, 7),
+     ValueError, r"'cu_seqlens_k' ends at 11, past the 10 tokens of 'k'"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU, np.array([1, 4, 10], np.int32), 6, 6),
+     ValueError, r"'cu_seqlens_k' must start at 0"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), [0, 4, 10], CU, 6, 6), TypeError,
+     r"'cu_seqlens_q' must be a numpy array like 'q'"),
+    (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU, CU, 6, 6, block_table=CU),
+     NotImplementedError, r"block_table"),
+    (lambda: fa._flash_attn_forward(*small_varlen(), None, False, cu_seqlens_q=CU, cu_seqlens_k=CU,
+                                    max_seqlen_q=6, max_seqlen_k=6,
+                                    seqused_k=np.array([4, 7], np.int32)),
+     ValueError, r"seqused_k\[1\] = 7 is outside 0..6"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", ERRORS, ids=[e[2][:40] for e in ERRORS])
+def test_bad_input_is_refused_before_launch(call, error, match, monkeypatch):
+    def no_launch(*args, **kwargs):
+        raise AssertionError("launched despite bad input")
+
+    monkeypatch.setattr(fa, "_launch", no_launch)
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_cu_seqlens_on_another_device_is_refused(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(fa, "_launch", lambda *a, **k: pytest.fail("launched"))
+    q = torch.zeros(10, 2, 64, dtype=torch.float16)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    # A 'meta' tensor stands in for another device on a machine without a GPU.
+    with pytest.raises(ValueError, match=r"'cu_seqlens_k' is on meta, 'q' on cpu"):
+        tilec.flash_attn_varlen_func(q, q, q, cu, cu.to("meta"), 6, 6)
+    with pytest.raises(ValueError, match=r"'alibi_slopes' is on meta, 'q' on cpu"):
+        tilec.flash_attn_varlen_func(q, q, q, cu, cu, 6, 6,
+                                     alibi_slopes=torch.zeros(2, dtype=torch.float32, device="meta"))
+
+
+# --- the launch grid --------------------------------------------------------
+
+
+def test_grid_puts_heads_and_batch_on_their_own_axes():
+    """(row blocks, heads, batch): batch * heads > 65,535 still launches (y
+    and z are 65,535 each), so a batch of 8192 with 16 heads is one grid."""
+    kernel, config = fa._select("float16", 64, True, False, False, False)
+    assert 'tile.grid = ["cdiv(seqlen_q, 128)", "num_heads", "batch"]' in kernel.ir
+    g = fa.grid(config, seqlen_q=300, heads=16, batch=8192)
+    assert g == (3, 16, 8192) and max(g[1:]) <= 65535 and g[1] * g[2] > 65535
+    try:
+        import _tilec_runtime
+    except ImportError:
+        pytest.skip("the runtime module is not built")
+    exprs = ["cdiv(seqlen_q, 128)", "num_heads", "batch"]
+    assert _tilec_runtime.eval_grid(exprs, {"seqlen_q": 300, "num_heads": 16, "batch": 8192}) == g
+
+
+def test_kernel_selection_is_one_dict_lookup():
+    first = fa._select("float16", 64, False, True, True, False)
+    assert fa._select("float16", 64, False, True, True, False) is first
+    assert first[0].name == "flash_fwd_f16_d64_window_softcap"
+
+
+@needs_cpu
+@pytest.mark.parametrize("opts", [dict(causal=True), dict(window_size=(0, 70))], ids=["causal", "window"])
+def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
+    """tile-lazy-rescale runs only in the GPU lowering (where O holds >= 128
+    registers per thread); here it runs on the CPU over the same kernels:
+    bottom-right causal with seqlen_q > seqlen_k (rows that see no key) is
+    rewritten and stays exact; the window kernel's clamped max is left as
+    it is (the pass does not match it), and stays exact too."""
+    real = compiler.run_cpu
+    rewritten = []
+
+    def lazy(text, source, name, args, types, grid, run_tile_passes=True):
+        text = compiler.run_pipeline(
+            text, "builtin.module(tile-optimize,tile-lazy-rescale{num-warps=2 min-registers=128})")
+        rewritten.append("tile.skip_unit_rescale" in text)
+        return real(text, source, name, args, types, grid, False)
+
+    monkeypatch.setattr(compiler, "run_cpu", lazy)
+    rng = np.random.default_rng()
+    q, k, v = randn(rng, 1, 900, 2, 128) * 2, randn(rng, 1, 300, 1, 128), randn(rng, 1, 300, 1, 128)
+    out, lse = tilec.flash_attn_func(q, k, v, return_lse=True, **opts)
+    assert rewritten == [bool(opts.get("causal"))]
+    check(out, lse, *attention_batch(q, k, v, 128 ** -0.5, opts.get("causal", False),
+                                     opts.get("window_size", (-1, -1))))
