@@ -22,6 +22,11 @@ these parameters):
 - SOFTCAP: scores softcap * tanh(scale * q·k / softcap).
 - ALIBI: the bias -slope * |i + sk - sq - j| added after the softcap, slope
   alibi[b * stride_alibi_b + h] (f32; stride 0 for slopes of shape (heads,)).
+- SCORE_MOD / MASK_MOD: plain Python functions, FlexAttention's hooks
+  score_mod(s, b, h, q_idx, kv_idx) and mask_mod(b, h, q_idx, kv_idx) (q_idx
+  (BLOCK_M, 1), kv_idx (1, BLOCK_N), unaligned positions), inlined when the
+  kernel is specialized; applied after the switches above. tilec.flex_attention
+  runs them through kernels/flex_fwd.py (torch's layout, lse -inf rows).
 - VARLEN: q/k/v/o packed (total, heads, head_dim); sequence b's rows are
   cu_seqlens_q/k[b]..[b+1] (its key count seqused_k[b] when use_seqused_k);
   lse (heads, total_q); seqlen_q/seqlen_k are the maxima (the grid's size).
@@ -34,9 +39,14 @@ import tilec
 from tilec import language as tl
 
 
-def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, **_):
+def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False,
+          SCORE_MOD=None, MASK_MOD=None, **_):
+    from tilec.frontend import static_key  # a digest per user hook: two hooks, two names
+
+    mods = "".join(f"_{what}_{static_key(f)[-17:-1]}" for what, f in (("score", SCORE_MOD), ("mask", MASK_MOD))
+                   if f is not None)
     return (f"flash_fwd_{DTYPE.name}_d{HEAD_DIM}" + "_causal" * CAUSAL + "_window" * WINDOW
-            + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN)
+            + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN + mods)
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "num_heads", "batch"), name=_name, num_warps="NUM_WARPS",
@@ -58,6 +68,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
               CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
               SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False, VARLEN: tl.constexpr = False,
+              SCORE_MOD: tl.constexpr = None, MASK_MOD: tl.constexpr = None,
               BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
               SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
@@ -85,7 +96,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
-    if CAUSAL or WINDOW or ALIBI:
+    if CAUSAL or WINDOW or ALIBI or SCORE_MOD or MASK_MOD:
         rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for masks and ALiBi
         diag = seqlen_k - seqlen_q                          # bottom right: key i + diag aligns with query i
     if ALIBI:
@@ -110,9 +121,13 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             mask = mask & (kq <= rows)
         if WINDOW:
             mask = mask & (kq >= rows - window_left) & (kq <= rows + window_right)
+        if SCORE_MOD or MASK_MOD:  # user hooks, plain Python traced in (FlexAttention's model)
+            kv_idx = (col0 + tl.arange(0, BLOCK_N))[None, :]
+            s = SCORE_MOD(s, b, h, rows, kv_idx) if SCORE_MOD else s
+            mask = mask & MASK_MOD(b, h, rows, kv_idx) if MASK_MOD else mask
         s = tl.where(mask, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
-        if WINDOW:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
+        if WINDOW or MASK_MOD:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
             m_new = tl.maximum(m_new, -1e8)  # not -1e30: FA2's fma(m, c, -m·c) would round to ~1e23
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
@@ -120,8 +135,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
         acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
         m = m_new
     out, lse_rows = acc / l[:, None], m + tl.log(l)         # O = diag(l)⁻¹·acc, lse = m + log(l)
-    if CAUSAL or WINDOW or VARLEN:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
-        empty = l == 0 if WINDOW else m == float("-inf")
+    if CAUSAL or WINDOW or VARLEN or MASK_MOD:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
+        empty = l == 0 if WINDOW or MASK_MOD else m == float("-inf")
         out = tl.where(empty[:, None], 0.0, out)
         lse_rows = tl.where(empty, float("inf"), lse_rows)
     tl.store(ov, (row0, 0), out.to(DTYPE))

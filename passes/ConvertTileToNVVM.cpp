@@ -2550,6 +2550,10 @@ LogicalResult KernelLowering::run() {
       b.getNamedAttr("params", b.getArrayAttr(paramAttrs))};
   if (auto variant = func->getAttr("tile.variant"))
     launch.push_back(b.getNamedAttr("variant", variant));
+  if (auto mask = func->getAttr(tilec::kMaskAttr))
+    launch.push_back(b.getNamedAttr("mask", mask));
+  if (auto note = func->getAttr(tilec::kMaskNoteAttr))
+    launch.push_back(b.getNamedAttr("mask_note", note));
   kernel->setAttr("tile.launch", b.getDictionaryAttr(launch));
   func.erase();
   return success();

@@ -548,9 +548,24 @@ std::optional<RunningMax> matchRunningMax(scf::ForOp loop, unsigned i) {
   r.mArg = loop.getRegionIterArgs()[i];
   Value yielded = loop.getBody()->getTerminator()->getOperand(i);
   r.mNew = yielded.getDefiningOp<arith::MaximumFOp>();
-  if (!r.mNew || r.mNew->getBlock() != loop.getBody() ||
-      !llvm::is_contained(r.mNew->getOperands(), Value(r.mArg)) || !r.mNew.getResult().hasNUses(2))
+  if (!r.mNew || r.mNew->getBlock() != loop.getBody() || !r.mNew.getResult().hasNUses(2))
     return std::nullopt;
+  // The op reading the old max: mNew, or under a clamp from below by a
+  // loop-invariant splat, mNew = max(max(mArg, rowMax), c) (how a kernel
+  // keeps rows that saw no key yet finite), the inner max. Keeping the old
+  // max is as exact with the clamp: the kept value is mArg or mNew.
+  Operation *reader = r.mNew;
+  if (!llvm::is_contained(r.mNew->getOperands(), Value(r.mArg))) {
+    reader = nullptr;
+    for (auto [x, bound] : {std::pair(r.mNew.getLhs(), r.mNew.getRhs()), {r.mNew.getRhs(), r.mNew.getLhs()}}) {
+      auto inner = x.getDefiningOp<arith::MaximumFOp>();
+      if (inner && inner->hasOneUse() && llvm::is_contained(inner->getOperands(), Value(r.mArg)) &&
+          splatScalar(bound) && loop.isDefinedOutsideOfLoop(bound))
+        reader = inner;
+    }
+    if (!reader)
+      return std::nullopt;
+  }
   for (Operation *user : r.mNew->getUsers())
     if (auto mul = dyn_cast<arith::MulFOp>(user))
       r.scaled = mul;
@@ -574,7 +589,7 @@ std::optional<RunningMax> matchRunningMax(scf::ForOp loop, unsigned i) {
   // computation would keep using it), and the scores must subtract exactly
   // negScaled: every other user broadcasts it along the rows.
   for (Operation *user : r.mArg.getUsers())
-    if (user != r.mNew.getOperation() && user != r.alphaIn.getOperation())
+    if (user != reader && user != r.alphaIn.getOperation())
       return std::nullopt;
   bool feedsScores = false;
   for (Operation *user : r.negScaled->getUsers()) {

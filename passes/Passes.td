@@ -170,6 +170,15 @@ def TileSplitMaskedLoops : Pass<"tile-split-masked-loops", "mlir::ModuleOp"> {
     everywhere (skipped: every score is -inf, so the online-softmax update is
     the identity). A predicate it cannot analyse stays applied in every
     iteration, with a remark saying why.
+
+    Beyond one conjunction of affine comparisons (the closed form above),
+    the general case takes several -inf masks (chained or not) and
+    predicates built with `&` and `|` from comparisons (`==` included,
+    indices divided by a constant, conditions that do not depend on the loop
+    variable); parts it cannot analyse (loaded data, products of indices)
+    make every block that runs masked. The kernel gets `tile.mask` ("split"
+    or "dense") and, when dense, `tile.mask_note` with the remark; both go
+    to the launch manifest.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
 }

@@ -27,6 +27,22 @@
 // values). tile-pipeline relies on that contract to hand one loop's last
 // prefetch to the next.
 //
+// That closed form covers one mask that is a conjunction of affine
+// comparisons. Everything else goes through splitGeneral (below): for each
+// node of the predicate it computes, as run-time intervals of j before the
+// loop, where the node is true on the whole block (`full`) and outside of
+// which it is false on the whole block (`live`). A comparison gives the
+// one-sided intervals above (`==` is two); `x / C` of a loop-invariant index
+// is bounded by dividing x's extremes (signed division is monotone) and
+// `kv / C` against an integer is rewritten pointwise (kv / C <= t iff
+// kv <= C*t + C - 1, for dividends that cannot be negative); a comparison
+// without j is a per-program constant (all or nothing); `&` intersects; `|`
+// takes the hull of the live intervals and, for full, both when they touch,
+// else the longer (a subset of the union). What it cannot analyse has no
+// full blocks and is live everywhere. With several -inf masks a block is
+// full when it is full for every mask; a mask whose true value is another's
+// result (a chain) hides what that one hid.
+//
 // Skipping an all-false block is only correct because every score of it is
 // -inf: an online-softmax update with such a block leaves the running max,
 // sum and accumulator unchanged. The pass therefore skips only when the
@@ -43,7 +59,9 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace tilec {
 #define GEN_PASS_DEF_TILESPLITMASKEDLOOPS
@@ -54,14 +72,31 @@ using namespace mlir;
 
 namespace {
 
-/// sum_d dim[d]*idx_d + iv*j + cst + sum_t coef_t*term_t.
+struct FloorTerm;
+
+/// sum_d dim[d]*idx_d + iv*j + cst + sum_t coef_t*term_t
+///   + sum_f coef_f * (inner_f / C_f)   (arith.divsi of a loop-invariant index)
 struct Affine {
   SmallVector<int64_t> dim;
   int64_t iv = 0;
   int64_t cst = 0;
   SmallVector<std::pair<Value, int64_t>> terms;
+  std::vector<FloorTerm> floors; // std::vector: FloorTerm is incomplete here
 
-  Affine scaled(int64_t k) const {
+  Affine scaled(int64_t k) const;
+  Affine plus(const Affine &o) const;
+};
+
+/// coef * (inner / divisor), inner affine with no loop variable and no
+/// floors of its own: over a block it lies between the divisions of
+/// inner's extremes (signed division is monotone).
+struct FloorTerm {
+  Affine inner;
+  int64_t divisor = 1;
+  int64_t coef = 1;
+};
+
+Affine Affine::scaled(int64_t k) const {
     Affine out = *this;
     for (int64_t &d : out.dim)
       d *= k;
@@ -69,10 +104,14 @@ struct Affine {
     out.cst *= k;
     for (auto &t : out.terms)
       t.second *= k;
+    for (FloorTerm &f : out.floors)
+      f.coef *= k;
     return out;
-  }
-  Affine plus(const Affine &o) const {
+}
+
+Affine Affine::plus(const Affine &o) const {
     Affine out = *this;
+    out.floors.insert(out.floors.end(), o.floors.begin(), o.floors.end());
     out.dim.resize(std::max(dim.size(), o.dim.size()), 0);
     for (size_t d = 0; d < o.dim.size(); ++d)
       out.dim[d] += o.dim[d];
@@ -86,8 +125,7 @@ struct Affine {
         out.terms.push_back(t);
     }
     return out;
-  }
-};
+}
 
 /// Affine form of index values in one loop; failures say why.
 class AffineAnalysis {
@@ -159,10 +197,29 @@ public:
       if (succeeded(a)) {
         ArrayRef<int64_t> in = cast<RankedTensorType>(bc.getInput().getType()).getShape();
         for (size_t d = 0; d < in.size(); ++d)
-          if (in[d] == 1)
+          if (in[d] == 1) {
             a->dim[d] = 0; // a size-1 dimension is always read at index 0
+            for (FloorTerm &f : a->floors)
+              if (d < f.inner.dim.size())
+                f.inner.dim[d] = 0;
+          }
       }
       return a;
+    }
+    if (auto div = v.getDefiningOp<arith::DivSIOp>()) {
+      if (matchPattern(div.getRhs(), m_Constant(&dense)) && dense.isSplat() &&
+          dense.getSplatValue<APInt>().getSExtValue() > 0) {
+        auto inner = tileValue(div.getLhs());
+        if (failed(inner))
+          return failure();
+        if (inner->iv != 0 || !inner->floors.empty())
+          return fail(v, "divides an index that depends on the loop variable (analysed "
+                         "only as a whole side of a comparison)");
+        Affine a;
+        a.dim.assign(type.getRank(), 0);
+        a.floors.push_back({*inner, dense.getSplatValue<APInt>().getSExtValue(), 1});
+        return a;
+      }
     }
     if (auto add = v.getDefiningOp<arith::AddIOp>())
       return combine(tileValue(add.getLhs()), tileValue(add.getRhs()), 1);
@@ -178,7 +235,7 @@ public:
         }
     }
     return fail(v, "is not an affine index tile (iota, splat, expand_dims, broadcast, "
-                   "addi/subi, muli by a constant)");
+                   "addi/subi, muli or divsi by a constant)");
   }
 
 private:
@@ -281,6 +338,10 @@ FailureOr<Conjunct> analyseCmp(arith::CmpIOp cmp, AffineAnalysis &analysis,
     return failure();
   }
   Affine d = lhs->plus(rhs->scaled(-1));
+  if (!d.floors.empty()) {
+    reason = "a comparison of divided indices";
+    return failure();
+  }
   Conjunct c;
   switch (cmp.getPredicate()) {
   case arith::CmpIPredicate::slt: c.e = d; c.e.cst += 1; break; // d < 0  <=> d + 1 <= 0
@@ -317,6 +378,309 @@ bool writesMemory(Operation *root) {
   return writes;
 }
 
+//===----------------------------------------------------------------------===//
+// The general case: any number of -inf masks, predicates built with & and |
+// from comparisons (affine, divided by a constant, or independent of the
+// loop variable), parts that cannot be analysed.
+//===----------------------------------------------------------------------===//
+
+/// How a loop's mask ended up, worst last (the kernel's tile.mask attribute):
+/// Split when some blocks run unmasked, Dense when every block that runs is
+/// masked (blocks the mask hides entirely may still be skipped).
+enum class MaskKind { None, Split, Dense };
+int rank(MaskKind k) { return static_cast<int>(k); }
+StringRef maskKindName(MaskKind k) {
+  switch (k) {
+  case MaskKind::None: return "none";
+  case MaskKind::Split: return "split";
+  case MaskKind::Dense: return "dense";
+  }
+  return "dense";
+}
+MaskKind parseMaskKind(StringRef s) {
+  return llvm::StringSwitch<MaskKind>(s)
+      .Case("none", MaskKind::None)
+      .Case("split", MaskKind::Split)
+      .Default(MaskKind::Dense);
+}
+
+/// Iterations [lo, hi) of the loop; lo >= hi is empty. Unbounded sides are
+/// the loop's own bounds.
+struct Interval {
+  Value lo, hi;
+};
+
+/// What a predicate says about blocks: it is true on the whole block for
+/// every iteration in `full`, and false on the whole block for every
+/// iteration outside `live`. Statically, `fullPossible` is false when `full`
+/// is known empty and `liveBounded` false when `live` is the whole loop.
+struct BlockSets {
+  Interval full, live;
+  bool fullPossible = false, liveBounded = false;
+};
+
+/// One comparison as k*j + E <= 0, with E's maximum (hi) and minimum (lo)
+/// over the block's elements, both before the loop.
+struct Bound {
+  int64_t k = 0;
+  Value hi, lo;
+};
+
+class PredicateAnalysis {
+public:
+  PredicateAnalysis(OpBuilder &b, Location loc, scf::ForOp loop, bool canSkip)
+      : b(b), loc(loc), bb(b, loc, loop.getInductionVar().getType()), analysis(loop),
+        lb(loop.getLowerBound()), ub(loop.getUpperBound()), canSkip(canSkip) {}
+
+  /// What could not be classified: the op (for its location) and why.
+  SmallVector<std::pair<Location, std::string>> unknown;
+
+  BlockSets analyse(Value cond) {
+    if (auto op = cond.getDefiningOp<arith::AndIOp>())
+      return both(analyse(op.getLhs()), analyse(op.getRhs()));
+    if (auto op = cond.getDefiningOp<arith::OrIOp>())
+      return either(analyse(op.getLhs()), analyse(op.getRhs()));
+    if (auto op = cond.getDefiningOp<tile::BroadcastOp>())
+      return analyse(op.getInput());
+    if (auto op = cond.getDefiningOp<tile::ExpandDimsOp>())
+      return analyse(op.getInput());
+    if (auto cmp = cond.getDefiningOp<arith::CmpIOp>()) {
+      std::string reason;
+      auto bounds = analyseCmp(cmp, reason);
+      if (failed(bounds))
+        return unknownSets(cmp.getLoc(), reason);
+      BlockSets sets = fromBound((*bounds)[0]);
+      for (const Bound &bound : ArrayRef(*bounds).drop_front())
+        sets = both(sets, fromBound(bound));
+      return sets;
+    }
+    DenseIntElementsAttr dense;
+    if (matchPattern(cond, m_Constant(&dense)) && dense.isSplat() &&
+        dense.getSplatValue<APInt>().getBoolValue())
+      return {all(), all(), true, false};
+    Operation *def = cond.getDefiningOp();
+    return unknownSets(def ? def->getLoc() : b.getUnknownLoc(),
+                       def ? "'" + def->getName().getStringRef().str() +
+                                 "' is not a comparison, '&' or '|' of index tiles"
+                           : "a block argument is not a comparison of index tiles");
+  }
+
+  Interval all() { return {lb, ub}; }
+  Interval empty() { return {ub, lb}; }
+  Value isEmpty(Interval r) { return cmp(arith::CmpIPredicate::sge, r.lo, r.hi); }
+  Interval select(Value c, Interval x, Interval y) {
+    return {b.createOrFold<arith::SelectOp>(loc, c, x.lo, y.lo),
+            b.createOrFold<arith::SelectOp>(loc, c, x.hi, y.hi)};
+  }
+  Interval intersect(Interval x, Interval y) { return {bb.max(x.lo, y.lo), bb.min(x.hi, y.hi)}; }
+
+  /// The smallest interval holding both (a superset of the union).
+  Interval hull(Interval x, Interval y) {
+    Interval h{bb.min(x.lo, y.lo), bb.max(x.hi, y.hi)};
+    return select(isEmpty(x), y, select(isEmpty(y), x, h));
+  }
+  /// An interval inside the union: both when they touch, else the longer.
+  Interval inUnion(Interval x, Interval y) {
+    Value touch = cmp(arith::CmpIPredicate::sle, bb.max(x.lo, y.lo), bb.min(x.hi, y.hi));
+    Value xLonger = cmp(arith::CmpIPredicate::sge, bb.sub(x.hi, x.lo), bb.sub(y.hi, y.lo));
+    Interval h{bb.min(x.lo, y.lo), bb.max(x.hi, y.hi)};
+    Interval apart = select(xLonger, x, y);
+    return select(isEmpty(x), y, select(isEmpty(y), x, select(touch, h, apart)));
+  }
+
+  BlockSets both(const BlockSets &x, const BlockSets &y) {
+    BlockSets out;
+    out.fullPossible = x.fullPossible && y.fullPossible;
+    out.full = out.fullPossible ? intersect(x.full, y.full) : empty();
+    out.liveBounded = x.liveBounded || y.liveBounded;
+    out.live = !x.liveBounded ? y.live : !y.liveBounded ? x.live : intersect(x.live, y.live);
+    return out;
+  }
+  BlockSets either(const BlockSets &x, const BlockSets &y) {
+    BlockSets out;
+    out.fullPossible = x.fullPossible || y.fullPossible;
+    out.full = !x.fullPossible ? y.full : !y.fullPossible ? x.full : inUnion(x.full, y.full);
+    out.liveBounded = x.liveBounded && y.liveBounded;
+    out.live = out.liveBounded ? hull(x.live, y.live) : all();
+    return out;
+  }
+
+  BoundBuilder &bounds() { return bb; }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  BoundBuilder bb;
+  AffineAnalysis analysis;
+  Value lb, ub;
+  bool canSkip;
+
+  Value cmp(arith::CmpIPredicate pred, Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(loc, pred, x, y);
+  }
+
+  BlockSets unknownSets(Location at, StringRef why) {
+    unknown.push_back({at, why.str()});
+    return {empty(), all(), false, false};
+  }
+
+  BlockSets fromBound(const Bound &c) {
+    BlockSets s;
+    s.fullPossible = true;
+    s.liveBounded = canSkip;
+    int64_t k = std::abs(c.k);
+    if (c.k > 0) {
+      // all true iff k*j + hi <= 0; all false iff k*j + lo >= 1
+      s.full = {lb, bb.add(bb.floorDiv(bb.sub(bb.cst(0), c.hi), k), bb.cst(1))};
+      s.live = {lb, bb.ceilDiv(bb.sub(bb.cst(1), c.lo), k)};
+    } else if (c.k < 0) {
+      s.full = {bb.ceilDiv(c.hi, k), ub};
+      s.live = {bb.add(bb.floorDiv(bb.sub(c.lo, bb.cst(1)), k), bb.cst(1)), ub};
+    } else {
+      // The same for every block of this program (a per-program constant).
+      s.full = select(cmp(arith::CmpIPredicate::sle, c.hi, bb.cst(0)), all(), empty());
+      s.live = select(cmp(arith::CmpIPredicate::sge, c.lo, bb.cst(1)), empty(), all());
+    }
+    if (!canSkip)
+      s.live = all();
+    return s;
+  }
+
+  /// lhs / C with C a constant > 0 and lhs depending on the loop variable.
+  std::optional<std::pair<Affine, int64_t>> ivDivision(Value v) {
+    while (auto bc = v.getDefiningOp<tile::BroadcastOp>())
+      v = bc.getInput();
+    auto div = v.getDefiningOp<arith::DivSIOp>();
+    DenseIntElementsAttr dense;
+    if (!div || !matchPattern(div.getRhs(), m_Constant(&dense)) || !dense.isSplat() ||
+        dense.getSplatValue<APInt>().getSExtValue() <= 0)
+      return std::nullopt;
+    auto x = analysis.tileValue(div.getLhs());
+    analysis.reason.clear();
+    if (failed(x) || x->iv == 0 || !x->floors.empty())
+      return std::nullopt;
+    return std::pair(*x, dense.getSplatValue<APInt>().getSExtValue());
+  }
+
+  FailureOr<SmallVector<Bound>> analyseCmp(arith::CmpIOp cmp, std::string &reason) {
+    using P = arith::CmpIPredicate;
+    P pred = cmp.getPredicate();
+    auto swapped = [](P p) {
+      switch (p) {
+      case P::slt: return P::sgt;
+      case P::sle: return P::sge;
+      case P::sgt: return P::slt;
+      case P::sge: return P::sle;
+      default: return p;
+      }
+    };
+    if (!llvm::is_contained({P::slt, P::sle, P::sgt, P::sge, P::eq}, pred)) {
+      reason = "only signed <, <=, >, >= and == comparisons are analysed, got '" +
+               arith::stringifyCmpIPredicate(pred).str() + "'";
+      return failure();
+    }
+    SmallVector<Affine> forms; // each E <= 0
+    Value lhs = cmp.getLhs(), rhs = cmp.getRhs();
+    auto division = ivDivision(lhs);
+    if (!division) {
+      if ((division = ivDivision(rhs))) {
+        std::swap(lhs, rhs);
+        pred = swapped(pred);
+      }
+    }
+    analysis.reason.clear();
+    if (division) {
+      // floor(X/C) against an integer B, rewritten pointwise into X's terms:
+      // X/C <= B iff X <= C*B + C - 1 and X/C >= B iff X >= C*B. Exact for
+      // X >= 0 (division truncates), which the form of X guarantees.
+      Affine x = division->first;
+      int64_t c = division->second;
+      if (x.iv < 0 || x.cst < 0 || !x.terms.empty() ||
+          llvm::any_of(x.dim, [](int64_t d) { return d < 0; })) {
+        reason = "divides an index that may be negative";
+        return failure();
+      }
+      auto other = analysis.tileValue(rhs);
+      if (failed(other)) {
+        reason = analysis.reason;
+        return failure();
+      }
+      Affine cb = other->scaled(c);
+      auto le = [&](int64_t off) { Affine e = x.plus(cb.scaled(-1)); e.cst -= off; return e; };
+      auto ge = [&](int64_t off) { Affine e = cb.plus(x.scaled(-1)); e.cst += off; return e; };
+      switch (pred) {
+      case P::sle: forms.push_back(le(c - 1)); break;
+      case P::slt: forms.push_back(le(-1)); break;
+      case P::sge: forms.push_back(ge(0)); break;
+      case P::sgt: forms.push_back(ge(c)); break;
+      default: forms.push_back(le(c - 1)); forms.push_back(ge(0)); break;
+      }
+    } else {
+      auto l = analysis.tileValue(lhs);
+      auto r = succeeded(l) ? analysis.tileValue(rhs) : FailureOr<Affine>(failure());
+      if (failed(l) || failed(r)) {
+        reason = analysis.reason;
+        return failure();
+      }
+      Affine d = l->plus(r->scaled(-1));
+      Affine nd = d.scaled(-1);
+      switch (pred) {
+      case P::slt: d.cst += 1; forms.push_back(d); break;
+      case P::sle: forms.push_back(d); break;
+      case P::sgt: nd.cst += 1; forms.push_back(nd); break;
+      case P::sge: forms.push_back(nd); break;
+      default: forms.push_back(d); forms.push_back(nd); break;
+      }
+    }
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(cmp.getLhs().getType()).getShape();
+    SmallVector<Bound> out;
+    for (Affine &e : forms)
+      out.push_back(extremes(e, shape));
+    return out;
+  }
+
+  /// E's maximum and minimum over the block's elements, as values before
+  /// the loop (without the k*j part).
+  Bound extremes(Affine e, ArrayRef<int64_t> shape) {
+    auto spread = [&](Affine &a, bool high) {
+      a.dim.resize(shape.size(), 0);
+      int64_t s = 0;
+      for (size_t i = 0; i < shape.size(); ++i)
+        s += high ? std::max<int64_t>(0, a.dim[i] * (shape[i] - 1))
+                  : std::min<int64_t>(0, a.dim[i] * (shape[i] - 1));
+      return s;
+    };
+    Bound out;
+    out.k = e.iv;
+    Value base = bb.base(e);
+    out.hi = bb.add(base, bb.cst(spread(e, true)));
+    out.lo = bb.add(base, bb.cst(spread(e, false)));
+    for (FloorTerm &f : e.floors) {
+      Value innerBase = bb.base(f.inner);
+      Value innerHi = bb.add(innerBase, bb.cst(spread(f.inner, true)));
+      Value innerLo = bb.add(innerBase, bb.cst(spread(f.inner, false)));
+      Value qHi = b.createOrFold<arith::DivSIOp>(loc, innerHi, bb.cst(f.divisor));
+      Value qLo = b.createOrFold<arith::DivSIOp>(loc, innerLo, bb.cst(f.divisor));
+      out.hi = bb.add(out.hi, bb.mul(f.coef > 0 ? qHi : qLo, f.coef));
+      out.lo = bb.add(out.lo, bb.mul(f.coef > 0 ? qLo : qHi, f.coef));
+    }
+    return out;
+  }
+};
+
+/// Erases the side-effect-free ops between `from` (exclusive) and `to`
+/// (exclusive) that ended up unused: bounds an analysis built and then did
+/// not need.
+void eraseUnusedBetween(Operation *from, Operation *to) {
+  SmallVector<Operation *> ops;
+  for (Operation *op = from ? from->getNextNode() : &to->getBlock()->front(); op && op != to;
+       op = op->getNextNode())
+    ops.push_back(op);
+  for (Operation *op : llvm::reverse(ops))
+    if (op->use_empty() && isMemoryEffectFree(op))
+      op->erase();
+}
+
 struct TileSplitMaskedLoops final
     : tilec::impl::TileSplitMaskedLoopsBase<TileSplitMaskedLoops> {
   void runOnOperation() override {
@@ -325,11 +689,34 @@ struct TileSplitMaskedLoops final
       if (!loop->hasAttr(tilec::kBlocksAttr))
         loops.push_back(loop);
     });
-    for (scf::ForOp loop : loops)
-      splitLoop(loop);
+    for (scf::ForOp loop : loops) {
+      auto func = loop->getParentOfType<FunctionOpInterface>();
+      note.clear();
+      MaskKind kind = splitLoop(loop);
+      // The kernel's attributes say the least any of its loops achieved, and why.
+      if (func && kind != MaskKind::None) {
+        auto old = func->getAttrOfType<StringAttr>(tilec::kMaskAttr);
+        if (!old || rank(kind) > rank(parseMaskKind(old.getValue()))) {
+          func->setAttr(tilec::kMaskAttr, StringAttr::get(&getContext(), maskKindName(kind)));
+          if (note.empty())
+            func->removeAttr(tilec::kMaskNoteAttr);
+          else
+            func->setAttr(tilec::kMaskNoteAttr, StringAttr::get(&getContext(), note));
+        }
+      }
+    }
   }
 
-  void splitLoop(scf::ForOp loop) {
+  /// The remark of the loop being split, if any (for tile.mask_note).
+  std::string note;
+
+  /// Emits "<prefix><why>" as a remark at `at` and keeps it as the note.
+  void remark(Operation *at, StringRef prefix, StringRef why) {
+    note = (prefix + why).str();
+    at->emitRemark() << note;
+  }
+
+  MaskKind splitLoop(scf::ForOp loop) {
     SmallVector<arith::SelectOp> masks;
     for (Operation &op : *loop.getBody())
       if (auto sel = dyn_cast<arith::SelectOp>(op))
@@ -337,28 +724,33 @@ struct TileSplitMaskedLoops final
             isa<FloatType>(getElementTypeOrSelf(sel.getType())))
           masks.push_back(sel);
     if (masks.empty())
-      return;
-    auto remark = [&](Operation *at, const Twine &why) {
-      at->emitRemark() << "mask stays applied in every iteration: " << why;
-    };
-    if (masks.size() > 1)
-      return remark(masks[1], "the loop has more than one masking select");
-    arith::SelectOp mask = masks.front();
-
+      return MaskKind::None;
     std::optional<int64_t> step = getConstantIntValue(loop.getStep());
-    if (!step || *step != 1)
-      return remark(mask, "the loop step is not the constant 1");
+    if (!step || *step != 1) {
+      remark(masks.front(), "mask stays applied in every iteration: ",
+             "the loop step is not the constant 1");
+      return MaskKind::Dense;
+    }
+    // One mask that is a conjunction of affine comparisons: the closed form
+    // below (what the table kernels get). Everything else: splitGeneral.
+    if (masks.size() == 1 && splitConjunction(loop, masks.front()))
+      return MaskKind::Split;
+    return splitGeneral(loop, masks);
+  }
 
+  /// The single-mask, all-conjuncts-affine case; false (IR untouched) when
+  /// the predicate has another shape.
+  bool splitConjunction(scf::ForOp loop, arith::SelectOp mask) {
     SmallVector<arith::CmpIOp> cmps;
     std::string reason;
     if (failed(collectConjuncts(mask.getCondition(), cmps, reason)))
-      return remark(mask, reason);
+      return false;
     AffineAnalysis analysis(loop);
     SmallVector<Conjunct> conjuncts;
     for (arith::CmpIOp cmp : cmps) {
       auto c = analyseCmp(cmp, analysis, reason);
       if (failed(c))
-        return remark(mask, reason);
+        return false;
       conjuncts.push_back(*c);
     }
 
@@ -422,6 +814,127 @@ struct TileSplitMaskedLoops final
       emit(d, e, /*masked=*/true);
     loop.replaceAllUsesWith(carried);
     loop.erase();
+    return true;
+  }
+
+  /// Every other shape of mask (see the helpers above): -inf masks only; the
+  /// non-masking selects of a score_mod stay in every loop.
+  MaskKind splitGeneral(scf::ForOp loop, SmallVectorImpl<arith::SelectOp> &candidates) {
+    auto isNegInf = [](Value v) {
+      DenseFPElementsAttr attr;
+      return matchPattern(v, m_Constant(&attr)) && attr.isSplat() &&
+             attr.getSplatValue<APFloat>().isInfinity() &&
+             attr.getSplatValue<APFloat>().isNegative();
+    };
+    SmallVector<arith::SelectOp> masks;
+    for (arith::SelectOp sel : candidates)
+      if (isNegInf(sel.getFalseValue()))
+        masks.push_back(sel);
+    if (masks.empty()) {
+      std::string reason = "no select of the loop sets -inf where it masks";
+      if (candidates.size() == 1) { // say why the closed form refused it
+        SmallVector<arith::CmpIOp> cmps;
+        AffineAnalysis analysis(loop);
+        if (succeeded(collectConjuncts(candidates.front().getCondition(), cmps, reason)))
+          for (arith::CmpIOp cmp : cmps)
+            if (failed(analyseCmp(cmp, analysis, reason)))
+              break;
+      }
+      remark(candidates.front(), "mask stays applied in every iteration: ", reason);
+      return MaskKind::Dense;
+    }
+    bool canSkip = !writesMemory(loop);
+    OpBuilder b(loop);
+    Operation *before = loop->getPrevNode();
+    PredicateAnalysis pa(b, loop.getLoc(), loop, canSkip);
+    BoundBuilder &bb = pa.bounds();
+
+    // A mask whose true value is another mask's result hides what that one
+    // hid too (a chain): its live blocks are within both. The blocks to run
+    // are those live for some mask at the end of a chain; the unmasked ones
+    // those full for every mask.
+    DenseMap<Operation *, BlockSets> effective;
+    BlockSets full;
+    bool first = true;
+    for (arith::SelectOp mask : masks) {
+      BlockSets sets = pa.analyse(mask.getCondition());
+      full = first ? sets : pa.both(full, sets);
+      first = false;
+      if (auto prev = mask.getTrueValue().getDefiningOp<arith::SelectOp>();
+          prev && effective.count(prev))
+        sets = pa.both(sets, effective[prev]);
+      effective[mask] = sets;
+    }
+    std::optional<BlockSets> live;
+    for (arith::SelectOp mask : masks) {
+      bool chained = llvm::any_of(masks, [&](arith::SelectOp other) {
+        return other.getTrueValue() == mask.getResult();
+      });
+      if (!chained)
+        live = live ? pa.either(*live, effective[mask]) : effective[mask];
+    }
+    bool fullPossible = full.fullPossible;
+    bool liveBounded = live && live->liveBounded;
+
+    auto reasons = [&]() {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      llvm::interleave(
+          pa.unknown, os,
+          [&](const auto &u) {
+            os << u.second;
+            if (auto file = dyn_cast<FileLineColLoc>(u.first))
+              os << " (at " << file.getFilename().getValue() << ":" << file.getLine() << ":"
+                 << file.getColumn() << ")";
+          },
+          "; ");
+      return text;
+    };
+    if (!fullPossible && !liveBounded) {
+      eraseUnusedBetween(before, loop);
+      remark(masks.front(), "mask stays applied in every iteration: ", reasons());
+      return MaskKind::Dense;
+    }
+
+    Value lb = loop.getLowerBound(), ub = loop.getUpperBound();
+    Interval run = liveBounded ? live->live : pa.all();
+    Value a = bb.clamp(run.lo, lb, ub);
+    Value e = bb.clamp(run.hi, a, ub);
+    Value bnd = fullPossible ? bb.clamp(full.full.lo, a, e) : e;
+    Value d = fullPossible ? bb.clamp(full.full.hi, bnd, e) : e;
+
+    ValueRange carried = loop.getInitArgs();
+    Operation *firstCopy = nullptr;
+    auto emit = [&](Value from, Value to, bool masked) {
+      IRMapping map;
+      auto copy = cast<scf::ForOp>(b.clone(*loop, map));
+      if (!firstCopy)
+        firstCopy = copy;
+      copy.setLowerBound(from);
+      copy.setUpperBound(to);
+      copy.getInitArgsMutable().assign(carried);
+      copy->setAttr(tilec::kBlocksAttr, b.getStringAttr(masked ? "partial" : "full"));
+      if (!masked)
+        for (arith::SelectOp mask : masks) {
+          auto sel = cast<arith::SelectOp>(map.lookup(mask.getResult()).getDefiningOp());
+          sel.getResult().replaceAllUsesWith(sel.getTrueValue());
+          sel.erase();
+        }
+      carried = copy.getResults();
+    };
+    emit(a, bnd, /*masked=*/true);
+    if (fullPossible) {
+      emit(bnd, d, /*masked=*/false);
+      emit(d, e, /*masked=*/true);
+    }
+    if (!fullPossible)
+      remark(masks.front(),
+             "mask applied in every block that runs (blocks it hides entirely are skipped): ",
+             reasons());
+    loop.replaceAllUsesWith(carried);
+    loop.erase();
+    eraseUnusedBetween(before, firstCopy);
+    return fullPossible ? MaskKind::Split : MaskKind::Dense;
   }
 };
 

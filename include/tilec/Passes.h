@@ -18,6 +18,15 @@ namespace tilec {
 /// adjacent split loops; tile-count-work reports per kind.
 inline constexpr llvm::StringLiteral kBlocksAttr = "tile.blocks";
 
+/// On a kernel function: what tile-split-masked-loops made of its masks,
+/// the least of any loop: "split" (blocks classified: skipped, unmasked,
+/// masked) or "dense" (the mask is applied in every block that runs; blocks
+/// it hides entirely may still be skipped). The launch manifest's "mask".
+inline constexpr llvm::StringLiteral kMaskAttr = "tile.mask";
+/// With a tile.mask other than "split": the pass's remark (what it could not
+/// classify, where). The manifest's "mask_note".
+inline constexpr llvm::StringLiteral kMaskNoteAttr = "tile.mask_note";
+
 /// On the loop tile-minimize-nonmatmul keeps for rows whose running max is
 /// -inf (the exact softmax, no folded-scale rewrite); later rewrites leave it
 /// alone and tile-count-work counts it apart.

@@ -264,7 +264,7 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
                                 "'tile.kernel' attribute";
     return diagnostics.takeError("no kernel");
   }
-  SmallVector<LaunchInfo> launches;
+  SmallVector<LaunchInfo, 1> launches;
   bool launchesValid = true;
   for (LLVM::LLVMFuncOp kernel : kernels) {
     FailureOr<LaunchInfo> launch = readLaunchInfo(kernel);

@@ -178,6 +178,13 @@ FailureOr<LaunchInfo> readLaunchInfo(LLVM::LLVMFuncOp kernel) {
       return fail("'variant' must be a dictionary");
     info.variant = attributeToJson(variant);
   }
+  for (auto [key, field] : {std::pair("mask", &info.mask), {"mask_note", &info.maskNote}})
+    if (Attribute value = dict.get(key)) {
+      auto str = dyn_cast<StringAttr>(value);
+      if (!str)
+        return fail(llvm::formatv("'{0}' must be a string", key).str());
+      *field = str.str();
+    }
   return info;
 }
 
@@ -271,6 +278,10 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
   doc["params"] = std::move(params);
   if (launch.variant)
     doc["variant"] = *launch.variant;
+  if (!launch.mask.empty())
+    doc["mask"] = launch.mask;
+  if (!launch.maskNote.empty())
+    doc["mask_note"] = launch.maskNote;
   if (ptxasInfo)
     doc["ptxas_info"] = ptxasInfoJson(*ptxasInfo);
   doc["compiler"] = compiler.str();

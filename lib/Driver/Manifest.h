@@ -44,6 +44,9 @@ struct LaunchInfo {
   int64_t sharedBytes = 0;
   std::vector<LaunchParam> params;
   std::optional<llvm::json::Value> variant;
+  /// tile-split-masked-loops' verdict on the kernel's masks ("split", "skip",
+  /// "dense"; empty: no mask) and, when not "split", its remark.
+  std::string mask, maskNote;
 };
 
 /// Reads and checks `tile.launch` of `kernel`, including that its params

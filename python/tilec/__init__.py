@@ -23,6 +23,7 @@ from .runtime_support import gpu_status
 from .flash_attn import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
                          flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
                          flash_attn_varlen_qkvpacked_func)
+from .flex import flex_attention
 from .flash_decode import flash_attn_combine, flash_attn_with_kvcache
 
 
@@ -30,4 +31,4 @@ __version__ = "0.1.0"
 __all__ = ["jit", "JITFunction", "Kernel", "CompilationError", "language", "flash_attn_func",
            "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
-           "flash_attn_with_kvcache", "flash_attn_combine", "gpu_status"]
+           "flash_attn_with_kvcache", "flash_attn_combine", "flex_attention", "gpu_status"]

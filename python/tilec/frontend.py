@@ -15,12 +15,16 @@ their type.
 
 import ast
 import builtins
+import hashlib
 import inspect
+import linecache
 import math
 import operator
 import re
 import struct
+import sys
 import textwrap
+import types
 
 from . import language as tl
 from .errors import CompilationError
@@ -260,6 +264,201 @@ def _describe(x):
 
 
 # ----------------------------------------------------------------------------
+# Plain Python functions called from kernels (score_mod, mask_mod, helpers)
+
+_MAX_INLINE_DEPTH = 32
+# Element types of tensors a Python function may capture.
+_TENSOR_DTYPES = {"int32": tl.int32, "int64": tl.int64, "float16": tl.float16,
+                  "bfloat16": tl.bfloat16, "float32": tl.float32}
+
+
+class _Frame:
+    """One Python function being inlined: where its body started (block
+    depth) and what its `return` gave."""
+
+    def __init__(self, fn, depth):
+        self.fn = fn
+        self.depth = depth
+        self.value = None
+        self.returned = False
+
+
+_AST_CACHE = {}
+
+
+def _function_ast(fn):
+    """(ast.FunctionDef or ast.Lambda, filename, column shift) of a Python
+    function, located in its source file; CompilationError without source."""
+    code = fn.__code__
+    cached = _AST_CACHE.get(code)
+    if cached is not None:
+        return cached
+    filename = inspect.getsourcefile(fn) or code.co_filename
+    where = f"'{fn.__qualname__}' ({filename}:{code.co_firstlineno})"
+    if fn.__name__ == "<lambda>":
+        # A lambda's lines need not parse alone (it sits inside a call):
+        # parse the whole file and find the lambda by line and parameters.
+        lines = linecache.getlines(filename)
+        try:
+            tree = ast.parse("".join(lines)) if lines else None
+        except SyntaxError:
+            tree = None
+        if tree is None:
+            raise CompilationError(f"cannot read the source of lambda {where}: tilec inlines "
+                                   "functions from their source, so define them in a .py file")
+        params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+                 and n.lineno == code.co_firstlineno
+                 and [a.arg for a in n.args.args + n.args.kwonlyargs] == params]
+        if len(found) > 1:  # several on one line: the one holding the code's positions
+            spots = {(p[0], p[2]) for p in code.co_positions() if p[0] and p[2] is not None}
+            found = [n for n in found if any(
+                (n.lineno, n.col_offset) <= spot <= (n.end_lineno, n.end_col_offset)
+                for spot in spots)]
+        if len(found) != 1:
+            raise CompilationError(f"cannot locate the source of lambda {where}: write it as a def")
+        result = (found[0], filename, 0)
+    else:
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise CompilationError(f"cannot read the source of {where} ({e}): tilec inlines "
+                                   "functions from their source, so define them in a .py file") from None
+        source = "".join(lines)
+        dedented = textwrap.dedent(source)
+        shift = len(lines[0]) - len(lines[0].lstrip()) if dedented != source else 0
+        tree = ast.parse(dedented)
+        ast.increment_lineno(tree, first - 1)
+        fdef = tree.body[0]
+        if not isinstance(fdef, ast.FunctionDef):
+            raise CompilationError(f"cannot inline {where}: not a plain function definition")
+        result = (fdef, filename, shift)
+    _AST_CACHE[code] = result
+    return result
+
+
+def _is_tensor(x):
+    mod = type(x).__module__
+    return (mod.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")) or \
+        (mod == "numpy" and type(x).__name__ == "ndarray")
+
+
+def _code_names(code):
+    """Global names a code object and the code nested in it read, in order."""
+    names = list(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _code_names(c)
+    return names
+
+
+def _reachable(fn, visit):
+    """Calls visit(kind, name, value) for each closure cell and global a
+    function reads, in a fixed order (closure, then globals by first use),
+    recursing into the functions among them."""
+    seen = set()
+
+    def walk(f):
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            visit("closure", name, value)
+            if isinstance(value, types.FunctionType):
+                walk(value)
+        done = set()
+        for name in _code_names(f.__code__):
+            if name in done or name not in f.__globals__:
+                continue
+            done.add(name)
+            value = f.__globals__[name]
+            if inspect.ismodule(value) or isinstance(value, type):
+                continue
+            visit("global", name, value)
+            if isinstance(value, types.FunctionType):
+                walk(value)
+
+    walk(fn)
+
+
+def constexpr_functions(constexprs):
+    """The Python functions among constexpr values (score_mod, mask_mod), by
+    constexpr name: the roots whose captured tensors become parameters."""
+    return [constexprs[n] for n in sorted(constexprs)
+            if isinstance(constexprs[n], types.FunctionType)]
+
+
+def captured_tensors(fns):
+    """The tensors (1-D torch tensors or numpy arrays) that the functions
+    `fns` capture, deduplicated, in the fixed order both the code generator
+    (one pointer and one length parameter each, after the kernel's own) and a
+    launcher (the arguments it appends) use."""
+    out = []
+    for fn in fns:
+        def visit(kind, name, value):
+            if (_is_tensor(value) and len(value.shape) == 1
+                    and str(value.dtype).replace("torch.", "") in _TENSOR_DTYPES
+                    and not any(value is t for t in out)):
+                out.append(value)
+        _reachable(fn, visit)
+    return out
+
+
+def _code_key(code, h):
+    h.update(code.co_code)
+    h.update(repr(code.co_varnames).encode())
+    h.update(repr(code.co_names).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_key(c, h)
+        else:
+            h.update(repr(c).encode())
+
+
+def static_key(value):
+    """A stable key for a constexpr value. A Python function is keyed by its
+    code and the values of every closure cell and global it reads
+    (recursively), so two score_mods (or one whose captured window size
+    changed) never share a compiled kernel; tensors it captures count by
+    dtype and rank only (their contents are launch arguments)."""
+    if not isinstance(value, types.FunctionType):
+        return repr(value)
+    h = hashlib.sha256()
+
+    def add(v):
+        if isinstance(v, types.FunctionType):
+            h.update(f"fn {v.__module__}.{v.__qualname__} {v.__defaults__!r}".encode())
+            _code_key(v.__code__, h)
+        elif _is_tensor(v):
+            h.update(f"tensor {v.dtype} {len(v.shape)}".encode())
+        elif _is_const(v) or isinstance(v, (tl.ptr,)):
+            h.update(repr(v).encode())
+        else:  # an object the trace can only use by identity
+            h.update(f"object {type(v).__qualname__} {id(v)}".encode())
+
+    add(value)
+    _reachable(value, lambda kind, name, v: (h.update(f"{kind} {name} ".encode()), add(v)))
+    return f"<function {value.__qualname__} {h.hexdigest()[:16]}>"
+
+
+def _torch_builtin(fn):
+    """The tl builtin a torch function stands for (torch.where -> 'where'),
+    so mods written for torch's flex_attention trace too; None otherwise."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    for name in ("where", "exp", "exp2", "log", "log2", "sqrt", "abs", "maximum", "minimum",
+                 "tanh", "sigmoid"):
+        if getattr(torch, name, None) is fn:
+            return name
+    return None
+
+
+# ----------------------------------------------------------------------------
 # The code generator
 
 
@@ -299,6 +498,15 @@ class CodeGen(ast.NodeVisitor):
         self.param_values = []
         self.positive = set()  # names of the parameters declared > 0 (tl.assume)
         self.values = []  # every Value created, for naming at render time
+        self.frames = []  # _Frame of each Python function being inlined, innermost last
+        # Index tiles known to be `start + 0..n-1` along one axis (q_idx,
+        # kv_idx): value id -> (start terms, n, axis, rank); a captured tensor
+        # indexed by one is a tile load (see visit_Subscript).
+        self.ranges = {}
+        # Tensors captured by the Python functions among the constexprs
+        # (document ids): each becomes a pointer and a length parameter,
+        # appended after the kernel's own (see captured_tensors()).
+        self.captures = []  # (tensor, ptr Value, len Value)
 
     # -- diagnostics ---------------------------------------------------------
 
@@ -395,7 +603,11 @@ class CodeGen(ast.NodeVisitor):
         shape = list(v.shape)
         shape.insert(axis, 1)
         ty = TileTy(shape, v.dtype)
-        return self.emit(node, f"tile.expand_dims {v.ref} along {axis} : {v.type} -> {ty}", [v], ty)
+        out = self.emit(node, f"tile.expand_dims {v.ref} along {axis} : {v.type} -> {ty}", [v], ty)
+        rng = self.ranges.get(v.id)
+        if rng is not None and rng[3] == 1:
+            self.ranges[out.id] = (rng[0], rng[1], 1 - axis, 2)
+        return out
 
     def coerce(self, node, x, dtype, shape):
         """`x` (a Value or a constant) as `dtype` with `shape`."""
@@ -430,6 +642,10 @@ class CodeGen(ast.NodeVisitor):
             dtype = tl.float32
         int_op, float_op = _ARITH[key]
         op = float_op if dtype.is_float else int_op
+        if op in ("arith.addi", "arith.subi"):
+            result = self._range_arith(node, op, a, b, dtype)
+            if result is not None:
+                return result
         if op is None:
             what = {ast.FloorDiv: "'//' needs integers; use '/' for floats",
                     ast.BitAnd: "'&' needs integers or booleans",
@@ -440,6 +656,31 @@ class CodeGen(ast.NodeVisitor):
         a = self.coerce(node, a, dtype, shape)
         b = self.coerce(node, b, dtype, shape)
         return self.emit(node, f"{op} {a.ref}, {b.ref} : {a.type}", [a, b], a.type)
+
+    def _range_arith(self, node, op, a, b, dtype):
+        """range ± scalar stays a range (start moved), for captured_load.
+        Emits exactly what elementwise() would; the new start is kept as
+        terms and only materialized if a captured tensor is indexed by it."""
+        ra = self.ranges.get(a.id) if isinstance(a, Value) else None
+        rb = self.ranges.get(b.id) if isinstance(b, Value) and op == "arith.addi" else None
+        rng, rv, other = (ra, a, b) if ra is not None else (rb, b, a)
+        if rng is None or rv.dtype != dtype or _shape(getattr(other, "type", None)) \
+                or not (isinstance(other, Value) or _kind_of_const(other) == "int"):
+            return None
+        shape = rv.shape
+        a = self.coerce(node, a, dtype, shape)
+        b = self.coerce(node, b, dtype, shape)
+        result = self.emit(node, f"{op} {a.ref}, {b.ref} : {a.type}", [a, b], a.type)
+        start, n, axis, rank = rng
+        self.ranges[result.id] = (start + [(op == "arith.addi", other, node)], n, axis, rank)
+        return result
+
+    def _range_start(self, terms):
+        """The scalar a range starts at (its terms added up)."""
+        start = 0
+        for positive, x, node in terms:
+            start = self.binary(node, ast.Add() if positive else ast.Sub(), start, x)
+        return start
 
     def compare(self, node, opcls, a, b):
         dtype = self.common_dtype(node, [a, b])
@@ -556,6 +797,38 @@ class CodeGen(ast.NodeVisitor):
         unknown = set(self.constexprs) - {a.arg for a in args.args}
         if unknown:
             self.error(self.fdef, f"unknown constexpr parameter(s): {', '.join(sorted(unknown))}")
+        for i, t in enumerate(captured_tensors(self.constexpr_functions())):
+            dtype = _TENSOR_DTYPES[str(t.dtype).replace("torch.", "")]
+            ptr = self.new_value(PtrTy(dtype), 0, f"capture{i}")
+            length = self.new_value(tl.int32, 0, f"capture{i}_len")
+            for n, v in ((f"capture{i}", ptr), (f"capture{i}_len", length)):
+                self.params.append((n, v.type))
+                self.param_values.append(v)
+            self.captures.append((t, ptr, length, dtype))
+
+    def constexpr_functions(self):
+        return constexpr_functions(self.constexprs)
+
+    def captured_load(self, node, tensor, index):
+        """tensor[idx] for a tensor a Python function captured and an index
+        tile `start + 0..n-1` (q_idx, kv_idx plus constants): a tile load."""
+        entry = next((c for c in self.captures if c[0] is tensor), None)
+        if entry is None:
+            self.error(node, "a tensor indexed in a kernel must be 1-D of int32, int64, float16, "
+                             "bfloat16 or float32 and captured by a constexpr function (score_mod, "
+                             f"mask_mod), got shape {tuple(tensor.shape)} of {tensor.dtype}")
+        _, ptr, length, dtype = entry
+        rng = self.ranges.get(index.id) if isinstance(index, Value) else None
+        if rng is None:
+            self.error(node, f"a captured tensor can be indexed only by an index tile such as "
+                             f"q_idx or kv_idx plus a scalar (got {_describe(index)}); "
+                             "loading single elements needs scalar loads")
+        terms, n, axis, rank = rng
+        view = self.tl_view(node, [ptr, (length,), (1,)], {})
+        tile = self.tl_load(node, [view, (self._range_start(terms),), (n,)], {})
+        if rank == 2:
+            tile = self.expand_dims(node, tile, 1 - axis)
+        return tile
 
     def generic_visit(self, node):
         self.error(node, f"unsupported construct in a tilec kernel: {type(node).__name__}")
@@ -598,7 +871,13 @@ class CodeGen(ast.NodeVisitor):
         cond = self.visit(node.test)
         if isinstance(cond, Value):
             return self.runtime_if(node, cond)
-        for stmt in node.body if cond else node.orelse:
+        self.visit_stmts(node.body if cond else node.orelse)
+
+    def visit_stmts(self, stmts):
+        """Visits statements until an inlined function's `return` ran."""
+        for stmt in stmts:
+            if self.frames and self.frames[-1].returned:
+                return
             self.visit(stmt)
 
     def runtime_if(self, node, cond):
@@ -844,6 +1123,8 @@ class CodeGen(ast.NodeVisitor):
                     v = self.expand_dims(node, v, axis)
             return v
         index = self.visit(idx)
+        if _is_tensor(base):
+            return self.captured_load(node, base, index)
         if _is_const(base) and _is_const(index) and isinstance(base, (tuple, str)):
             return base[index]
         self.error(node, f"cannot index {_describe(base)}")
@@ -932,13 +1213,87 @@ class CodeGen(ast.NodeVisitor):
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
         if name is not None:
             return getattr(self, "tl_" + name)(node, args, kwargs)
+        if fn is builtins.abs and any(isinstance(a, Value) for a in args):
+            return self.tl_abs(node, args, kwargs)
         if any(fn is f for f in _PY_FUNCS.values()):
             if not all(_is_const(a) for a in args + list(kwargs.values())):
                 self.error(node, f"{fn.__name__}() needs compile-time arguments inside a kernel")
             return fn(*args, **kwargs)
+        torch_name = _torch_builtin(fn)
+        if torch_name is not None and hasattr(self, "tl_" + torch_name):
+            return getattr(self, "tl_" + torch_name)(node, args, kwargs)
+        if isinstance(fn, types.FunctionType):
+            return self.inline(node, fn, args, kwargs)
         what = getattr(fn, "__name__", _describe(fn))
         self.error(node, f"unsupported call to '{what}' in a tilec kernel "
-                         "(only tl.* builtins and float/int/min/max/abs/len on constants)")
+                         "(only tl.* builtins, plain Python functions, and "
+                         "float/int/min/max/abs/len on constants)")
+
+    # -- plain Python functions, inlined -------------------------------------
+
+    def inline(self, node, fn, args, kwargs):
+        """Generates a plain Python function's body in place (score_mod,
+        mask_mod, their helpers): its parameters bound to the caller's values,
+        its free names read from its closure and globals, its `return <expr>`
+        the call's value. Errors point at the function's own file and line,
+        with a note at the call."""
+        if any(f.fn is fn for f in self.frames):
+            self.error(node, f"'{fn.__qualname__}' calls itself: recursion cannot be inlined")
+        if len(self.frames) >= _MAX_INLINE_DEPTH:
+            self.error(node, f"calls nested deeper than {_MAX_INLINE_DEPTH} functions")
+        try:
+            fnode, filename, col_shift = _function_ast(fn)
+        except CompilationError as e:
+            self.error(node, e.message)
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as e:
+            self.error(node, f"calling '{fn.__qualname__}': {e}")
+        bound.apply_defaults()
+        env = {}
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                env[name] = cell.cell_contents
+            except ValueError:  # a cell not yet filled
+                pass
+        env.update(bound.arguments)
+        caller = (self.filename, self.col_shift, self.globals, self.env, self.loop_locals,
+                  self.assign_site)
+        call_site = f"{self.filename}:{node.lineno}:{node.col_offset + 1 + self.col_shift}"
+        frame = _Frame(fn, len(self.blocks))
+        self.frames.append(frame)
+        self.filename, self.col_shift, self.globals = filename, col_shift, fn.__globals__
+        self.env, self.loop_locals, self.assign_site = env, set(), {}
+        try:
+            if isinstance(fnode, ast.Lambda):
+                frame.value = self.visit(fnode.body)
+            else:
+                self.visit_stmts(fnode.body)
+        except CompilationError as e:
+            e.notes.append(f"{call_site}: note: in '{fn.__qualname__}' called from here")
+            e.args = (e._render(),)
+            raise
+        finally:
+            self.frames.pop()
+            (self.filename, self.col_shift, self.globals, self.env, self.loop_locals,
+             self.assign_site) = caller
+        return frame.value
+
+    def visit_Return(self, node):
+        if not self.frames:
+            self.error(node, "'return' is only supported as the last statement of a kernel")
+        frame = self.frames[-1]
+        if len(self.blocks) != frame.depth:
+            self.error(node, "'return' inside a loop or a run-time 'if' cannot be inlined; "
+                             "assign a variable there (or use tl.where) and return it after")
+        frame.value = self.visit(node.value) if node.value is not None else None
+        frame.returned = True
+
+    def visit_FunctionDef(self, node):
+        self.error(node, "functions defined inside a kernel or an inlined function are not "
+                         "supported; define them at module level (they are inlined when called)")
+
+    visit_Lambda = visit_FunctionDef
 
     # -- builtins ------------------------------------------------------------
 
@@ -1040,6 +1395,7 @@ class CodeGen(ast.NodeVisitor):
             self.error(node, f"tl.arange({start}, {end}) is empty")
         ty = TileTy((end - start,), tl.int32)
         iota = self.emit(node, f"tile.iota : {ty}", [], ty)
+        self.ranges[iota.id] = ([], end - start, 0, 1)
         return self.elementwise(node, ast.Add, iota, start) if start else iota
 
     def _shape_arg(self, node, shape, what):

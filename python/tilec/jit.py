@@ -2,6 +2,7 @@
 
 import functools
 import inspect
+import re
 
 from . import compiler, frontend
 from .errors import CompilationError
@@ -81,7 +82,9 @@ class JITFunction:
 
     def specialize(self, **constexprs):
         """The kernel for these constexpr values (cached)."""
-        key = tuple(sorted((k, repr(v)) for k, v in constexprs.items()))
+        # Python functions (score_mod, mask_mod) are keyed by their code and
+        # what they capture, not by repr (an address that can be reused).
+        key = tuple(sorted((k, frontend.static_key(v)) for k, v in constexprs.items()))
         kernel = self._kernels.get(key)
         if kernel is None:
             # Defaults of constexpr parameters count too: resolve them first.
@@ -162,6 +165,26 @@ class Kernel:
         self.copy_bounds = jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS else "row"
         self._compiled = {}
         self._launchers = {}
+        self._mask = None
+
+    def mask_analysis(self):
+        """What tile-split-masked-loops makes of the kernel's masks:
+        {"mask": "split" | "dense" | "none", "note": its remark}. "split":
+        K/V blocks classified at compile time (skipped, unmasked, masked);
+        "dense": the mask is applied in every block that runs (correct,
+        slower; the note says what could not be classified, where, and
+        whether blocks it hides entirely are still skipped). The same fields
+        are in the launch manifest ("mask", "mask_note")."""
+        if self._mask is None:
+            out = compiler.run_pipeline(self.ir, "builtin.module(tile-split-masked-loops)",
+                                        self.source_name)
+            kind = re.search(r'tile\.mask = "(\w+)"', out)
+            note = re.search(r'tile\.mask_note = "((?:[^"\\]|\\.)*)"', out)
+            text = note.group(1) if note else ""
+            text = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+            self._mask = {"mask": kind.group(1) if kind else "none",
+                          "note": text.replace("\\\\", "\\")}
+        return dict(self._mask)
 
     def build_options(self):
         """compiler.build_options() of this kernel's own knobs."""

@@ -93,11 +93,42 @@ class constexpr:
     flags). Each distinct set of constexpr values is its own kernel."""
 
 
+def _eager_module(args):
+    """torch if any argument is a torch tensor, else numpy: the elementwise
+    builtins also run eagerly on arrays, so one score_mod/mask_mod serves the
+    compiler, a numpy reference and torch's flex_attention alike."""
+    for a in args:
+        if type(a).__module__.startswith("torch"):
+            import torch
+
+            return torch
+    import numpy
+
+    return numpy
+
+
+# Elementwise builtins that run eagerly outside kernels: name -> the
+# numpy/torch function name.
+_EAGER = {"maximum": "maximum", "minimum": "minimum", "exp": "exp", "exp2": "exp2",
+          "log": "log", "log2": "log2", "sqrt": "sqrt", "where": "where", "abs": "abs",
+          "tanh": "tanh", "sin": "sin", "cos": "cos"}
+
+
 def _builtin(fn):
     fn.__tilec_builtin__ = fn.__name__
 
     def stub(*args, **kwargs):
-        raise RuntimeError(f"tl.{fn.__name__} can only be used inside a @tilec.jit function")
+        eager = _EAGER.get(fn.__name__)
+        if eager is not None and not kwargs:
+            mod = _eager_module(args)
+            if mod.__name__ == "torch" and fn.__name__ != "where":
+                like = next(a for a in args if isinstance(a, mod.Tensor))
+                args = [a if isinstance(a, mod.Tensor) else mod.tensor(a, dtype=like.dtype, device=like.device)
+                        for a in args]
+            return getattr(mod, eager)(*args)
+        raise RuntimeError(f"tl.{fn.__name__} can only be used inside a @tilec.jit function"
+                           + (" (the elementwise ones also run on numpy arrays and torch tensors)"
+                              if eager is None else ""))
 
     stub.__tilec_builtin__ = fn.__name__
     stub.__doc__ = fn.__doc__

@@ -2,6 +2,7 @@
 // RUN: tile-opt %S/../../kernels/flash_fwd.mlir --tile-optimize --tile-lazy-rescale="num-warps=4 min-registers=128" | FileCheck %s --check-prefix=SMALL
 // RUN: tile-opt %S/../../kernels/flash_fwd_causal.mlir --tile-optimize --tile-lazy-rescale="num-warps=2 min-registers=128" | FileCheck %s --check-prefix=CHAINED
 // RUN: tile-opt %S/Inputs/lazy-rescale-second-max.mlir --tile-lazy-rescale="num-warps=2 min-registers=128" | FileCheck %s --check-prefix=PARTIAL
+// RUN: tile-opt %S/Inputs/lazy-rescale-clamped.mlir --tile-optimize --tile-lazy-rescale="num-warps=2 min-registers=128" | FileCheck %s --check-prefix=CLAMPED
 // RUN: not tile-opt %S/../../kernels/flash_fwd.mlir --tile-lazy-rescale="threshold=0" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not tile-opt %S/../../kernels/flash_fwd.mlir --tile-lazy-rescale="threshold=16" 2>&1 | FileCheck %s --check-prefix=BAD16
 
@@ -50,6 +51,22 @@
 // CHAINED:       scf.yield
 // CHAINED-NOT: tile.skip_unit_rescale
 // CHAINED:     tile.softmax_fallback
+
+// A running max clamped from below by a loop-invariant splat (max(max(m,
+// r), c): rows that saw no key yet stay finite, as kernels/flex_fwd.py and
+// flash_fwd's WINDOW write it) is kept lazily too, in both split loops: the
+// kept value is the clamped max or the old one.
+// CLAMPED:     scf.for
+// CLAMPED:       %[[INNER:.*]] = arith.maximumf %[[M:arg[0-9]+]], %{{.*}} : tensor<64xf32>
+// CLAMPED:       %[[MAX:.*]] = arith.maximumf %[[INNER]], %{{.*}} : tensor<64xf32>
+// CLAMPED:       %[[GROW:.*]] = arith.cmpf olt
+// CLAMPED:       %[[KEPT:.*]] = arith.select %[[GROW]], %[[MAX]], %[[M]]
+// CLAMPED:       {tile.skip_unit_rescale}
+// CLAMPED:       scf.yield %[[KEPT]],
+// CLAMPED:     scf.for
+// CLAMPED:       arith.cmpf olt
+// CLAMPED:       {tile.skip_unit_rescale}
+// CLAMPED:       scf.yield
 
 // A loop that reads the old max a second time (in this input the first
 // loop's scores come from an un-CSE'd copy of the max -> scaled -> negated

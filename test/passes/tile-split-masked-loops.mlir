@@ -160,7 +160,7 @@ func.func @data_dependent_mask(%s: tensor<16x16xf32>, %ids: tensor<16x16xi32>, %
 
 // -----
 
-// An equality predicate is not an interval in the loop variable: kept, with a remark.
+// A '!=' predicate is not an interval in the loop variable: kept, with a remark.
 // CHECK-LABEL: func.func @equality_mask(
 // CHECK:         scf.for
 // CHECK:           arith.select
@@ -180,7 +180,7 @@ func.func @equality_mask(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
     %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
     %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
     %keep = arith.cmpi ne, %cols, %five : tensor<16x16xi32>
-    // expected-remark @below {{mask stays applied in every iteration: only signed <, <=, >, >= comparisons are analysed, got 'ne'}}
+    // expected-remark @below {{mask stays applied in every iteration: only signed <, <=, >, >= and == comparisons are analysed, got 'ne'}}
     %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
     %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
     %mn = arith.maximumf %m, %rm : tensor<16xf32>
@@ -264,6 +264,344 @@ func.func @loaded_seqlen(%s: tensor<16x16xf32>, %cu: !tile.ptr<i32>, %b: i32) ->
     %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
     %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
     %keep = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// Prefix-LM, (cols < 20) | (cols <= rows), an OR: blocks inside either
+// disjunct's unmasked range run without the mask (the two ranges touch, so
+// their hull), blocks outside both live ranges are skipped; the kernel is
+// marked split.
+// CHECK-LABEL: func.func @prefix_lm(
+// CHECK-SAME:    tile.mask = "split"
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @prefix_lm(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %c20 = arith.constant dense<20> : tensor<16x16xi32>
+    %prefix = arith.cmpi slt, %cols, %c20 : tensor<16x16xi32>
+    %causal = arith.cmpi sle, %cols, %rows : tensor<16x16xi32>
+    %either = arith.ori %prefix, %causal : tensor<16x16xi1>
+    %keep = arith.andi %inb, %either : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// Chunked attention, rows / 24 == cols / 24 (division by a constant, an
+// equality): the key side is rewritten pointwise (cols / 24 <= t iff
+// cols <= 24*t + 23), the row side bounded by dividing the rows' extremes;
+// blocks inside the row block's chunk run unmasked.
+// CHECK-LABEL: func.func @chunked(
+// CHECK:         arith.divsi
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @chunked(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %c24 = arith.constant dense<24> : tensor<16x16xi32>
+    %qc = arith.divsi %rows, %c24 : tensor<16x16xi32>
+    %kc = arith.divsi %cols, %c24 : tensor<16x16xi32>
+    %same = arith.cmpi eq, %qc, %kc : tensor<16x16xi32>
+    %keep = arith.andi %inb, %same : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// A conjunct that does not depend on the loop variable (rows < %limit) is a
+// per-program constant: where it holds on the whole row block the blocks
+// split as for seqlen_k alone, where it fails everywhere no block runs (a
+// select on the per-program test picks the ranges).
+// CHECK-LABEL: func.func @key_independent(
+// CHECK:         arith.cmpi sle
+// CHECK:         arith.select
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @key_independent(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32, %limit: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %lim = tile.splat %limit : i32 -> tensor<16x16xi32>
+    %few = arith.cmpi slt, %rows, %lim : tensor<16x16xi32>
+    %keep = arith.andi %inb, %few : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// Two masking selects in a chain (a score_mod that masks with -inf, then
+// the kernel's mask): the unmasked loop drops both, blocks either one hides
+// are skipped.
+// CHECK-LABEL: func.func @two_masks(
+// CHECK:         scf.for
+// CHECK-COUNT-2:   arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK-COUNT-2:   arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @two_masks(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %causal = arith.cmpi sle, %cols, %rows : tensor<16x16xi32>
+    %s1 = arith.select %causal, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %sm = arith.select %inb, %s1, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// An equality of positions (cols == rows, the diagonal) is two conjuncts,
+// <= and >=: no block is entirely true, so no unmasked loop has iterations,
+// and blocks off the diagonal are skipped.
+// CHECK-LABEL: func.func @diagonal(
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         scf.for
+// CHECK-NOT:       arith.select
+// CHECK:         } {tile.blocks = "full"}
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @diagonal(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %diag = arith.cmpi eq, %cols, %rows : tensor<16x16xi32>
+    %keep = arith.andi %inb, %diag : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// A conjunct on loaded data (document ids) cannot be classified: every
+// block that runs stays masked, but the affine conjunct (causal) still skips
+// the blocks above the diagonal; the kernel is marked dense, with the note.
+// CHECK-LABEL: func.func @partly_unknown(
+// CHECK-SAME:    tile.mask = "dense"
+// CHECK-SAME:    tile.mask_note = "mask applied in every block that runs
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK:         } {tile.blocks = "partial"}
+// CHECK-NOT:     scf.for
+func.func @partly_unknown(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32, %ids: tensor<16x16xi32>) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %causal = arith.cmpi sle, %cols, %rows : tensor<16x16xi32>
+    %doc = arith.cmpi eq, %cols, %ids : tensor<16x16xi32>
+    %both = arith.andi %causal, %doc : tensor<16x16xi1>
+    %keep = arith.andi %inb, %both : tensor<16x16xi1>
+    // expected-remark @below {{mask applied in every block that runs (blocks it hides entirely are skipped): block argument #3 of 'func.func' is not an affine index tile}}
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
+    %mn = arith.maximumf %m, %rm : tensor<16xf32>
+    scf.yield %mn : tensor<16xf32>
+  }
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// A predicate with no part that can be classified (rows*rows is not affine)
+// bounds nothing and makes no block surely true: the loop is left alone,
+// the kernel marked dense, and the remark points at the comparison.
+// CHECK-LABEL: func.func @not_affine(
+// CHECK-SAME:    tile.mask = "dense"
+// CHECK:         scf.for
+// CHECK:           arith.select
+// CHECK-NOT:     tile.blocks
+func.func @not_affine(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %init = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%m = %init) -> (tensor<16xf32>) : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %sq = arith.muli %rows, %rows : tensor<16x16xi32>
+    %big = arith.cmpi sle, %cols, %sq : tensor<16x16xi32>
+    %keep = arith.ori %big, %big : tensor<16x16xi1>
+    // expected-remark @below {{mask stays applied in every iteration: 'arith.muli' result is not an affine index tile}}
     %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
     %rm = tile.reduce max %sm along 1 : tensor<16x16xf32> -> tensor<16xf32>
     %mn = arith.maximumf %m, %rm : tensor<16xf32>
