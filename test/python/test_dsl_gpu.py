@@ -41,14 +41,27 @@ def _have_kernel(dtype, head_dim, causal):
 
 
 def reference(q, k, v, scale, causal):
+    """float64 attention; causal aligned to the bottom right as flash_attn >=
+    2.1 (query i sees key j <= i + sk - sq). Rows that see no key (sq > sk,
+    causal): out 0, lse +inf."""
     q, k, v = (x.double() for x in (q, k, v))
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
     if causal:
         sq, sk = s.shape[-2:]
-        keep = torch.arange(sk, device=s.device)[None, :] <= torch.arange(sq, device=s.device)[:, None]
+        keep = torch.arange(sk, device=s.device)[None, :] <= torch.arange(sq, device=s.device)[:, None] + sk - sq
         s = s.masked_fill(~keep, -math.inf)
-    lse = torch.logsumexp(s, -1)
-    return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, -1), v), lse
+    seen = torch.isfinite(s).any(-1)
+    p = torch.softmax(torch.where(seen[..., None], s, 0.0), -1) * seen[..., None]
+    lse = torch.where(seen, torch.logsumexp(torch.where(seen[..., None], s, 0.0), -1), math.inf)
+    return torch.einsum("bhqk,bkhd->bqhd", p, v), lse
+
+
+def check_lse(lse, ref_lse, tol=1e-4):
+    """+inf exactly where the reference is (rows that see no key: inf - inf
+    would be NaN), within `tol` elsewhere."""
+    seen = torch.isfinite(ref_lse)
+    assert (lse[~seen] == math.inf).all()
+    assert (lse.double()[seen] - ref_lse[seen]).abs().max().item() <= tol
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
@@ -69,7 +82,9 @@ def test_flash_attn_func_gpu(dtype, head_dim, causal, seqlens):
     assert out.shape == q.shape and out.dtype == dtype and lse.shape == (b, h, sq)
     err = ((out.double() - ref).norm() / ref.norm()).item()
     assert err <= TOL[dtype], err
-    assert (lse.double() - ref_lse).abs().max().item() <= 1e-4
+    check_lse(lse, ref_lse)
+    if causal and sq > sk:  # rows 0 .. sq - sk - 1 see no key
+        assert (out[:, :sq - sk] == 0).all() and (lse[..., :sq - sk] == math.inf).all()
 
 
 def test_flash_attn_func_gpu_strided_inputs():
@@ -86,7 +101,7 @@ def test_flash_attn_func_gpu_strided_inputs():
 
 def test_flash_attn_func_gpu_argument_errors():
     q = torch.randn(1, 8, 2, 64, device="cuda", dtype=torch.float16)
-    with pytest.raises(ValueError, match=r"'k' must be a CUDA tensor"):
+    with pytest.raises(ValueError, match=r"flash_attn_func: 'k' is on cpu, 'q' on cuda"):
         tilec.flash_attn_func(q, q.cpu(), q)
     with pytest.raises(TypeError, match=r"'v' must be float16 or bfloat16, got float32"):
         tilec.flash_attn_func(q, q, q.float())
@@ -109,7 +124,15 @@ def test_flash_attn_func_gpu_nonpositive_scale(scale, causal):
     ref, ref_lse = reference(q, k, v, scale, causal)
     assert torch.equal(q, q_before)
     assert ((out.double() - ref).norm() / ref.norm()).item() <= TOL[torch.float16]
-    assert (lse.double() - ref_lse).abs().max().item() <= 1e-4
+    check_lse(lse, ref_lse)
+
+
+def _args_by_name(kernel, **given):
+    """The kernel's launch arguments in parameter order, given by name; every
+    parameter must be named (a changed signature fails here, by name)."""
+    names = [n for n, _ in kernel.params]
+    assert sorted(given) == sorted(names), set(given) ^ set(names)
+    return [given[n] for n in names]
 
 
 def test_flash_kernel_gpu_launch_rejects_scale_it_assumes_positive():
@@ -120,13 +143,23 @@ def test_flash_kernel_gpu_launch_rejects_scale_it_assumes_positive():
     q = torch.randn(1, 64, 1, 64, device="cuda", dtype=torch.float16)
     o = torch.full_like(q, float("nan"))
     lse = torch.empty(1, 1, 64, device="cuda", dtype=torch.float32)
-    strides = [*q.stride()[:3]] * 4 + [*lse.stride()[:2]]
+    i32 = torch.zeros(2, device="cuda", dtype=torch.int32)
+
+    def args(scale):
+        strides = {f"stride_{t}{a}": st for t in "qkvo" for a, st in zip("bsh", q.stride()[:3])}
+        return _args_by_name(kernel, q=q, k=q, v=q, o=o, lse=lse, seqlen_q=64, seqlen_k=64, num_heads=1,
+                             batch=1, kv_group=1, **strides, stride_lseb=lse.stride(0),
+                             stride_lseh=lse.stride(1), scale=scale, window_left=-1, window_right=-1,
+                             softcap=1.0, alibi=torch.zeros(1, device="cuda"), stride_alibi_b=0,
+                             cu_seqlens_q=i32, cu_seqlens_k=i32, seqused_k=i32, use_seqused_k=0)
+
+    index = [n for n, _ in kernel.params].index("scale")
     for scale in (-0.5, 0.0, float("nan")):
-        with pytest.raises(ValueError, match=r"argument 'scale' \(param 23, f32\): must be > 0 \(the kernel "
+        with pytest.raises(ValueError, match=rf"argument 'scale' \(param {index}, f32\): must be > 0 \(the kernel "
                                              r"was compiled with tl.assume\(scale > 0\)\), got (-0.5|0|nan)"):
-            kernel(q, q, q, o, lse, 64, 64, 1, 1, *strides, scale)
+            kernel(*args(scale))
     torch.cuda.synchronize()
     assert o.isnan().all()  # nothing ran
-    kernel(q, q, q, o, lse, 64, 64, 1, 1, *strides, 0.125)
+    kernel(*args(0.125))
     torch.cuda.synchronize()
     assert not o.isnan().any()

@@ -6,6 +6,10 @@ Bounds, from the PTX ISA's stated accuracy of each instruction:
   tanh     tanh.approx.f32, max relative error 2^-10.987: |err| <= 2^-10 |ref| + 2^-22
   sin/cos  reduced to [-pi, pi] (|x| <= 100 here, reduction exact to ~1 ulp),
            sin/cos.approx abs error 2^-20.5 there: |err| <= 4e-6
+  exp2     ex2.approx.ftz alone: 2 ulp from the correctly rounded result, which
+           is 0.5 ulp from float64's; ulps measured at the reference, where a
+           binade edge between them doubles the ulp: <= 4 ulp (relative, 2^-21;
+           the results are normal for |x| <= 30 here)
   exp      ex2.approx.ftz (2 ulp) of x*log2(e) (the product's and log2(e)'s
            rounding: up to 2|x| ulp of the result): <= 4 + 2|x| ulp; sigmoid adds
            rcp.approx (1 ulp): <= 6 + 2|x| ulp
@@ -29,6 +33,8 @@ def _bound(op, x, ref):
         return 2.0 ** -10 * np.abs(ref) + 2.0 ** -22
     if op in ("sin", "cos"):
         return np.full_like(ref, 4e-6)
+    if op == "exp2":
+        return 4 * ulp
     if op == "exp":
         return (4 + 2 * np.abs(x)) * ulp
     if op == "sigmoid":
