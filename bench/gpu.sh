@@ -134,6 +134,15 @@ if compgen -G "$ARTIFACTS/extra/flash_fwd*.json" >/dev/null; then
     --summary "$LOGS/check_extra_summary.txt" 2>&1 | tee "$LOGS/check_extra.log" || failed+=("correctness (extra)")
 fi
 
+# The backward (kernels/flash_bwd.py through tilec.flash_bwd, which finds the
+# prebuilt flash_bwd_* kernels by IR digest): gradients vs float64 autograd.
+export TILEC_ARTIFACTS="${TILEC_ARTIFACTS:-$ARTIFACTS:$ARTIFACTS/extra:$ARTIFACTS/variants}"
+if compgen -G "$ARTIFACTS/flash_bwd*.json" >/dev/null; then
+  step "backward correctness"
+  run python3 bench/check_bwd.py --summary "$LOGS/check_bwd_summary.txt" \
+    2>&1 | tee "$LOGS/check_bwd.log" || failed+=("backward correctness")
+fi
+
 # flash_attn's variants (GQA, causal with seqlen_q != seqlen_k, windows,
 # softcap, ALiBi, varlen, head dims 59..256) through the flash_attn API, with
 # the kernels scripts/build_artifacts.py wrote to <artifacts>/variants.
@@ -162,6 +171,18 @@ run python3 bench/bench_flash.py --artifacts "$ARTIFACTS" --summary "$LOGS/bench
   --plot "$LOGS/bench.png" \
   $BENCH_ARGS 2>&1 | tee "$LOGS/bench.log" || failed+=("benchmark")
 
+if compgen -G "$ARTIFACTS/flash_bwd*.json" >/dev/null; then
+  for tool in ${SANITIZE//,/ }; do
+    step "compute-sanitizer $tool, backward (small cases)"
+    run "$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)" --tool "$tool" --error-exitcode 1 python3 bench/check_bwd.py --quick \
+      --head-dims 64,128 2>&1 | tail -n 40 | tee "$LOGS/sanitize_bwd_$tool.log" || failed+=("sanitize bwd $tool")
+  done
+  step "backward benchmark"
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
+  run python3 bench/bench_bwd.py --summary "$LOGS/bench_bwd_summary.md" $BENCH_ARGS \
+    2>&1 | tee "$LOGS/bench_bwd.log" || failed+=("backward benchmark")
+fi
+
 if [ "${TILEC_BENCH_VARIANTS:-0}" = 1 ]; then
   step "benchmark, flash_attn variants"
   run python3 bench/bench_variants.py --artifacts "$ARTIFACTS" 2>&1 | tee "$LOGS/bench_variants.log" \
@@ -185,6 +206,10 @@ cat "$LOGS/host_overhead.md" 2>/dev/null || true
 echo
 echo "benchmark (TFLOP/s):"
 cat "$LOGS/bench_summary.md" 2>/dev/null || echo "  (no table: see $LOGS/bench.log)"
+echo
+echo "backward:"
+cat "$LOGS/check_bwd_summary.txt" 2>/dev/null || true
+cat "$LOGS/bench_bwd_summary.md" 2>/dev/null || true
 echo
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"

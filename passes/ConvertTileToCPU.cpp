@@ -236,12 +236,17 @@ LogicalResult KernelLowering::lower(Operation *op) {
       scf::YieldOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getZeroAttr(type)).getResult());
     }
     load.replaceAllUsesWith(ifOp.getResult(0));
-  } else if (auto store = dyn_cast<tile::StoreOp>(op)) {
-    auto it = views.find(store.getView());
+  } else if (isa<tile::StoreOp, tile::AtomicAddOp>(op)) {
+    // tile.atomic_add is a read-add-write here: the CPU runner runs the
+    // programs of the grid one after another.
+    bool add = isa<tile::AtomicAddOp>(op);
+    Value stored = op->getOperand(0), viewValue = op->getOperand(1);
+    ValueRange offsets = op->getOperands().drop_front(2);
+    auto it = views.find(viewValue);
     if (it == views.end())
-      return store.emitOpError("CPU lowering needs the view to come from a tile.view");
+      return op->emitOpError("CPU lowering needs the view to come from a tile.view");
     HostView view = it->second;
-    auto type = cast<RankedTensorType>(store.getValue().getType());
+    auto type = cast<RankedTensorType>(stored.getType());
     SmallVector<Value> idx;
     for (int64_t d = 0; d < type.getRank(); ++d) {
       auto loop = scf::ForOp::create(b, loc, cstIndex(loc, 0), cstIndex(loc, type.getDimSize(d)),
@@ -249,11 +254,13 @@ LogicalResult KernelLowering::lower(Operation *op) {
       b.setInsertionPointToStart(loop.getBody());
       idx.push_back(loop.getInductionVar());
     }
-    auto [inView, addr] = address(loc, view, store.getOffsets(), idx);
+    auto [inView, addr] = address(loc, view, offsets, idx);
     Value inBounds = inBuffer(loc, view, inView, addr);
     auto ifOp = scf::IfOp::create(b, loc, inBounds, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    Value v = tensor::ExtractOp::create(b, loc, store.getValue(), idx);
+    Value v = tensor::ExtractOp::create(b, loc, stored, idx);
+    if (add)
+      v = arith::AddFOp::create(b, loc, memref::LoadOp::create(b, loc, view.base.memref, addr), v);
     memref::StoreOp::create(b, loc, v, view.base.memref, addr);
   } else if (auto iota = dyn_cast<tile::IotaOp>(op)) {
     auto type = cast<RankedTensorType>(iota.getType());

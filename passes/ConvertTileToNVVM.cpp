@@ -217,6 +217,7 @@ private:
   LogicalResult lowerLoad(LoadOp op);
   LogicalResult lowerLoadToShared(LoadOp op);
   LogicalResult lowerStore(StoreOp op);
+  LogicalResult lowerAtomicAdd(AtomicAddOp op);
   LogicalResult lowerStoreThroughShared(StoreOp op);
   void storeGlobalIf(Value ok, Value address, Value value, int64_t bytes);
   LogicalResult lowerDot(DotOp op);
@@ -1247,6 +1248,52 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   return success();
 }
 
+/// One `red.global.add.f32` per element, predicated on the view's bounds;
+/// replicated elements (lanes or warps holding copies) are added once, by
+/// the copy whose replicating lane/warp bits are zero.
+LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
+  Value value = op.getValue();
+  if (isShared(value))
+    return op.emitError() << "atomic_add of a shared-memory tile is not supported; the "
+                             "layout pass keeps added tiles in registers";
+  const ViewInfo &view = views[op.getView()];
+  LinearLayout layout = layoutOf(value);
+  SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
+  SmallVector<Value> values = regs[value];
+  int64_t laneMask = 0, warpMask = 0;
+  tilec::Coord zero(layout.rank(), 0);
+  for (size_t i = 0; i < layout.laneBases().size(); ++i)
+    if (layout.laneBases()[i] == zero)
+      laneMask |= int64_t(1) << i;
+  for (size_t i = 0; i < layout.warpBases().size(); ++i)
+    if (layout.warpBases()[i] == zero)
+      warpMask |= int64_t(1) << i;
+  Value owner;
+  if (laneMask || warpMask) {
+    Value bits = arith::OrIOp::create(b, arith::AndIOp::create(b, laneId, i32(laneMask)),
+                                      arith::AndIOp::create(b, warpId, i32(warpMask)));
+    owner = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
+  }
+  noteAccess(view, 4);
+  SmallVector<Value> thread = threadCoords(layout);
+  for (int64_t r = 0; r < layout.numRegs(); ++r) {
+    if (layout.regHolding(layout.regCoord(r)) != r)
+      continue; // a duplicate of an earlier register
+    SmallVector<Value> c = elementCoords(layout, thread, r);
+    SmallVector<Value> index;
+    for (size_t d = 0; d < c.size(); ++d)
+      index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
+    Value ok = inBounds(view, index);
+    if (owner)
+      ok = arith::AndIOp::create(b, ok, owner);
+    inlinePtx(TypeRange{},
+              ValueRange{elementAddress(view, index), values[r],
+                         arith::ExtUIOp::create(b, b.getI32Type(), ok)},
+              "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.global.add.f32 [$0], $1; }", "l,f,r");
+  }
+  return success();
+}
+
 /// `st.global` of `value` (`bytes` wide) at `address` where `ok` holds, as a
 /// predicated instruction: an scf.if per store became a branch around each
 /// one, which ptxas did not if-convert.
@@ -2259,6 +2306,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerLoadScalar(load);
   if (auto load = dyn_cast<LoadOp>(op))
     return lowerLoad(load);
+  if (auto add = dyn_cast<AtomicAddOp>(op))
+    return lowerAtomicAdd(add);
   if (auto store = dyn_cast<StoreOp>(op))
     return lowerStore(store);
   if (auto dot = dyn_cast<DotOp>(op))

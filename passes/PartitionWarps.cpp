@@ -300,8 +300,15 @@ LogicalResult LayoutAssigner::propagateToUse(OpOperand &use, Attribute layout) {
   if (isElementwise(user)) {
     Value result = user->getResult(0);
     Attribute target = assigned.lookup(result);
-    if (!target)
+    if (!target) {
+      // Elementwise math runs in registers: a tile placed in shared memory
+      // (an A operand kept there, a B operand) gives its users no layout;
+      // theirs comes from elsewhere (another operand, a use, the default)
+      // and this operand is read out of shared memory at the op.
+      if (isa<SharedLayoutAttr>(layout))
+        return success();
       target = layout;
+    }
     demand(result, target);
     for (OpOperand &operand : user->getOpOperands())
       if (isTile(operand.get()))

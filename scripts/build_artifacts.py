@@ -90,6 +90,10 @@ def main():
         folder.mkdir(parents=True, exist_ok=True)
         failed += build_variants(folder, fixed, head_dims, args, tilec, compiler, tl, strategy,
                                  flash_fwd_kernel)
+    # The backward's two kernels (kernels/flash_bwd.py) for the same variants,
+    # which tilec.flash_bwd finds here by IR digest on a GPU host without LLVM.
+    for folder, fixed, head_dims in [p for p in plans if p[1] is None]:
+        failed += build_bwd_variants(folder, head_dims, args, tilec, compiler, tl)
     if not args.no_variants:
         failed += build_flash_variants(out / "variants", args, tilec, compiler)
     print(f"artifacts for {args.arch} in {out}" + (f"; {failed} FAILED" if failed else ""))
@@ -131,6 +135,45 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                           f"({time.time() - start:.1f}s)")
                     for note in result.get("notes", []):
                         print(f"  note: {note}")
+    return failed
+
+
+def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
+    """flash_bwd_dq_* and flash_bwd_dkdv_* for every (dtype, head_dim, causal),
+    with the configuration tilec.flash_bwd would launch."""
+    from tilec.flash_bwd import flash_bwd_kernels
+
+    failed = 0
+    for dtype in ("float16", "bfloat16"):
+        for head_dim in head_dims:
+            for causal in (False, True):
+                kernels = list(flash_bwd_kernels(dtype, head_dim, causal)[:2])
+                if 32 < head_dim <= 128:  # the fused atomic-dQ kernel (atomic_dq=True)
+                    kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
+                for kernel in kernels:
+                    start = time.time()
+                    try:
+                        results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
+                                                   num_warps=kernel.num_warps,
+                                                   num_stages=kernel.num_stages,
+                                                   smem_epilogue=kernel.smem_epilogue,
+                                                   copy_bounds=kernel.copy_bounds,
+                                                   run_tile_passes=not args.no_tile_passes,
+                                                   extra_sass=args.extra_sass)
+                    except tilec.CompilationError as e:
+                        print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
+                        failed += 1
+                        continue
+                    for result in results:
+                        compiler.write_artifacts(result, out, extras=False)
+                        compiler.write_digest(out, result["name"], kernel.ir, kernel.build_options())
+                        import json
+
+                        info = json.loads((out / f"{result['name']}.json").read_text()).get("ptxas_info") or {}
+                        print(f"{out.name}/{result['name']}: {time.time() - start:.1f}s"
+                              + (f", {info.get('registers')} registers, spills "
+                                 f"{info.get('spill_stores')}/{info.get('spill_loads')} bytes"
+                                 if info else ""))
     return failed
 
 

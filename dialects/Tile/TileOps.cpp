@@ -136,6 +136,14 @@ LogicalResult StoreOp::verify() {
                       "stored value");
 }
 
+LogicalResult AtomicAddOp::verify() {
+  auto type = dyn_cast<RankedTensorType>(getValue().getType());
+  if (!type || !type.hasStaticShape())
+    return emitOpError() << "added value must be a statically shaped tile, got "
+                         << getValue().getType();
+  return verifyAccess(*this, getView().getType(), getOffsets(), type, "added value");
+}
+
 LogicalResult LoadScalarOp::verify() {
   Type pointee = getPtr().getType().getPointeeType();
   if (getResult().getType() != pointee)

@@ -175,6 +175,27 @@ def Tile_StoreOp : Tile_Op<"store", [MemoryEffects<[MemWrite]>]> {
   let hasVerifier = 1;
 }
 
+def Tile_AtomicAddOp : Tile_Op<"atomic_add", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "add a tile into a view, element by element, atomically";
+  let description = [{
+    view[offsets + (i, j, ...)] += value(i, j, ...) as an atomic f32 add
+    (`red.global.add.f32` on the GPU), so programs may accumulate into the
+    same elements (FlashAttention-2's dQ); the order of the adds, and so the
+    rounding, is not deterministic. Elements outside the view are not
+    touched. Example:
+    ```mlir
+    tile.atomic_add %dq, %dqv[%row, %c0] : tensor<64x128xf32>, !tile.view<f32, 2>
+    ```
+  }];
+  let arguments = (ins TensorOf<[F32]>:$value, Tile_ViewType:$view,
+                       Variadic<I32>:$offsets);
+  let assemblyFormat = [{
+    $value `,` $view `[` $offsets `]` attr-dict `:`
+    type($value) `,` type($view)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tile_LoadScalarOp : Tile_Op<"load_scalar", [MemoryEffects<[MemRead]>]> {
   let summary = "load one element of global memory as a scalar";
   let description = [{

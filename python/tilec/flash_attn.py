@@ -582,6 +582,28 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
 # flash_attn 2.8's public forward functions.
 
 
+def _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
+             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+             seqused_k=None):
+    """The core, or -- for torch inputs that require grad, grad mode on,
+    eager -- the core through tilec.flash_bwd's autograd Function (the O(1)
+    GPU fast path is inside the core, so it never bypasses autograd). While
+    torch.compile traces, the core calls the custom op, whose registered
+    autograd is the same backward (tilec/ops.py)."""
+    if (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False)
+            or getattr(v, "requires_grad", False)) and not _torch_compiling():
+        from . import flash_bwd
+
+        if flash_bwd.wants_autograd(q, k, v):
+            return flash_bwd.flash_attn_autograd(fn, q, k, v, softmax_scale, causal, left, right,
+                                                 softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+                                                 max_seqlen_q, max_seqlen_k, seqused_k,
+                                                 deterministic)
+    return _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
+                               cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k,
+                               fn=fn)
+
+
 def _refuse_dropout(fn, dropout_p):
     if dropout_p != 0:
         raise NotImplementedError(f"{fn}: dropout is not implemented (dropout_p={dropout_p!r}); "
@@ -622,8 +644,14 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     (-1: unbounded). softcap > 0 makes the scores softcap·tanh(s/softcap);
     alibi_slopes (nheads,) or (batch, nheads) f32 adds
     -slope·|i + seqlen_k - seqlen_q - j|. Rows that see no key give 0 and an
-    lse of +inf. Dropout is not implemented (dropout_p must be 0);
-    deterministic is accepted (the forward is deterministic).
+    lse of +inf. Dropout is not implemented (dropout_p must be 0).
+
+    Trainable: torch inputs that require grad get gradients from
+    kernels/flash_bwd.py (tilec.flash_bwd; GQA/MQA's dk, dv summed over each
+    KV head's query heads), also under torch.compile. The backward is
+    deterministic (no atomics), so deterministic=True always holds. Windows,
+    softcap, ALiBi (and varlen) have no backward yet: their forward works, a
+    backward through it raises NotImplementedError.
 
     Returns out (like q) or, with return_attn_probs, (out, softmax_lse
     (batch, nheads, seqlen_q) f32, S_dmask), S_dmask empty without dropout as
@@ -632,8 +660,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     fn = "flash_attn_func"
     _refuse_dropout(fn, dropout_p)
     left, right = _window(fn, window_size)
-    out, lse = _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap,
-                                   alibi_slopes, fn=fn)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes)
     return _result(fn, out, lse, return_attn_probs, return_lse, q)
 
 
@@ -653,8 +681,8 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
     _refuse_dropout(fn, dropout_p)
     q, k, v = _unpack(fn, qkv, 2, 3, "qkv")
     left, right = _window(fn, window_size)
-    out, lse = _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap,
-                                   alibi_slopes, fn=fn)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes)
     return _result(fn, out, lse, return_attn_probs, False, q)
 
 
@@ -667,8 +695,8 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
     _refuse_dropout(fn, dropout_p)
     k, v = _unpack(fn, kv, 2, 2, "kv")
     left, right = _window(fn, window_size)
-    out, lse = _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap,
-                                   alibi_slopes, fn=fn)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes)
     return _result(fn, out, lse, return_attn_probs, False, q)
 
 
@@ -688,9 +716,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if block_table is not None:
         raise NotImplementedError(f"{fn}: block_table (paged K/V) is not implemented; pass None")
     left, right = _window(fn, window_size)
-    out, lse = _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap,
-                                   alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                   max_seqlen_k, fn=fn)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     return _result(fn, out, lse, return_attn_probs, False, q)
 
 
@@ -703,9 +730,8 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
     _refuse_dropout(fn, dropout_p)
     q, k, v = _unpack(fn, qkv, 1, 3, "qkv")
     left, right = _window(fn, window_size)
-    out, lse = _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap,
-                                   alibi_slopes, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
-                                   fn=fn)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
     return _result(fn, out, lse, return_attn_probs, False, q)
 
 
@@ -719,9 +745,8 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     _refuse_dropout(fn, dropout_p)
     k, v = _unpack(fn, kv, 1, 2, "kv")
     left, right = _window(fn, window_size)
-    out, lse = _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap,
-                                   alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                   max_seqlen_k, fn=fn)
+    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                        alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     return _result(fn, out, lse, return_attn_probs, False, q)
 
 

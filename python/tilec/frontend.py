@@ -1502,6 +1502,21 @@ class CodeGen(ast.NodeVisitor):
         self.emit(node, f"tile.store {value.ref}, {view.ref}[{', '.join(o.ref for o in offs)}] "
                         f": {value.type}, {view.type}", [value, view] + offs, None)
 
+    def tl_atomic_add(self, node, args, kwargs):
+        view, offsets, value = self._args(node, "atomic_add", args, kwargs, ["view", "offsets", "value"])
+        offs = self._view_and_offsets(node, view, offsets, "tl.atomic_add")
+        value = self._tile(node, value, "the added value")
+        if view.dtype != tl.float32:
+            self.error(node, f"tl.atomic_add: the view holds {view.dtype.name}; atomic adds are "
+                             "f32 only (accumulate in an f32 buffer, convert afterwards)")
+        if len(value.shape) != view.type.rank:
+            self.error(node, f"tl.atomic_add: {value.type} has rank {len(value.shape)}, "
+                             f"the view has rank {view.type.rank}")
+        if value.dtype != tl.float32:
+            self.error(node, f"tl.atomic_add: adding {value.type}; convert with .to(tl.float32)")
+        self.emit(node, f"tile.atomic_add {value.ref}, {view.ref}[{', '.join(o.ref for o in offs)}] "
+                        f": {value.type}, {view.type}", [value, view] + offs, None)
+
     def tl_dot(self, node, args, kwargs):
         a, b, acc, trans_b = self._args(node, "dot", args, kwargs, ["a", "b", "acc", "trans_b"], [None, False])
         a = self._tile(node, a, "tl.dot operand a")

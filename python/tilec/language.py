@@ -202,6 +202,14 @@ def store(view, offsets, value):
 
 
 @_builtin
+def atomic_add(view, offsets, value):
+    """Add f32 tile `value` into the f32 `view` at element `offsets`, each
+    element atomically (red.global.add.f32): programs may accumulate into the
+    same elements, in no fixed order (not bitwise deterministic).
+    Out-of-bounds elements are not touched."""
+
+
+@_builtin
 def dot(a, b, acc=None, trans_b=False):
     """acc + a @ b (a @ b.T with trans_b); f16/bf16 in, f32 accumulator."""
 

@@ -4,6 +4,16 @@
         window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
         max_seqlen_q, max_seqlen_k, seqused_k, fn) -> (out, lse)
 
+    torch.ops.tilec.flash_attn_backward(dout, q, k, v, out, lse, softmax_scale,
+        causal, window_left, window_right, softcap, alibi_slopes, cu_seqlens_q,
+        max_seqlen_q, fn, deterministic) -> (dq, dk, dv)
+
+The forward op's autograd is registered (`register_autograd`): its backward
+is the second op (tilec.flash_bwd's kernels; variants without a backward
+yet raise NotImplementedError when it runs), so torch.compile differentiates
+through it with no graph break. Eager calls that need grad use
+tilec.flash_bwd's autograd.Function instead (same backward).
+
 The flash_attn functions call the op only while torch.compile (or
 torch.export) traces them (``torch.compiler.is_compiling()``); eager calls go
 straight to the core, because a Python custom op's dispatch costs ~12 µs
@@ -30,7 +40,7 @@ import torch
 
 from . import flash_attn as _flash_attn
 
-__all__ = ["flash_attn_forward"]
+__all__ = ["flash_attn_forward", "flash_attn_backward"]
 
 
 @torch.library.custom_op("tilec::flash_attn_forward", mutates_args=())
@@ -66,3 +76,47 @@ def _flash_attn_forward_fake(q, k, v, softmax_scale, causal, window_left, window
     out = torch.empty_strided(q.shape, (seqlen_q * heads * padded, heads * padded, padded, 1),
                               dtype=q.dtype, device=q.device)
     return out, torch.empty((batch, heads, seqlen_q), **f32)
+
+
+# -- the backward (tilec.flash_bwd), so torch.compile differentiates the op --
+
+@torch.library.custom_op("tilec::flash_attn_backward", mutates_args=())
+def flash_attn_backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        out: torch.Tensor, lse: torch.Tensor, softmax_scale: Optional[float],
+                        causal: bool, window_left: int, window_right: int, softcap: float,
+                        alibi_slopes: Optional[torch.Tensor], cu_seqlens_q: Optional[torch.Tensor],
+                        max_seqlen_q: Optional[int], fn: str,
+                        deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of flash_attn_forward's out (tilec.flash_bwd._backward):
+    variants without a backward yet raise NotImplementedError here."""
+    from . import flash_bwd
+
+    opts = (softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, cu_seqlens_q,
+            None, max_seqlen_q, None, None, fn, deterministic)
+    return tuple(g.contiguous() for g in flash_bwd._backward(dout, q, k, v, out, lse, opts))
+
+
+@flash_attn_backward.register_fake
+def _flash_attn_backward_fake(dout, q, k, v, out, lse, softmax_scale, causal, window_left,
+                              window_right, softcap, alibi_slopes, cu_seqlens_q, max_seqlen_q, fn,
+                              deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    (q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+     cu_seqlens_q, _cu_k, max_seqlen_q, _max_k, _seqused_k, fn) = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, alibi_slopes, cu_seqlens_q)
+    ctx.opts = (softmax_scale, causal, window_left, window_right, softcap, max_seqlen_q, fn)
+
+
+def _backward(ctx, dout, _dlse):
+    q, k, v, out, lse, alibi_slopes, cu_seqlens_q = ctx.saved_tensors
+    softmax_scale, causal, left, right, softcap, max_seqlen_q, fn = ctx.opts
+    dq, dk, dv = flash_attn_backward(dout, q, k, v, out, lse, softmax_scale, causal, left, right,
+                                     softcap, alibi_slopes, cu_seqlens_q, max_seqlen_q, fn, True)
+    return (dq, dk, dv) + (None,) * 12
+
+
+flash_attn_forward.register_autograd(_backward, setup_context=_setup_context)

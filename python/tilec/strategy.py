@@ -173,3 +173,55 @@ def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, windo
         if config is not None:
             return config
     return TABLE.get(("sm_80", int(head_dim), bool(causal)), DEFAULT)
+
+
+# -- backward (kernels/flash_bwd.py) ------------------------------------------
+
+@dataclass(frozen=True)
+class FlashBwdConfig:
+    """Blocks of the two backward kernels. dq: BLOCK_M query rows per program
+    (split over the warps), a loop over BLOCK_N keys. dkdv: BLOCK_N key rows
+    per program (split over the warps), a loop over BLOCK_M queries; its
+    accumulators dK and dV hold 2·BLOCK_N·head_dim f32, so BLOCK_M (the
+    width of Sᵀ, Pᵀ, dPᵀ) stays small. *_split: programs per (block, head)
+    that each own 1/split of the head_dim columns of the result (S and dP
+    are recomputed by each)."""
+    dq: FlashConfig
+    dkdv: FlashConfig
+    dq_split: int = 1
+    dkdv_split: int = 1
+    # The fused dK/dV + atomic dQ kernel (FA2's; an experiment: atomic_dq=True).
+    atomic: FlashConfig = FlashConfig(16, 64, 4, 2, False)
+    atomic_split: int = 1
+
+    def constexprs(self, which):
+        cfg = getattr(self, which)
+        return {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_WARPS": cfg.num_warps,
+                "NUM_STAGES": cfg.num_stages, "SMEM_EPILOGUE": cfg.smem_epilogue,
+                "SPLIT_D": getattr(self, which + "_split")}
+
+
+# ptxas (sm_80 and sm_90, f16; tilec --stats), 2026-12-01, tile width D =
+# head_dim rounded up to a power of two:
+# D <= 128: dq 64x64 over 4 warps: 174-231 registers, no spills (128x64
+#   spills 88+ bytes); dkdv 64 keys x 32 queries over 4 warps: no spills
+#   except causal D=128 (8 bytes sm_80, 20 sm_90); 64 x 64 spilled 4-64
+#   bytes, 128 x 64 over 8 warps 32-68.
+# D = 256: dq 64x32 (no spills, 115 KB shared; 64x64 spilled 384 bytes);
+#   dkdv 64 keys x 16 queries with the head_dim split over 2 programs (no
+#   spills, 112 KB shared; unsplit 4.6 KB of spills at 64x32, 2.2 KB at 64x16).
+# Fused dK/dV + atomic dQ (D <= 128): 64 keys x 16 queries, no spills at
+#   d64/d128 causal or not (x 32 queries spilled 44-172 bytes).
+# Not yet timed on a GPU.
+BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 2, False))
+BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(16, 64, 4, 2, False),
+                          dkdv_split=2)
+BWD_TABLE = {}
+
+
+def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False):
+    """The configuration of the backward kernels."""
+    config = BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)))
+    if config is None:
+        config = BWD_WIDE if int(head_dim) > 128 else BWD_DEFAULT
+    return config

@@ -306,3 +306,63 @@ func.func @ring(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %
   tile.store %acc#0, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
+
+// -----
+
+// A row vector computed in one layout (the row sums of a tile read out of
+// shared memory, 8 registers per thread in the default layout) and needed in
+// another (the accumulator's row slice, 2 registers) moves through one row of
+// shared scratch: each thread stores its 8 f32, a barrier, each loads its 2.
+// (The backward's Delta = rowsum(dO ∘ O) takes this path at head_dim 128;
+// rank-1 conversions were refused before.)
+// CHECK-LABEL: llvm.func @row_vector_between_layouts
+// CHECK:         nvvm.barrier0
+// CHECK-COUNT-8: llvm.store %{{.*}} : f32, !llvm.ptr<3>
+// CHECK-NEXT:    nvvm.barrier0
+// CHECK-COUNT-2: llvm.load %{{.*}} : !llvm.ptr<3> -> f32
+func.func @row_vector_between_layouts(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>) attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %a = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %s = tile.dot %a, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  %k32 = arith.extf %k : tensor<64x64xf16> to tensor<64x64xf32>
+  %sum = tile.reduce sum %k32 along 1 : tensor<64x64xf32> -> tensor<64xf32>
+  %col = tile.expand_dims %sum along 1 : tensor<64xf32> -> tensor<64x1xf32>
+  %b = tile.broadcast %col : tensor<64x1xf32> -> tensor<64x64xf32>
+  %d = arith.subf %s, %b : tensor<64x64xf32>
+  tile.store %d, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+// tile.atomic_add: one predicated red.global.add.f32 per element a thread
+// holds, and each replicated element added once: the row sums of a 64x64
+// accumulator are replicated over the 4 lanes of a quad (2 rows per thread),
+// so 2 reds whose predicate includes lane bits 0-1 being zero.
+// CHECK-LABEL: llvm.func @atomic_add_row_vector
+// CHECK:         arith.andi %{{.*}}, %c3_i32{{[_0-9]*}} : i32
+// CHECK:         arith.cmpi eq, %{{.*}}, %{{.*}} : i32
+// CHECK-COUNT-2: @p red.global.add.f32 [$0], $1;
+// CHECK-NOT:     red.global.add
+func.func @atomic_add_row_vector(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>) attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64) strides(%one) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %a = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %s = tile.dot %a, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  %sum = tile.reduce sum %s along 1 : tensor<64x64xf32> -> tensor<64xf32>
+  tile.atomic_add %sum, %ov[%c0] : tensor<64xf32>, !tile.view<f32, 1>
+  return
+}

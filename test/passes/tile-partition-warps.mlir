@@ -205,3 +205,31 @@ func.func @manual(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>,
   tile.store %acc64, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
+
+// -----
+
+// Elementwise math on a tile placed in shared memory (a B operand, or an A
+// operand kept there) runs in registers: its result takes a register layout
+// (here the default, nothing else reaches it) and the shared tile is read
+// out at the op. Before, the result inherited #tile.shared and the NVVM
+// lowering crashed reading it as a register layout.
+// CHECK-LABEL: func.func @elementwise_of_shared
+// CHECK:         %[[K:.+]] = tile.load {{.*}} -> tensor<64x64xf16, #tile.shared<swizzle = 3>>
+// CHECK:         %[[R:.+]] = tile.convert_layout %[[K]] : tensor<64x64xf16, #tile.shared<swizzle = 3>> -> tensor<64x64xf16, #tile.linear
+// CHECK:         arith.extf %[[R]] : tensor<64x64xf16, #tile.linear{{.*}}> to tensor<64x64xf32, #tile.linear
+func.func @elementwise_of_shared(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64) strides(%one) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %a = arith.constant dense<1.0> : tensor<128x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %s = tile.dot %a, %k, %zero transpose_b : tensor<128x64xf16>, tensor<64x64xf16> -> tensor<128x64xf32>
+  %k32 = arith.extf %k : tensor<64x64xf16> to tensor<64x64xf32>
+  %sum = tile.reduce sum %k32 along 1 : tensor<64x64xf32> -> tensor<64xf32>
+  tile.store %sum, %ov[%c0] : tensor<64xf32>, !tile.view<f32, 1>
+  return
+}

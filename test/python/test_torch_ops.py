@@ -393,3 +393,33 @@ def test_varlen_launches_the_varlen_kernel(monkeypatch):
     assert key_varlen[:-1] == ("float16", 64, True, False, False, False, True)
     assert key_dense[:-1] == ("float16", 64, True, False, False, False, False)
     assert args_varlen[-4] is cu_q and args_varlen[-3] is cu_k and args_varlen[-1] == 0
+
+
+@needs_cpu
+def test_custom_op_opcheck_with_grad():
+    """The op's registered autograd (tilec::flash_attn_backward) passes
+    opcheck's autograd-registration and fake checks; GQA, causal."""
+    from tilec import ops  # noqa: F401  (registers the ops)
+
+    q, k, v = qkv(torch.float16, b=1, sq=33, sk=47, h=2, d=32)
+    k, v = k[:, :, :1].contiguous(), v[:, :, :1].contiguous()
+    rest = (-1, -1, 0.0, None, None, None, None, None, None, "flash_attn_func")
+    args = tuple(t.requires_grad_() for t in (q, k, v)) + (None, True) + rest
+    torch.library.opcheck(torch.ops.tilec.flash_attn_forward.default, args)
+    out, lse = torch.ops.tilec.flash_attn_forward(*args)
+    with torch.no_grad():
+        back = (torch.ones_like(out), q, k, v, out, lse, None, True, -1, -1, 0.0, None, None, None,
+                "flash_attn_func", True)
+    torch.library.opcheck(torch.ops.tilec.flash_attn_backward.default,
+                          tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in back))
+
+
+def test_gpu_fast_path_does_not_bypass_autograd(monkeypatch):
+    """CUDA inputs that require grad launch (through the core's fast path)
+    inside the autograd Function: out has its grad_fn; without grad they
+    take the fast path directly."""
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    q, k, v = (cuda(torch.randn(1, 64, 2, 64).half()) for _ in range(3))
+    assert tilec.flash_attn_func(q, k, v).grad_fn is None and len(caught) == 1
+    out = tilec.flash_attn_func(q.requires_grad_(), k, v)
+    assert type(out.grad_fn).__name__ == "FlashAttnFuncBackward" and len(caught) == 2

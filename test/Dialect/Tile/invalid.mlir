@@ -573,3 +573,27 @@ func.func @linear_encoding_non_power_of_two(%x: tensor<48xf32, #tile.linear<reg 
 func.func @linear_encoding_dynamic_shape(%x: tensor<?xf32, #tile.linear<reg = [], lane = [[1], [2], [4], [8], [16]], warp = []>>) {
   return
 }
+
+// -----
+
+func.func @atomic_add_element_mismatch(%x: tensor<64x128xf32>, %v: !tile.view<f16, 2>, %r: i32) {
+  // expected-error @+1 {{'tile.atomic_add' op added value element type 'f32' differs from the view's 'f16'}}
+  tile.atomic_add %x, %v[%r, %r] : tensor<64x128xf32>, !tile.view<f16, 2>
+  return
+}
+
+// -----
+
+func.func @atomic_add_not_f32(%x: tensor<64x128xf16>, %v: !tile.view<f16, 2>, %r: i32) {
+  // expected-error @+1 {{operand #0 must be tensor of 32-bit float values}}
+  tile.atomic_add %x, %v[%r, %r] : tensor<64x128xf16>, !tile.view<f16, 2>
+  return
+}
+
+// -----
+
+func.func @atomic_add_offsets(%x: tensor<64x128xf32>, %v: !tile.view<f32, 2>, %r: i32) {
+  // expected-error @+1 {{'tile.atomic_add' op a rank-2 view takes 2 offsets, got 1}}
+  tile.atomic_add %x, %v[%r] : tensor<64x128xf32>, !tile.view<f32, 2>
+  return
+}

@@ -118,6 +118,14 @@ func.func @load_store(%v: !tile.view<f16, 2>, %v1: !tile.view<f32, 1>, %r: i32, 
   return %1 : tensor<64x128xf16>
 }
 
+// atomic_add round-trips (an f32 tile into an f32 view).
+// CHECK-LABEL: func.func @atomic_add
+// CHECK:         tile.atomic_add %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : tensor<64x128xf32>, <f32, 2>
+func.func @atomic_add(%x: tensor<64x128xf32>, %v: !tile.view<f32, 2>, %r: i32) {
+  tile.atomic_add %x, %v[%r, %r] : tensor<64x128xf32>, !tile.view<f32, 2>
+  return
+}
+
 // dot in both forms: a·bᵀ (S = Q·Kᵀ, f16) and a·b (O += P·V, bf16).
 // CHECK-LABEL: func.func @dot
 // CHECK-SAME:    (%[[Q:.+]]: tensor<64x128xf16>, %[[K:.+]]: tensor<32x128xf16>, %[[S:.+]]: tensor<64x32xf32>, %[[P:.+]]: tensor<64x32xbf16>, %[[V:.+]]: tensor<32x128xbf16>, %[[O:.+]]: tensor<64x128xf32>)

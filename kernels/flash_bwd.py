@@ -1,0 +1,219 @@
+"""FlashAttention-2 backward in the tilec DSL (the paper's Algorithm 2), in
+two kernels that need no atomics, so the gradients are deterministic:
+
+* ``flash_bwd_dq``: one program per BLOCK_M rows of Q and (batch, head). It
+  first computes Delta_i = rowsum(dO_i ∘ O_i) for its rows and writes it out,
+  with lse2_i = lse_i·log2e (+inf for a row with no key), for the dK/dV
+  kernel (no separate preprocess kernel; dK/dV's loop then has one masking
+  select, its causal mask, which tile-split-masked-loops needs), then loops over
+  the K/V blocks its rows can see, recomputing P from Q, K and the forward's
+  lse, and accumulates dQ_i += dS·K_j in f32 registers (row-parallel dQ).
+* ``flash_bwd_dkdv``: one program per BLOCK_N rows of K/V and (batch, head):
+  loops over the Q blocks that can see its keys, recomputing P the same way,
+  and accumulates dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i. With ATOMIC_DQ it is
+  FA2's single backward kernel: it also adds dQ_iᵀ += Kᵀ·dSᵀ into an f32
+  buffer with tl.atomic_add (not deterministic; Delta and lse2 then come from
+  the caller, not from the dq kernel).
+
+Run dq first, then dkdv. The dK/dV kernel is written transposed by hand: it
+computes Sᵀ = K_j·Q_iᵀ (keys are its rows, so its accumulators dK and dV are
+mma accumulators of rows it owns, split over warps like O in the forward),
+and Pᵀ, dPᵀ = V_j·dO_iᵀ and dSᵀ directly; tl.trans of P and dS costs shared
+memory round trips and (at head_dim 128) spills.
+
+    S = Q·Kᵀ                  P = exp2(S·c − lse·log2e),  c = scale·log2e
+    dP = dO·Vᵀ                dS = P ∘ (dP − Delta)
+    dV = Pᵀ·dO                dK = scale·dSᵀ·Q           dQ = scale·dS·K
+
+Layouts as the forward (kernels/flash_fwd.py): (batch, seqlen, heads,
+head_dim) with strides in elements; lse, Delta and lse2 (batch, heads,
+seqlen_q) f32, all three with lse's strides. Grouped-query attention: query head h reads K/V head h // GROUP; the dK/dV
+kernel writes one dK/dV per query head (dk/dv have num_heads heads) and the
+caller sums each group. Causal: query i sees keys j <= i + causal_offset;
+flash_attn >= 2.1 aligns it bottom-right (causal_offset = seqlen_k -
+seqlen_q), tilec's forward before the variants rewrite top-left (0). Rows that see no key (lse =
++inf; -inf is taken as +inf too) get zero gradients: P is exactly 0 there.
+The masks are one tl.where on S (-inf where masked), so
+tile-split-masked-loops skips the blocks nothing can see and masks only the
+partial ones.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tilec
+from tilec import language as tl
+
+LOG2E = math.log2(math.e)
+
+
+def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **_):
+    return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + ("_causal" if CAUSAL else "")
+
+
+def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, **_):
+    return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}_{DTYPE.name}_d{HEAD_DIM}"
+            + ("_causal" if CAUSAL else ""))
+
+
+@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
+           num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
+           variant={"kind": "bwd_dq", "dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL",
+                    "block_m": "BLOCK_M", "block_n": "BLOCK_N"})
+def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
+                 do: tl.ptr(DTYPE), lse: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
+                 lse2: tl.ptr(tl.float32), dq: tl.ptr(DTYPE), seqlen_q: tl.int32, seqlen_k: tl.int32,
+                 num_heads: tl.int32, group: tl.int32, batch: tl.int32,
+                 causal_offset: tl.int32,
+                 stride_qb: tl.int64, stride_qs: tl.int64, stride_qh: tl.int64,
+                 stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
+                 stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64,
+                 stride_ob: tl.int64, stride_os: tl.int64, stride_oh: tl.int64,
+                 stride_dob: tl.int64, stride_dos: tl.int64, stride_doh: tl.int64,
+                 stride_dqb: tl.int64, stride_dqs: tl.int64, stride_dqh: tl.int64,
+                 stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
+                 DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
+                 CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
+                 BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
+                 NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                 SPLIT_D: tl.constexpr = 1):
+    tl.assume(scale > 0)
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b, h = pid_bh // num_heads, pid_bh % num_heads
+    hk = h // group
+    qv = tl.view(q + (b * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
+    kv = tl.view(k + (b * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
+    vv = tl.view(v + (b * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
+    ov = tl.view(o + (b * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
+    dov = tl.view(do + (b * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
+    dqv = tl.view(dq + (b * stride_dqb + h * stride_dqh), (seqlen_q, HEAD_DIM), (stride_dqs, 1))
+    lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    row0 = pid_m * BLOCK_M
+    qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
+    dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
+    # Delta_i = rowsum(dO_i ∘ O_i), in f32 (the preprocess of Algorithm 2).
+    ot = tl.load(ov, (row0, 0), (BLOCK_M, D))
+    di = tl.sum(dot.to(tl.float32) * ot.to(tl.float32), 1)
+    tl.store(deltav, (row0,), di)
+    li = tl.load(lsev, (row0,), (BLOCK_M,))
+    li = tl.where(li == float("-inf"), float("inf"), li)    # a row with no key: P = 0
+    c = scale * LOG2E
+    l2 = li * LOG2E
+    tl.store(lse2v, (row0,), l2)                            # for the dK/dV kernel
+    # SPLIT_D > 1 (head_dim > 128): program_id(2) owns dQ columns [c0, c0 + DS)
+    # (every split writes the same Delta and lse2).
+    DS = D // SPLIT_D
+    c0 = 0
+    if SPLIT_D > 1:
+        c0 = tl.program_id(2) * DS
+    acc = tl.zeros((BLOCK_M, DS), tl.float32)
+    rows = (row0 + tl.arange(0, BLOCK_M))[:, None]
+    for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
+        col0 = j * BLOCK_N
+        kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
+        vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
+        s = tl.dot(qt, kt, trans_b=True)                    # S = Q·Kᵀ
+        cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
+        mask = cols < seqlen_k
+        if CAUSAL:
+            mask = mask & (cols <= rows + causal_offset)
+        s = tl.where(mask, s, float("-inf"))
+        p = tl.exp2(s * c - l2[:, None])                    # P = exp(scale·S − lse)
+        dp = tl.dot(dot, vt, trans_b=True)                  # dP = dO·Vᵀ
+        ds = p * (dp - di[:, None])                         # dS = P ∘ (dP − Delta)
+        ks = kt
+        if SPLIT_D > 1:
+            ks = tl.load(kv, (col0, c0), (BLOCK_N, DS))
+        acc = tl.dot(ds.to(DTYPE), ks, acc)                 # dQ += dS·K
+    tl.store(dqv, (row0, c0), (acc * scale).to(DTYPE))
+
+
+@tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", "SPLIT_D"), name=_dkdv_name,
+           num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
+           variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
+                    "causal": "CAUSAL", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
+                    "atomic_dq": "ATOMIC_DQ"})
+def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.ptr(DTYPE),
+                   lse2: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
+                   dk: tl.ptr(DTYPE), dv: tl.ptr(DTYPE), dq_accum: tl.ptr(tl.float32),
+                   seqlen_q: tl.int32, seqlen_k: tl.int32,
+                   num_heads: tl.int32, group: tl.int32, batch: tl.int32,
+                   causal_offset: tl.int32,
+                   stride_qb: tl.int64, stride_qs: tl.int64, stride_qh: tl.int64,
+                   stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
+                   stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64,
+                   stride_dob: tl.int64, stride_dos: tl.int64, stride_doh: tl.int64,
+                   stride_dkb: tl.int64, stride_dks: tl.int64, stride_dkh: tl.int64,
+                   stride_dvb: tl.int64, stride_dvs: tl.int64, stride_dvh: tl.int64,
+                   stride_dqab: tl.int64, stride_dqas: tl.int64, stride_dqah: tl.int64,
+                   stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
+                   DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
+                   CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
+                   BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
+                   NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                   SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False):
+    tl.assume(scale > 0)
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b, h = pid_bh // num_heads, pid_bh % num_heads
+    hk = h // group
+    qv = tl.view(q + (b * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
+    kv = tl.view(k + (b * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
+    vv = tl.view(v + (b * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
+    dov = tl.view(do + (b * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
+    dkv = tl.view(dk + (b * stride_dkb + h * stride_dkh), (seqlen_k, HEAD_DIM), (stride_dks, 1))
+    dvv = tl.view(dv + (b * stride_dvb + h * stride_dvh), (seqlen_k, HEAD_DIM), (stride_dvs, 1))
+    lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    if ATOMIC_DQ:
+        # dQᵀ of this (batch, head): element (d, i) is dq_accum[b, i, h, d].
+        dqtv = tl.view(dq_accum + (b * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
+                       (1, stride_dqas))
+    col0 = pid_n * BLOCK_N
+    kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
+    vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
+    c = scale * LOG2E
+    # SPLIT_D > 1 (head_dim > 128): program_id(2) owns head_dim columns
+    # [c0, c0 + DS) of dK and dV, so its accumulators stay 2·BLOCK_N·DS f32;
+    # S and dP (full head_dim) are computed by each of the SPLIT_D programs.
+    DS = D // SPLIT_D
+    c0 = 0
+    if SPLIT_D > 1:
+        c0 = tl.program_id(2) * DS
+    dk_acc = tl.zeros((BLOCK_N, DS), tl.float32)
+    dv_acc = tl.zeros((BLOCK_N, DS), tl.float32)
+    keys = (col0 + tl.arange(0, BLOCK_N))[:, None]          # this program's keys: rows of Sᵀ
+    for i in range(0, tl.cdiv(seqlen_q, BLOCK_M)):
+        row0 = i * BLOCK_M
+        qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
+        dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
+        l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
+        di = tl.load(deltav, (row0,), (BLOCK_M,))
+        st = tl.dot(kt, qt, trans_b=True)                   # Sᵀ = K·Qᵀ
+        queries = (row0 + tl.arange(0, BLOCK_M))[None, :]
+        mask = queries < seqlen_q
+        if CAUSAL:
+            mask = mask & (keys <= queries + causal_offset)
+        st = tl.where(mask, st, float("-inf"))
+        pt = tl.exp2(st * c - l2[None, :])                  # Pᵀ
+        qs, dos = qt, dot
+        if SPLIT_D > 1:
+            qs = tl.load(qv, (row0, c0), (BLOCK_M, DS))
+            dos = tl.load(dov, (row0, c0), (BLOCK_M, DS))
+        dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc)          # dV += Pᵀ·dO
+        dpt = tl.dot(vt, dot, trans_b=True)                 # dPᵀ = V·dOᵀ
+        dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
+        dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc)          # dK += dSᵀ·Q
+        if ATOMIC_DQ:
+            # FA2's dQ: dQ_iᵀ += scale·Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
+            # split over the warps), added atomically into f32 dq_accum.
+            dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32))
+            tl.atomic_add(dqtv, (0, row0), dqt * scale)
+    tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
+    tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))

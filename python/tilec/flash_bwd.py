@@ -1,0 +1,443 @@
+"""The backward pass of ``flash_attn_func`` (kernels/flash_bwd.py) and the
+``torch.autograd.Function`` that makes it trainable.
+
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale, causal)
+
+runs FlashAttention-2's backward (Algorithm 2) as two DSL kernels without
+atomics, so the gradients are bitwise deterministic run to run: the dQ kernel
+(one program per query block; it also writes Delta = rowsum(dO ∘ O)), then
+the dK/dV kernel (one program per key block). CUDA torch tensors launch on
+the GPU; torch CPU tensors and numpy float16 arrays run on the CPU runner
+(same kernels, same IR), which is how CI checks the gradients.
+
+``FlashAttnFunc`` wraps the forward core (tilec.flash_attn._flash_attn_forward;
+`_forward` below is the one place that calls it) and saves q, k, v, out, lse
+for the backward. The public flash_attn functions hand inputs that require
+grad to `flash_attn_autograd`; under torch.compile the custom op
+tilec::flash_attn_forward carries the same backward (tilec/ops.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+from . import language as tl
+from . import strategy
+
+_kernels_module = None
+
+
+def _kernels():
+    """kernels/flash_bwd.py: installed inside the package by `pip install .`,
+    else read from the source tree."""
+    global _kernels_module
+    if _kernels_module is None:
+        here = Path(__file__).resolve().parent
+        for path in (here / "kernels" / "flash_bwd.py", here.parents[1] / "kernels" / "flash_bwd.py"):
+            if path.exists():
+                spec = importlib.util.spec_from_file_location("tilec_kernels_flash_bwd", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                _kernels_module = module
+                break
+        else:
+            raise ImportError("kernels/flash_bwd.py not found next to the tilec package")
+    return _kernels_module
+
+
+def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False):
+    """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
+    "bfloat16"); with atomic_dq, dkdv is the fused kernel that also adds dQ
+    atomically (then dq is not launched)."""
+    cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal)
+    DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
+    mod = _kernels()
+    common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))
+    if atomic_dq:
+        dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True)
+    else:
+        dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv"))
+    return mod.flash_bwd_dq.specialize(**common, **cfg.constexprs("dq")), dkdv, cfg
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _strides(t):
+    if _is_torch(t):
+        return tuple(t.stride())
+    return tuple(s // t.itemsize for s in t.strides)
+
+
+# -- CPU runner plumbing: torch CPU tensors <-> numpy (bf16 as uint16 bits) --
+
+def _np_view(t):
+    """A numpy array sharing `t`'s memory (torch CPU tensor or numpy array)."""
+    if not _is_torch(t):
+        return t
+    import numpy as np
+    import torch
+
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def _empty(like, shape, dtype=None):
+    """An uninitialized contiguous buffer on `like`'s device (torch) or numpy;
+    dtype None means like's dtype, else "float32"."""
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(shape, dtype=like.dtype if dtype is None else getattr(torch, dtype),
+                           device=like.device)
+    import numpy as np
+
+    return np.empty(shape, dtype=like.dtype if dtype is None else np.dtype(dtype))
+
+
+def _rows_aligned(t):
+    """Every (batch, seq, head) row of a CUDA tensor starts 16-byte aligned."""
+    return t.data_ptr() % 16 == 0 and all(
+        (stride * t.element_size()) % 16 == 0 for stride in t.stride()[:3])
+
+
+def _prepare(t):
+    """Inputs the kernels read in 16-byte rows: the last dimension contiguous
+    (autograd's dout may be an expanded tensor with stride 0) and, on the GPU,
+    every row 16-byte aligned; others are copied."""
+    if _is_torch(t):
+        import torch
+
+        if t.stride(-1) != 1 or (t.is_cuda and not _rows_aligned(t)):
+            return t.clone(memory_format=torch.contiguous_format)
+        return t
+    import numpy as np
+
+    if t.strides[-1] != t.itemsize:
+        return np.ascontiguousarray(t)
+    return t
+
+
+def _check_backward(dout, q, k, v, out, lse):
+    names = ("dout", "q", "k", "v", "out")
+    tensors = (dout, q, k, v, out)
+    torch_in = _is_torch(q)
+    for name, t in zip(names + ("lse",), tensors + (lse,)):
+        if _is_torch(t) != torch_in or not hasattr(t, "shape"):
+            raise TypeError(f"flash_attn backward: '{name}' must be a "
+                            f"{'torch tensor' if torch_in else 'numpy array'} like 'q', "
+                            f"got {type(t).__name__}")
+    for name, t in zip(names, tensors):
+        if len(t.shape) != 4:
+            raise ValueError(f"flash_attn backward: '{name}' must have rank 4 (batch, seqlen, "
+                             f"heads, head_dim), got shape {tuple(t.shape)}")
+    dtype = _dtype_name(q)
+    allowed = ("float16", "bfloat16") if torch_in else ("float16",)
+    for name, t in zip(names, tensors):
+        if _dtype_name(t) not in allowed or _dtype_name(t) != dtype:
+            raise TypeError(f"flash_attn backward: '{name}' is {_dtype_name(t)}; dout, q, k, v "
+                            f"and out must share one dtype, {' or '.join(allowed)}")
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    for name, t, want in (("dout", dout, q.shape), ("out", out, q.shape),
+                          ("v", v, (b, sk, hk, d))):
+        if tuple(t.shape) != tuple(want):
+            raise ValueError(f"flash_attn backward: '{name}' has shape {tuple(t.shape)}, "
+                             f"expected {tuple(want)}")
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
+                         f"({b}, seqlen_k, kv_heads, {d})")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"flash_attn backward: {hq} query heads are not a multiple of "
+                         f"{hk} key/value heads")
+    if tuple(lse.shape) != (b, hq, sq) or _dtype_name(lse) != "float32":
+        raise ValueError(f"flash_attn backward: 'lse' must be float32 of shape {(b, hq, sq)}, "
+                         f"got {_dtype_name(lse)} {tuple(lse.shape)}")
+    if d % 8 or not 8 <= d <= 256:
+        raise ValueError(f"flash_attn backward: head_dim {d} is not supported (a multiple "
+                         "of 8 from 8 to 256)")
+    if torch_in and len({t.device for t in tensors + (lse,)}) != 1:
+        raise ValueError("flash_attn backward: dout, q, k, v, out and lse must be on one device, got "
+                         + ", ".join(str(t.device) for t in tensors + (lse,)))
+    return dtype
+
+
+def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
+                         window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                         deterministic=True, dropout_p=0.0, causal_offset=None,
+                         atomic_dq=False):
+    """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
+    forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
+    that see no key, whose gradients are 0).
+
+    q (b, sq, hq, d), k and v (b, sk, hk, d) with hq a multiple of hk (GQA:
+    dk/dv of a KV head sum over its query heads); f16 or bf16 (torch), f16
+    (numpy). Causal is bottom-right aligned as flash_attn >= 2.1 (query i
+    sees keys j <= i + sk - sq, as tilec's forward); `causal_offset`
+    overrides sk - sq (0 is top-left). The
+    kernels use no atomics, so the result is bitwise deterministic whatever
+    `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
+    40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
+    atomics in no fixed order: an experiment until a GPU run says which is
+    faster. Windows, softcap, ALiBi and dropout are not supported yet and
+    raise.
+    """
+    if dropout_p != 0:
+        raise NotImplementedError(f"flash_attn backward: dropout is not implemented (dropout_p="
+                                  f"{dropout_p!r}); pass dropout_p=0.0")
+    if tuple(window_size) != (-1, -1) or softcap != 0 or alibi_slopes is not None:
+        raise NotImplementedError("flash_attn backward: window_size, softcap and alibi_slopes "
+                                  f"are not implemented yet (got window_size={tuple(window_size)}, "
+                                  f"softcap={softcap!r}, alibi_slopes "
+                                  f"{'given' if alibi_slopes is not None else 'None'})")
+    dtype = _check_backward(dout, q, k, v, out, lse)
+    if atomic_dq and deterministic:
+        raise ValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
+                         "deterministic=False with it")
+    if atomic_dq and not 32 < q.shape[3] <= 128:
+        # dQᵀ's rows are the head_dim (padded to 64 or 128), split over 4 warps.
+        raise ValueError(f"flash_attn backward: atomic_dq supports head_dim 40 to 128, got "
+                         f"{q.shape[3]}")
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    group = hq // hk
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    if math.isnan(scale):
+        raise ValueError("flash_attn backward: softmax_scale is NaN")
+    offset = sk - sq if causal_offset is None else int(causal_offset)
+    on_gpu = _is_torch(q) and q.is_cuda
+    # The kernels declare tl.assume(scale > 0), as the forward's. The forward
+    # ran scale < 0 as (-q, -scale) and 0 as (q = 0, 1): the same rewrites
+    # here give dk, dv exactly, and dq = -dq' (scale < 0) or 0 (scale = 0,
+    # where out does not depend on q).
+    q_sign = 1.0
+    if scale < 0:
+        q, scale, q_sign = -q, -scale, -1.0
+    elif scale == 0:
+        q = q * 0
+        scale, q_sign = 1.0, 0.0
+    dout, q, k, v, out = (_prepare(t) for t in (dout, q, k, v, out))
+    if _is_torch(lse):
+        lse = lse.contiguous()
+    else:
+        import numpy as np
+
+        lse = np.ascontiguousarray(lse)
+    dq = _empty(q, (b, sq, hq, d))
+    dk = _empty(k, (b, sk, hq, d))  # per query head; summed over each group below
+    dv = _empty(v, (b, sk, hq, d))
+    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, bool(causal), atomic_dq)
+    if atomic_dq:
+        # Delta and lse·log2e (what the dq kernel writes otherwise), and the
+        # zeroed f32 dQ accumulator the fused kernel adds into.
+        delta, lse2 = _delta_and_lse2(dout, out, lse)
+        dq_accum = _zeros_f32(q, (b, sq, hq, d))
+    else:
+        delta = _empty(q, (b, hq, sq), "float32")
+        lse2 = _empty(q, (b, hq, sq), "float32")
+        dq_accum = delta  # not read: only the fused kernel (ATOMIC_DQ) touches it
+    sq_, sk_, sv_, so_, sdo_ = (_strides(t) for t in (q, k, v, out, dout))
+    sdq, sdk, sdv, sl = (_strides(t) for t in (dq, dk, dv, lse))
+    sdqa = _strides(dq_accum) if atomic_dq else (0, 0, 0)
+    dq_args = (q, k, v, out, dout, lse, delta, lse2, dq, sq, sk, hq, group, b, offset,
+               *sq_[:3], *sk_[:3], *sv_[:3], *so_[:3], *sdo_[:3], *sdq[:3], *sl[:2], scale)
+    dkdv_args = (q, k, v, dout, lse2, delta, dk, dv, dq_accum, sq, sk, hq, group, b, offset,
+                 *sq_[:3], *sk_[:3], *sv_[:3], *sdo_[:3], *sdk[:3], *sdv[:3], *sdqa[:3],
+                 *sl[:2], scale)
+    dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
+    if on_gpu:
+        if not atomic_dq:
+            kdq(*dq_args)
+        kdkdv(*dkdv_args)
+    else:
+        if not atomic_dq:
+            kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
+                        grid=(-(-sq // cfg.dq.block_m), b * hq, cfg.dq_split))
+        kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
+                      grid=(-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
+    if atomic_dq:
+        dq = dq_accum.to(dq.dtype) if _is_torch(dq) else dq_accum.astype(dq.dtype)
+    if group > 1:
+        if _is_torch(dk):
+            dk = dk.view(b, sk, hk, group, d).float().sum(3).to(dk.dtype)
+            dv = dv.view(b, sk, hk, group, d).float().sum(3).to(dv.dtype)
+        else:
+            dk = dk.reshape(b, sk, hk, group, d).astype("float32").sum(3).astype(dk.dtype)
+            dv = dv.reshape(b, sk, hk, group, d).astype("float32").sum(3).astype(dv.dtype)
+    if q_sign != 1.0:
+        dq = -dq if q_sign < 0 else dq * 0
+    return dq, dk, dv
+
+
+def _zeros_f32(like, shape):
+    if _is_torch(like):
+        import torch
+
+        return torch.zeros(shape, dtype=torch.float32, device=like.device)
+    import numpy as np
+
+    return np.zeros(shape, dtype=np.float32)
+
+
+def _delta_and_lse2(dout, out, lse):
+    """Delta = rowsum(dO ∘ O) and lse·log2e (+inf where lse is -inf), both
+    (batch, heads, seqlen_q) f32 contiguous, in torch or numpy."""
+    log2e = 1.0 / math.log(2.0)
+    if _is_torch(out):
+        import torch
+
+        # Copies into fresh buffers: .contiguous() may keep odd strides of
+        # size-1 dimensions, and the kernels take lse's.
+        delta = torch.empty(lse.shape, dtype=torch.float32, device=lse.device)
+        delta.copy_((dout.float() * out.float()).sum(-1).transpose(1, 2))
+        lse2 = torch.empty_like(delta)
+        lse2.copy_(torch.where(lse == float("-inf"), float("inf"), lse) * log2e)
+        return delta, lse2
+    import numpy as np
+
+    delta = np.empty(lse.shape, np.float32)
+    delta[...] = (dout.astype(np.float32) * out.astype(np.float32)).sum(-1).transpose(0, 2, 1)
+    lse2 = np.empty(lse.shape, np.float32)
+    lse2[...] = np.where(lse == -np.inf, np.inf, lse) * np.float32(log2e)
+    return delta, lse2
+
+
+# -- the forward the autograd Function wraps ----------------------------------
+
+def _forward(q, k, v, opts):
+    """(out, lse) of the forward core, tilec.flash_attn._flash_attn_forward
+    (bottom-right causal: FORWARD_CAUSAL_OFFSET), with the options `opts`
+    (see flash_attn_autograd)."""
+    from .flash_attn import _flash_attn_forward
+
+    (softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q, cu_k, max_q, max_k,
+     seqused_k, fn, _deterministic) = opts
+    return _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
+                               cu_q, cu_k, max_q, max_k, seqused_k, fn=fn)
+
+
+def FORWARD_CAUSAL_OFFSET(seqlen_q, seqlen_k):
+    """The causal alignment of `_forward`: query i sees keys j <= i + this.
+    The core is flash_attn's bottom-right (seqlen_k - seqlen_q).
+    test_flash_bwd reads the forward's alignment off its output and fails if
+    this disagrees."""
+    return seqlen_k - seqlen_q
+
+
+def _unsupported(opts, seqlen_q, seqlen_k):
+    """What of `opts` the backward cannot differentiate yet (a phrase), or
+    None. Windows are judged after flash_attn's option handling, so a window
+    that is plain causal or unbounded (e.g. (-1, 0), sides >= seqlen_k) is
+    supported."""
+    from .flash_attn import _mask_mode
+
+    softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q = opts[:7]
+    what = []
+    if cu_q is not None:
+        what.append("varlen (cu_seqlens)")
+    if _mask_mode(causal, left, right, seqlen_q, seqlen_k, alibi_slopes)[1]:
+        what.append(f"window_size=({left}, {right})")
+    if softcap:
+        what.append(f"softcap={softcap!r}")
+    if alibi_slopes is not None:
+        what.append("alibi_slopes")
+    return ", ".join(what) or None
+
+
+def _backward(dout, q, k, v, out, lse, opts):
+    """(dq, dk, dv) for the forward `_forward(q, k, v, opts)` computed."""
+    fn = opts[11]
+    what = _unsupported(opts, q.shape[-3], k.shape[-3])
+    if what:
+        raise NotImplementedError(f"{fn}: the backward of {what} is not implemented yet (the "
+                                  "forward is; run it under torch.no_grad() or with inputs that "
+                                  "do not require grad)")
+    from .flash_attn import _mask_mode
+
+    softmax_scale, causal, left, right = opts[:4]
+    causal = _mask_mode(causal, left, right, q.shape[1], k.shape[1], None)[0]
+    d = q.shape[-1]
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else softmax_scale
+    pad = -d % 8
+    if pad:
+        # Head dims that are not multiples of 8 (the forward zero-pads them):
+        # zero columns leave S, P, Delta unchanged and get zero gradients.
+        import torch
+
+        dout, q, k, v, out = (torch.nn.functional.pad(t, [0, pad]) for t in (dout, q, k, v, out))
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
+                                      deterministic=opts[12],
+                                      causal_offset=FORWARD_CAUSAL_OFFSET(q.shape[1], k.shape[1]))
+    if pad:
+        dq, dk, dv = (t[..., :d] for t in (dq, dk, dv))
+    return dq, dk, dv
+
+
+def _autograd_function():
+    import torch
+
+    class FlashAttnFunc(torch.autograd.Function):
+        """out, lse = flash attention of q, k, v; backward through
+        _flash_attn_backward (lse is not differentiable, as upstream)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, opts):
+            out, lse = _forward(q, k, v, opts)
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.opts = opts
+            ctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(ctx, dout, _dlse):
+            q, k, v, out, lse = ctx.saved_tensors
+            dq, dk, dv = _backward(dout, q, k, v, out, lse, ctx.opts)
+            return dq, dk, dv, None
+
+    return FlashAttnFunc
+
+
+_FUNC = None
+
+
+def flash_attn_autograd(fn, q, k, v, softmax_scale=None, causal=False, window_left=-1,
+                        window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+                        cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
+                        deterministic=False):
+    """(out, lse) of the forward core on torch tensors through FlashAttnFunc:
+    out requires grad when q, k or v does. The public flash_attn functions
+    call this for inputs that require grad (grad mode on). Variants without a
+    backward yet (windows, softcap, ALiBi, varlen) run their forward here too
+    and raise NotImplementedError from out's backward."""
+    global _FUNC
+    for name, t in (("k", k), ("v", v)):
+        if not _is_torch(t) or t.device != q.device:
+            raise TypeError(f"{fn}: '{name}' must be a torch tensor on {q.device} like "
+                            f"'q', got {type(t).__name__}"
+                            + (f" on {t.device}" if _is_torch(t) else ""))
+    if _FUNC is None:
+        _FUNC = _autograd_function()
+    opts = (softmax_scale, bool(causal), window_left, window_right, softcap, alibi_slopes,
+            cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, fn,
+            bool(deterministic))
+    return _FUNC.apply(q, k, v, opts)
+
+
+def wants_autograd(q, k, v):
+    """The public functions' hook: torch inputs that require grad, with grad
+    mode on, go through FlashAttnFunc (numpy arrays never do)."""
+    if not (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False)
+            or getattr(v, "requires_grad", False)):
+        return False
+    import torch
+
+    return torch.is_grad_enabled()

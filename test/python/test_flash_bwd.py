@@ -1,0 +1,429 @@
+"""The backward of flash attention (kernels/flash_bwd.py, python/tilec/flash_bwd.py)
+on the CPU runner: gradients against torch autograd of a float64 naive
+attention on fresh random inputs, the autograd hook of flash_attn_func,
+determinism, empty rows, GQA, scale rewrites and argument errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tilec import compiler
+
+torch = pytest.importorskip("torch")
+
+import tilec  # noqa: E402
+from tilec import language as tl  # noqa: E402
+from tilec.flash_bwd import _flash_attn_backward  # noqa: E402
+
+HAVE_CPU = compiler.available() and getattr(compiler.native(), "has_cpu_runner", False)
+pytestmark = pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
+
+# ||grad - ref|| / ||ref|| with f16 inputs, f32 accumulation, P and dS rounded
+# to the input dtype before their dots, gradients rounded to it: measured
+# 2.8e-4 .. 3.3e-4 (f16), 2.3e-3 .. 2.6e-3 (bf16, 3 fewer mantissa bits).
+REL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
+def reference(q, k, v, dout, scale, causal, causal_offset=None):
+    """out, lse, dq, dk, dv in float64 by torch autograd of naive attention
+    (flash_attn layout; GQA by repeating K/V heads; causal bottom-right unless
+    causal_offset is given; rows that see no key: out = 0, zero gradients)."""
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    kk, vv = (x.repeat_interleave(group, dim=2) for x in (k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q, kk) * scale
+    sq, sk = s.shape[-2:]
+    if causal:
+        offset = sk - sq if causal_offset is None else causal_offset
+        visible = torch.arange(sk)[None, :] <= torch.arange(sq)[:, None] + offset
+        s = s.masked_fill(~visible, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.nan_to_num(torch.exp(s - lse[..., None]))  # all-masked rows: 0
+    out = torch.einsum("bhqk,bkhd->bqhd", p, vv)
+    out.backward(dout.double())
+    return out.detach(), lse.detach(), q.grad, k.grad, v.grad
+
+
+def rel_err(x, ref):
+    return ((x.double() - ref).norm() / ref.norm()).item()
+
+
+def inputs(b, sq, sk, hq, hk, d, dtype=torch.float16):
+    q = torch.randn(b, sq, hq, d, dtype=dtype)
+    k = torch.randn(b, sk, hk, d, dtype=dtype)
+    v = torch.randn(b, sk, hk, d, dtype=dtype)
+    dout = torch.randn(b, sq, hq, d, dtype=dtype)
+    return q, k, v, dout
+
+
+def check_grads(got, refs, dtype, what=""):
+    for name, g, r in zip(("dq", "dk", "dv"), got, refs):
+        assert g.dtype == dtype and g.shape == r.shape, (name, g.dtype, g.shape)
+        assert torch.isfinite(g).all(), f"{what} {name} has non-finite values"
+        if r.norm() == 0:  # dq with one key: softmax is constant, dq = 0 up to rounding of Delta
+            assert g.abs().max() < 1e-2, f"{what} {name}: max {g.abs().max():.2e}, reference 0"
+            continue
+        err = rel_err(g, r)
+        assert err < REL_TOL[dtype], f"{what} {name}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 160])
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_kernels_match_float64(head_dim, causal):
+    """_flash_attn_backward from the float64 forward's out and lse, seqlens
+    that are not block multiples, both orders of seqlen_q != seqlen_k, and 1.
+    head_dim 160: 256-wide tiles, dK/dV split over two programs per key block
+    (strategy.BWD_WIDE), the view clipping the columns past 160."""
+    for sq, sk in ((100, 60), (60, 100), (1, 17), (17, 1)):
+        q, k, v, dout = inputs(2, sq, sk, 2, 2, head_dim)
+        scale = 1 / math.sqrt(head_dim)
+        out, lse, *refs = reference(q, k, v, dout, scale, causal)
+        got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal)
+        check_grads(got, refs, torch.float16, f"d{head_dim} causal={causal} {sq}x{sk}")
+
+
+def test_rows_with_no_key_get_zero_gradients():
+    """Bottom-right causal with seqlen_q > seqlen_k: the first sq - sk rows
+    see no key (lse +inf, as flash_attn, or -inf): dq is exactly 0 there, and
+    those rows add nothing to dk, dv."""
+    sq, sk = 100, 60
+    q, k, v, dout = inputs(1, sq, sk, 2, 2, 64)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    assert torch.isinf(lse[:, :, : sq - sk]).all()
+    for empty in (float("inf"), float("-inf")):
+        lse_in = lse.float().clone()
+        lse_in[:, :, : sq - sk] = empty
+        dq, dk, dv = _flash_attn_backward(dout, q, k, v, out.half(), lse_in, 0.125, True)
+        assert (dq[:, : sq - sk] == 0).all()
+        check_grads((dq, dk, dv), refs, torch.float16, f"lse={empty}")
+
+
+def test_gqa_sums_dk_dv_over_query_heads():
+    """4 query heads over 2 KV heads: dK/dV of a KV head is the sum over its
+    query heads (the float64 reference repeats K/V heads; autograd sums).
+    head_dim 40: tiles 64 wide, the view clips the padding columns."""
+    q, k, v, dout = inputs(2, 70, 90, 4, 2, 40)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, True)
+    assert got[1].shape == k.shape and got[2].shape == v.shape
+    check_grads(got, refs, torch.float16)
+
+
+def test_backward_is_deterministic():
+    """No atomics: two backward runs give bitwise-equal gradients."""
+    q, k, v, dout = inputs(2, 130, 150, 2, 2, 64)
+    out, lse, *_ = reference(q, k, v, dout, 0.125, False)
+    first = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False)
+    second = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_func_trains_on_torch_cpu(dtype, causal):
+    """flash_attn_func(q, k, v).backward() on torch CPU tensors that require
+    grad: out has a grad_fn and every input's .grad matches float64 autograd
+    (the forward's alignment with seqlen_q != seqlen_k is checked below)."""
+    sq, sk = (77, 77) if causal else (77, 50)
+    q, k, v, dout = inputs(2, sq, sk, 2, 2, 64, dtype)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = tilec.flash_attn_func(q, k, v, causal=causal)
+    assert out.requires_grad and out.grad_fn is not None and out.dtype == dtype
+    out.backward(dout)
+    ref_out, _, *refs = reference(q, k, v, dout, 1 / math.sqrt(64), causal)
+    assert rel_err(out.detach(), ref_out) < REL_TOL[dtype]
+    check_grads((q.grad, k.grad, v.grad), refs, dtype)
+
+
+def test_autograd_follows_the_forwards_causal_alignment():
+    """seqlen_q != seqlen_k, causal: the gradients are those of the attention
+    the forward computed, whichever alignment it has (the forward is
+    flash_attn's bottom-right; the alignment is read off the forward's
+    output, so a forward changed without the hook
+    (flash_bwd.FORWARD_CAUSAL_OFFSET) fails here)."""
+    q, k, v, dout = inputs(1, 40, 90, 2, 2, 64)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = tilec.flash_attn_func(q, k, v, causal=True)
+    out.backward(dout)
+    candidates = {name: reference(q, k, v, dout, 0.125, True, causal_offset=offset)
+                  for name, offset in (("top-left", 0), ("bottom-right", None))}
+    errors = {name: rel_err(out.detach(), ref[0]) for name, ref in candidates.items()}
+    name = min(errors, key=errors.get)
+    assert errors[name] < 1e-3, errors
+    _, _, *refs = candidates[name]
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16, f"forward is {name}")
+
+
+def test_sum_backward_and_noncontiguous_inputs():
+    """out.sum().backward() hands the backward an expanded dout (stride 0);
+    inputs are strided views (heads-major storage, padded rows)."""
+    b, sq, sk, h, d = 2, 45, 70, 2, 64
+    store = lambda s: torch.randn(b, h, s, d + 8, dtype=torch.float16)[..., :d].transpose(1, 2)
+    q, k, v = (store(s).requires_grad_() for s in (sq, sk, sk))
+    tilec.flash_attn_func(q, k, v).sum().backward()
+    _, _, *refs = reference(q, k, v, torch.ones(b, sq, h, d), 0.125, False)
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16)
+
+
+@pytest.mark.parametrize("scale", [-0.2, 0.0])
+def test_nonpositive_scale(scale):
+    """The kernels assume scale > 0; scale < 0 runs as (-q, -scale) with dq
+    negated, scale = 0 as (q = 0, 1) with dq = 0 (out does not depend on q)."""
+    q, k, v, dout = inputs(1, 50, 70, 2, 2, 64)
+    out, lse, dq_ref, dk_ref, dv_ref = reference(q, k, v, dout, scale, False)
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), scale, False)
+    if scale == 0:
+        assert (dq == 0).all() and dk_ref.abs().max() < 1e-12 and (dk == 0).all()
+        assert rel_err(dv, dv_ref) < 1e-3
+    else:
+        check_grads((dq, dk, dv), (dq_ref, dk_ref, dv_ref), torch.float16)
+
+
+def test_numpy_inputs():
+    """numpy float16 arrays run the same kernels on the CPU runner."""
+    q, k, v, dout = inputs(1, 33, 65, 2, 2, 64)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    got = _flash_attn_backward(*(t.numpy() for t in (dout, q, k, v, out.half(), lse.float())),
+                               0.125, True)
+    assert all(isinstance(g, np.ndarray) and g.dtype == np.float16 for g in got)
+    check_grads(tuple(torch.from_numpy(g) for g in got), refs, torch.float16)
+
+
+def test_backward_argument_errors():
+    q, k, v, dout = inputs(1, 8, 8, 2, 2, 64)
+    lse = torch.zeros(1, 2, 8)
+    with pytest.raises(NotImplementedError, match=r"dropout is not implemented \(dropout_p=0.1\)"):
+        _flash_attn_backward(dout, q, k, v, q, lse, dropout_p=0.1)
+    with pytest.raises(NotImplementedError, match=r"window_size=\(4, 0\)"):
+        _flash_attn_backward(dout, q, k, v, q, lse, window_size=(4, 0))
+    with pytest.raises(ValueError, match=r"'lse' must be float32 of shape \(1, 2, 8\)"):
+        _flash_attn_backward(dout, q, k, v, q, lse[:, :1])
+    with pytest.raises(ValueError, match=r"3 query heads are not a multiple of 2"):
+        _flash_attn_backward(dout[:, :, :1].expand(1, 8, 3, 64), q[:, :, :1].expand(1, 8, 3, 64),
+                             k, v, q[:, :, :1].expand(1, 8, 3, 64), torch.zeros(1, 3, 8))
+    with pytest.raises(TypeError, match=r"'out' is float32"):
+        _flash_attn_backward(dout, q, k, v, q.float(), lse)
+    with pytest.raises(NotImplementedError, match=r"dropout is not implemented"):
+        tilec.flash_attn_func(q.requires_grad_(), k, v, dropout_p=0.5)
+    with pytest.raises(TypeError, match=r"'v' must be a torch tensor on cpu like 'q', got ndarray"):
+        tilec.flash_attn_func(q, k, v.numpy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_no_worse_than_twice_a_same_dtype_torch_attention(dtype):
+    """flash_attn's test rule: each gradient's error vs float64 is at most
+    twice that of the naive attention run by torch in the input dtype
+    (measured: tilec 0.5-0.7x of it)."""
+    q, k, v, dout = inputs(2, 150, 110, 4, 2, 64, dtype)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    group = q.shape[2] // k.shape[2]
+    kk, vv = (x.repeat_interleave(group, dim=2) for x in leaves[1:])
+    s = torch.einsum("bqhd,bkhd->bhqk", leaves[0], kk) * 0.125
+    visible = torch.arange(110)[None, :] <= torch.arange(150)[:, None] - 40
+    p = torch.nan_to_num(torch.softmax(s.float().masked_fill(~visible, float("-inf")), -1)).to(dtype)
+    torch.einsum("bhqk,bkhd->bqhd", p, vv).backward(dout)
+    got = _flash_attn_backward(dout, q, k, v, out.to(dtype), lse.float(), 0.125, True)
+    for name, g, same, r in zip(("dq", "dk", "dv"), got, (x.grad for x in leaves), refs):
+        assert rel_err(g, r) <= 2 * rel_err(same, r), name
+
+
+# -- tl.atomic_add (the DSL op FA2's atomic dQ needs; kernels do not use it yet)
+
+def _accumulate_kernel():
+    @tilec.jit(grid=("parts", 1, 1))
+    def accumulate(x: tl.ptr(tl.float16), out: tl.ptr(tl.float32), rows: tl.int32,
+                   parts: tl.int32):
+        p = tl.program_id(0)
+        xv = tl.view(x + p * rows * 64, (rows, 64), (64, 1))
+        ov = tl.view(out, (rows, 64), (64, 1))
+        t = tl.load(xv, (0, 0), (64, 64))
+        tl.atomic_add(ov, (0, 0), t.to(tl.float32) * 2.0)
+
+    return accumulate
+
+
+def test_atomic_add_accumulates_every_program_on_the_cpu_runner():
+    """5 programs add 2·x_p into one 50x64 buffer (a 64-row tile: rows past
+    the view are not touched): out = 1 + 2·Σ_p x_p."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal((5, 50, 64)).astype(np.float16)
+    out = np.ones((50, 64), np.float32)
+    _accumulate_kernel().specialize().run_cpu(x, out, 50, 5, grid=(5, 1, 1))
+    np.testing.assert_allclose(out, 1 + 2 * x.astype(np.float64).sum(0), rtol=1e-6, atol=1e-5)
+
+
+def test_atomic_add_lowers_to_red_global_add():
+    """One red.global.add.f32 per element a thread holds (64x64 over 128
+    threads: 32), no plain stores."""
+    art = _accumulate_kernel().specialize().compile("sm_80")
+    assert art.ptx.count("red.global.add.f32") == 32
+    assert "st.global" not in art.ptx
+
+
+def test_atomic_add_errors():
+    @tilec.jit(grid=(1, 1, 1))
+    def f16_view(out: tl.ptr(tl.float16)):
+        tl.atomic_add(tl.view(out, (64,), (1,)), (0,), tl.zeros((64,), tl.float16))
+
+    with pytest.raises(tilec.CompilationError, match=r"atomic adds are f32 only"):
+        f16_view.specialize()
+
+
+@pytest.mark.parametrize("head_dim,causal,seqlens,heads", [(64, True, (100, 60), (2, 2)),
+                                                          (128, False, (60, 130), (4, 2))])
+def test_atomic_dq_fused_kernel_matches_float64(head_dim, causal, seqlens, heads):
+    """atomic_dq=True: FA2's single kernel (dK/dV plus dQᵀ += Kᵀ·dSᵀ added
+    with tl.atomic_add into f32), Delta and lse2 computed by the caller."""
+    (sq, sk), (hq, hk) = seqlens, heads
+    q, k, v, dout = inputs(2, sq, sk, hq, hk, head_dim)
+    out, lse, *refs = reference(q, k, v, dout, 0.1, causal)
+    got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.1, causal,
+                               deterministic=False, atomic_dq=True)
+    check_grads(got, refs, torch.float16)
+
+
+def test_atomic_dq_errors():
+    q, k, v, dout = inputs(1, 8, 8, 2, 2, 64)
+    lse = torch.zeros(1, 2, 8)
+    with pytest.raises(ValueError, match=r"atomic_dq adds dQ in no fixed order; pass deterministic=False"):
+        _flash_attn_backward(dout, q, k, v, q, lse, atomic_dq=True)
+    q, k, v, dout = inputs(1, 8, 8, 2, 2, 160)
+    with pytest.raises(ValueError, match=r"atomic_dq supports head_dim 40 to 128, got 160"):
+        _flash_attn_backward(dout, q, k, v, q, lse, deterministic=False, atomic_dq=True)
+
+
+def _leaves(*tensors):
+    return tuple(t.clone().requires_grad_() for t in tensors)
+
+
+@pytest.mark.parametrize("hq, hk, sq, sk", [(4, 2, 40, 70), (3, 1, 70, 40)], ids=["gqa", "mqa"])
+def test_flash_attn_func_gqa_mqa_gradients(hq, hk, sq, sk):
+    """GQA/MQA through flash_attn_func with bottom-right causal and
+    seqlen_q != seqlen_k both ways: dk, dv are summed over the query heads of
+    each KV head (shaped like k, v)."""
+    q, k, v, dout = inputs(2, sq, sk, hq, hk, 64)
+    q, k, v = _leaves(q, k, v)
+    out = tilec.flash_attn_func(q, k, v, causal=True, deterministic=True)
+    out.backward(dout)
+    ref_out, _, *refs = reference(q, k, v, dout, 0.125, True)
+    assert rel_err(out.detach(), ref_out) < 1e-3
+    assert k.grad.shape == k.shape and v.grad.shape == v.shape
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16)
+
+
+def test_packed_functions_train():
+    """flash_attn_qkvpacked_func / flash_attn_kvpacked_func: the gradient of
+    the packed tensor is the three (two) gradients in its slots."""
+    q, k, v, dout = inputs(1, 50, 50, 2, 2, 64)
+    _, _, *refs = reference(q, k, v, dout, 0.125, True)
+    qkv = torch.stack([q, k, v], dim=2).requires_grad_()
+    tilec.flash_attn_qkvpacked_func(qkv, causal=True).backward(dout)
+    check_grads(qkv.grad.unbind(2), refs, torch.float16, "qkvpacked")
+    q2, kv = q.clone().requires_grad_(), torch.stack([k, v], dim=2).requires_grad_()
+    tilec.flash_attn_kvpacked_func(q2, kv, causal=True).backward(dout)
+    check_grads((q2.grad, *kv.grad.unbind(2)), refs, torch.float16, "kvpacked")
+
+
+def test_head_dim_not_a_multiple_of_8_trains():
+    """head_dim 20: the forward zero-pads to 24, so does the backward (default
+    scale 1/sqrt(20), not 1/sqrt(24))."""
+    q, k, v, dout = inputs(1, 30, 45, 2, 1, 20)
+    q, k, v = _leaves(q, k, v)
+    tilec.flash_attn_func(q, k, v, causal=True).backward(dout)
+    _, _, *refs = reference(q, k, v, dout, 1 / math.sqrt(20), True)
+    check_grads((q.grad, k.grad, v.grad), refs, torch.float16)
+
+
+def test_windows_that_are_causal_or_unbounded_train():
+    """flash_attn's option handling: window (-1, 0) is causal, sides >=
+    seqlen_k are unbounded; those have a backward."""
+    q, k, v, dout = inputs(1, 30, 45, 2, 2, 64)
+    for window, causal in (((-1, 0), True), ((45, 100), False)):
+        leaves = _leaves(q, k, v)
+        tilec.flash_attn_func(*leaves, window_size=window).backward(dout)
+        _, _, *refs = reference(q, k, v, dout, 0.125, causal)
+        check_grads(tuple(t.grad for t in leaves), refs, torch.float16, f"window {window}")
+
+
+@pytest.mark.parametrize("kw, what", [
+    (dict(window_size=(8, 0)), r"window_size=\(8, 0\)"),
+    (dict(softcap=30.0), r"softcap=30.0"),
+    (dict(alibi_slopes="slopes"), r"alibi_slopes"),
+])
+def test_variants_without_a_backward_refuse_it(kw, what):
+    """Windows, softcap, ALiBi: the forward works with inputs that require
+    grad (same numbers as without), the backward raises NotImplementedError
+    naming the variant."""
+    q, k, v, dout = inputs(1, 30, 45, 2, 2, 64)
+    if kw.get("alibi_slopes") == "slopes":
+        kw = dict(alibi_slopes=torch.rand(2, dtype=torch.float32))
+    want = tilec.flash_attn_func(q, k, v, **kw)
+    leaves = _leaves(q, k, v)
+    out = tilec.flash_attn_func(*leaves, **kw)
+    assert torch.equal(out.detach(), want) and out.requires_grad
+    with pytest.raises(NotImplementedError, match=rf"flash_attn_func: the backward of {what} is not "
+                                                  "implemented yet"):
+        out.backward(dout)
+    with torch.no_grad():
+        assert torch.equal(tilec.flash_attn_func(*leaves, **kw), want)
+
+
+def test_varlen_refuses_a_backward():
+    q, k, v, dout = inputs(1, 30, 30, 2, 2, 64)
+    cu = torch.tensor([0, 12, 30], dtype=torch.int32)
+    q, k, v = _leaves(q[0], k[0], v[0])
+    out = tilec.flash_attn_varlen_func(q, k, v, cu, cu, 18, 18, causal=True)
+    assert out.requires_grad
+    with pytest.raises(NotImplementedError, match=r"flash_attn_varlen_func: the backward of varlen"):
+        out.backward(dout[0])
+
+
+def test_autograd_wraps_the_forward_core(monkeypatch):
+    """Inputs that require grad reach the core (and so its GPU fast path)
+    only inside the autograd Function (grad mode off there); others reach it
+    directly."""
+    from tilec import flash_attn
+
+    core = flash_attn._flash_attn_forward
+    seen = []
+    monkeypatch.setattr(flash_attn, "_flash_attn_forward",
+                        lambda *a, **kw: seen.append(torch.is_grad_enabled()) or core(*a, **kw))
+    q, k, v, _ = inputs(1, 16, 16, 1, 1, 64)
+    assert tilec.flash_attn_func(q, k, v).grad_fn is None
+    out = tilec.flash_attn_func(*_leaves(q, k, v))
+    assert type(out.grad_fn).__name__ == "FlashAttnFuncBackward"
+    assert seen == [True, False]
+
+
+def test_torch_compile_fullgraph_trains_on_cpu():
+    """torch.compile(fullgraph=True) of a function calling
+    flash_attn_func(...).sum().backward(): the custom op's registered
+    autograd runs the backward (tilec::flash_attn_backward); gradients vs
+    float64 autograd. Also a compiled loss whose backward runs outside."""
+    import torch._dynamo
+
+    q, k, v, _ = inputs(1, 40, 70, 4, 2, 64)
+    _, _, *refs = reference(q, k, v, torch.ones(1, 40, 4, 64), 0.125, True)
+
+    def step(q, k, v):
+        tilec.flash_attn_func(q, k, v, causal=True).sum().backward()
+
+    def loss(q, k, v):
+        return tilec.flash_attn_func(q, k, v, causal=True).sum()
+
+    torch._dynamo.reset()
+    leaves = _leaves(q, k, v)
+    torch.compile(loss, fullgraph=True, backend="aot_eager")(*leaves).backward()
+    check_grads(tuple(t.grad for t in leaves), refs, torch.float16, "compiled loss")
+    if not hasattr(torch._dynamo.config, "trace_autograd_ops"):
+        pytest.skip(f"torch {torch.__version__} cannot trace Tensor.backward() (no trace_autograd_ops)")
+    torch._dynamo.reset()
+    leaves = _leaves(q, k, v)
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        torch.compile(step, fullgraph=True)(*leaves)
+    check_grads(tuple(t.grad for t in leaves), refs, torch.float16, "compiled step")
