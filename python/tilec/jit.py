@@ -175,6 +175,17 @@ class Kernel:
         slower; the note says what could not be classified, where, and
         whether blocks it hides entirely are still skipped). The same fields
         are in the launch manifest ("mask", "mask_note")."""
+        if self._mask is None and not compiler.available():
+            # No in-process compiler (a GPU host with the CLI bundle, or only
+            # prebuilt artifacts): the compiled kernel's manifest carries the
+            # same verdict.
+            import json
+
+            with open(self.compile().manifest_path) as f:
+                manifest = json.load(f)
+            kernels = manifest.get("kernels", [manifest])
+            entry = next((k for k in kernels if "mask" in k), manifest)
+            self._mask = {"mask": entry.get("mask", "none"), "note": entry.get("mask_note", "")}
         if self._mask is None:
             out = compiler.run_pipeline(self.ir, "builtin.module(tile-split-masked-loops)",
                                         self.source_name)

@@ -16,6 +16,7 @@ a regression of the analysis fails here even though the numbers would stay
 right.
 """
 
+from pathlib import Path
 import numpy as np
 import pytest
 
@@ -412,3 +413,27 @@ def test_indexing_a_2d_tensor_is_a_clear_error():
     with pytest.raises(CompilationError, match=r"must be 1-D .* got shape \(4, 4\)") as info:
         flex.specialize(64, mask_mod=uses_a_2d_table)
     assert info.value.filename == __file__
+
+
+def test_mask_analysis_without_the_extension_reads_the_manifest(monkeypatch):
+    """A GPU host has only the tilec CLI: mask_analysis() compiles through it and
+    reads the manifest's verdict, the same as the in-process pass gives."""
+    import tilec.compiler as compiler
+
+    cli = Path(__file__).resolve().parents[2] / "build" / "bin" / "tilec"
+    if not cli.exists():
+        pytest.skip("build/bin/tilec is not built")
+    mods = [lambda b, h, q, k: q >= k, lambda b, h, q, k: (q * 0 + 7) > (k % 3)]
+    native = [tilec.flex.mask_analysis(64, None, m) for m in mods]
+    for m in mods:  # forget the cached verdicts, so the CLI path computes its own
+        flex.specialize(64, "float16", None, m)._mask = None
+    monkeypatch.setenv("TILEC_COMPILER", "cli")
+    monkeypatch.setenv("TILEC_CLI", str(cli))
+    compiler.reset_compiler_kind()
+    try:
+        viacli = [tilec.flex.mask_analysis(64, None, m) for m in mods]
+    finally:
+        monkeypatch.undo()
+        compiler.reset_compiler_kind()
+    assert [r["mask"] for r in viacli] == ["split", "dense"]
+    assert viacli == native
