@@ -161,7 +161,7 @@ def main():
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         with RESULTS.open("a") as f:
             f.write(f"\n### Backward ({stamp}, {torch.cuda.get_device_name()}, TFLOP/s; "
-                    "bwd = 2.5x, fwd+bwd = 3.5x forward FLOPs)\n\n{table}\n")
+                    f"bwd = 2.5x, fwd+bwd = 3.5x forward FLOPs)\n\n{table}\n")
     return 1 if any(r["mark"] for r in rows) else 0
 
 
