@@ -19,35 +19,20 @@ What flash_attn's C++ does to the options is done there too:
 - head dims that are not multiples of 8 are zero-padded and the output sliced.
 """
 
-import importlib.util
 import math
 import sys
-from pathlib import Path
 
+from . import kernel_files
 from . import language as tl
 from . import strategy
 from .jit import LaunchCache
 
-_flash_module = None
 MAX_HEAD_DIM = 256
 
 
 def flash_fwd_kernel():
-    """The @tilec.jit flagship kernel (kernels/flash_fwd.py): installed inside
-    the package by `pip install .`, else read from the source tree."""
-    global _flash_module
-    if _flash_module is None:
-        here = Path(__file__).resolve().parent
-        for path in (here / "kernels" / "flash_fwd.py", here.parents[1] / "kernels" / "flash_fwd.py"):
-            if path.exists():
-                spec = importlib.util.spec_from_file_location("tilec_kernels_flash_fwd", path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                _flash_module = module
-                break
-        else:
-            raise ImportError("kernels/flash_fwd.py not found next to the tilec package")
-    return _flash_module.flash_fwd
+    """The @tilec.jit flagship kernel (kernels/flash_fwd.py)."""
+    return kernel_files.load("flash_fwd").flash_fwd
 
 
 # ---------------------------------------------------------------------------

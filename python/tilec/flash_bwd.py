@@ -19,32 +19,17 @@ tilec::flash_attn_forward carries the same backward (tilec/ops.py).
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
+from . import kernel_files
 from . import language as tl
 from . import strategy
 
-_kernels_module = None
 
 
 def _kernels():
-    """kernels/flash_bwd.py: installed inside the package by `pip install .`,
-    else read from the source tree."""
-    global _kernels_module
-    if _kernels_module is None:
-        here = Path(__file__).resolve().parent
-        for path in (here / "kernels" / "flash_bwd.py", here.parents[1] / "kernels" / "flash_bwd.py"):
-            if path.exists():
-                spec = importlib.util.spec_from_file_location("tilec_kernels_flash_bwd", path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                _kernels_module = module
-                break
-        else:
-            raise ImportError("kernels/flash_bwd.py not found next to the tilec package")
-    return _kernels_module
+    """The module of kernels/flash_bwd.py."""
+    return kernel_files.load("flash_bwd")
 
 
 def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from . import kernel_files
 from . import language as tl
 from .flash_attn import _is_torch, _rows_aligned, _strides
 
@@ -688,19 +689,8 @@ _kernels = {}
 
 
 def _load_kernel(name):
-    """kernels/<name>.py: installed inside the package by `pip install .`,
-    else read from the source tree."""
-    import importlib.util
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parent
-    for path in (here / "kernels" / f"{name}.py", here.parents[1] / "kernels" / f"{name}.py"):
-        if path.exists():
-            spec = importlib.util.spec_from_file_location(f"tilec_kernels_{name}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    raise ImportError(f"kernels/{name}.py not found next to the tilec package")
+    """The module of kernels/<name>.py."""
+    return kernel_files.load(name)
 
 
 def decode_kernel():

@@ -22,34 +22,19 @@ CUDA tensors run on the GPU; numpy float16 arrays and torch CPU tensors
 and lse -inf, as FlexAttention does.
 """
 
-import importlib.util
 import math
 import warnings
-from pathlib import Path
 
 from . import frontend, strategy
+from . import kernel_files
 from . import language as tl
 from .flash_attn import _is_torch, _rows_aligned, _strides
 
-_flex_module = None
 
 
 def flex_fwd_kernel():
-    """The @tilec.jit kernel of kernels/flex_fwd.py (installed with the
-    package, else read from the source tree)."""
-    global _flex_module
-    if _flex_module is None:
-        here = Path(__file__).resolve().parent
-        for path in (here / "kernels" / "flex_fwd.py", here.parents[1] / "kernels" / "flex_fwd.py"):
-            if path.exists():
-                spec = importlib.util.spec_from_file_location("tilec_kernels_flex_fwd", path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                _flex_module = module
-                break
-        else:
-            raise ImportError("kernels/flex_fwd.py not found next to the tilec package")
-    return _flex_module.flex_fwd
+    """The @tilec.jit kernel of kernels/flex_fwd.py."""
+    return kernel_files.load("flex_fwd").flex_fwd
 
 
 def _check(query, key, value, enable_gqa):
