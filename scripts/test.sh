@@ -43,7 +43,7 @@ py_tests=$(ls -d test/python test/runtime 2>/dev/null)
 if [ -n "$py_tests" ]; then
   echo "== pytest =="
   py_out=$(PYTHONPATH="$PWD/python:$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}" \
-           python3 -m pytest -q -rs $py_tests 2>&1); rc=$?
+           python3 -m pytest -q -rfEs $py_tests 2>&1); rc=$?
   echo "$py_out" | tail -30
   summary+=("pytest: $(echo "$py_out" | tail -1)")
   ((rc)) && status=1
