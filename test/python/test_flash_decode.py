@@ -92,12 +92,12 @@ def reference(q, keys, values, scale, causal=False, window=(-1, -1), alibi=None,
     return out, lse
 
 
-def check(out, lse, ref, ref_lse):
+def check(out, lse, ref, ref_lse, lse_tol=None):
     assert np.isfinite(np.asarray(out, np.float64)).all()
     assert rel_err(out, ref) < REL_TOL
     seen = np.isfinite(ref_lse)
     np.testing.assert_array_equal(np.asarray(lse)[~seen], np.inf)
-    assert np.abs(np.asarray(lse)[seen] - ref_lse[seen]).max(initial=0) < LSE_TOL
+    assert np.abs(np.asarray(lse)[seen] - ref_lse[seen]).max(initial=0) < (lse_tol or LSE_TOL)
 
 
 def contiguous_case(rng, batch, seqlen_q, heads, heads_k, d, lens, capacity):
@@ -407,7 +407,10 @@ def test_rotary_on_q_and_the_new_keys(interleaved, causal, rotary_dim):
     out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, rotary_cos=cos, rotary_sin=sin,
                                              cache_seqlens=lens, causal=causal,
                                              rotary_interleaved=interleaved, return_softmax_lse=True)
-    check(out, lse, *reference(qr, keys, values, 1 / math.sqrt(d), causal))
+    # The call rotates q and the new keys in f32 and rounds them to f16, the reference in
+    # float64 before rounding: a rotated element may differ by one f16 ulp (2^-11 relative),
+    # which moves a score by up to ~1e-4 (measured 1.2e-5 .. 6.6e-5 in lse over reruns).
+    check(out, lse, *reference(qr, keys, values, 1 / math.sqrt(d), causal), lse_tol=5e-4)
     for b in range(2):
         rot = keys[b][lens[b]:].astype(np.float64)
         assert np.abs(kc[b, lens[b]:lens[b] + new].astype(np.float64) - rot).max() <= 2e-3 * np.abs(rot).max()
