@@ -100,6 +100,24 @@ def main():
     return 1 if failed else 0
 
 
+def compile_into(out, kernel, args, tilec, compiler, digest_options, **knobs):
+    """Compiles `kernel` with `knobs` (num_warps, num_stages, ...) for args.arch
+    and writes its artifacts and IR digest (keyed by `digest_options`, what the
+    GPU host's lookup computes) into `out`; returns the results, or None after
+    printing the CompilationError."""
+    try:
+        results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
+                                   run_tile_passes=not args.no_tile_passes,
+                                   extra_sass=args.extra_sass, **knobs)
+    except tilec.CompilationError as e:
+        print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
+        return None
+    for result in results:
+        compiler.write_artifacts(result, out, extras=False)
+        compiler.write_digest(out, result["name"], kernel.ir, digest_options)
+    return results
+
+
 def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, flash_fwd_kernel):
     """Every (dtype, head_dim, causal) variant into `out`, with configuration
     `fixed` or the strategy table's."""
@@ -111,24 +129,16 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                 kernel = flash_fwd_kernel().specialize(DTYPE=dtype, HEAD_DIM=head_dim, CAUSAL=causal,
                                                        **config.constexprs())
                 start = time.time()
-                try:
-                    results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
-                                               num_warps=args.num_warps or config.num_warps,
-                                               num_stages=config.num_stages,
-                                               smem_epilogue=config.smem_epilogue,
-                                               copy_bounds=config.copy_bounds,
-                                               lowering_options=config.lowering_options,
-                                               run_tile_passes=not args.no_tile_passes,
-                                               extra_sass=args.extra_sass)
-                except tilec.CompilationError as e:
-                    print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
+                num_warps = args.num_warps or config.num_warps
+                results = compile_into(out, kernel, args, tilec, compiler, compiler.build_options(
+                    num_warps, config.num_stages, config.smem_epilogue, config.copy_bounds,
+                    config.lowering_options), num_warps=num_warps, num_stages=config.num_stages,
+                    smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds,
+                    lowering_options=config.lowering_options)
+                if results is None:
                     failed += 1
                     continue
                 for result in results:
-                    compiler.write_artifacts(result, out, extras=False)
-                    compiler.write_digest(out, result["name"], kernel.ir, compiler.build_options(
-                        args.num_warps or config.num_warps, config.num_stages, config.smem_epilogue,
-                        config.copy_bounds, config.lowering_options))
                     files = ".json .ptx" + (" .cubin" if result["cubin"] else " (no cubin: ptxas not found)")
                     files += "".join(f" .{arch}.cubin" for arch, _, _ in result.get("sass", ()))
                     print(f"{out.name}/{result['name']} [{config.tag}]: {files} "
@@ -152,21 +162,14 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                     kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
                 for kernel in kernels:
                     start = time.time()
-                    try:
-                        results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
-                                                   num_warps=kernel.num_warps,
-                                                   num_stages=kernel.num_stages,
-                                                   smem_epilogue=kernel.smem_epilogue,
-                                                   copy_bounds=kernel.copy_bounds,
-                                                   run_tile_passes=not args.no_tile_passes,
-                                                   extra_sass=args.extra_sass)
-                    except tilec.CompilationError as e:
-                        print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
+                    results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
+                                           num_warps=kernel.num_warps, num_stages=kernel.num_stages,
+                                           smem_epilogue=kernel.smem_epilogue,
+                                           copy_bounds=kernel.copy_bounds)
+                    if results is None:
                         failed += 1
                         continue
                     for result in results:
-                        compiler.write_artifacts(result, out, extras=False)
-                        compiler.write_digest(out, result["name"], kernel.ir, kernel.build_options())
                         import json
 
                         info = json.loads((out / f"{result['name']}.json").read_text()).get("ptxas_info") or {}
@@ -190,20 +193,13 @@ def build_flash_variants(out, args, tilec, compiler):
         kernel, config = fa._select(dtype, head_dim, causal, window, softcap, alibi, varlen,
                                     arch=args.arch)
         start = time.time()
-        try:
-            results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
-                                       num_warps=config.num_warps, num_stages=config.num_stages,
-                                       smem_epilogue=config.smem_epilogue,
-                                       copy_bounds=config.copy_bounds,
-                                       run_tile_passes=not args.no_tile_passes,
-                                       extra_sass=args.extra_sass)
-        except tilec.CompilationError as e:
-            print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
+        results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
+                               num_warps=config.num_warps, num_stages=config.num_stages,
+                               smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds)
+        if results is None:
             failed += 1
             continue
         for result in results:
-            compiler.write_artifacts(result, out, extras=False)
-            compiler.write_digest(out, result["name"], kernel.ir, kernel.build_options())
             print(f"{out.name}/{result['name']} [{config.tag}] ({time.time() - start:.1f}s)")
     return failed
 
