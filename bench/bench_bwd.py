@@ -25,13 +25,14 @@ causal and SDPA's (top-left) agree.
 
 import argparse
 import datetime
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench_flash import median_ms  # the GPU kept busy: kernel time (busy=True)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
@@ -45,19 +46,6 @@ COLUMNS = ["dtype", "d", "causal", "seqlen", "tilec bwd", "tilec atomic bwd", "F
            "tilec/FA2 bwd", "tilec f+b", "FA2 f+b", "cuDNN f+b", "tilec/FA2 f+b"]
 
 
-def median_ms(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    torch.cuda._sleep(50_000_000)
-    for start, end in zip(starts, ends):
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def sdpa_runs(backend, q, k, v, dout, scale, causal):

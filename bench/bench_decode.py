@@ -41,7 +41,6 @@ import contextlib
 import datetime
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -51,6 +50,8 @@ RESULTS = ROOT / "bench" / "RESULTS.md"
 for path in (ROOT / "python", ROOT / os.environ.get("TILEC_BUILD_DIR", "build") / "python"):
     if str(path) not in sys.path:
         sys.path.append(str(path))
+
+from bench_flash import median_ms  # noqa: E402  (the GPU kept busy: kernel time, busy=True)
 
 D = 128
 HEADS = 32
@@ -124,22 +125,6 @@ def build(folder, arch, extra_sass):
     return 1 if failed else 0
 
 
-def median_ms(fn, iters, warmup, context=contextlib.nullcontext):
-    import torch
-
-    with context():
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        torch.cuda._sleep(50_000_000)
-        for start, end in zip(starts, ends):
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def host_us(fn, iters=200, busy=True):

@@ -6,13 +6,12 @@ and with 64-row blocks (more, shorter programs: 1,128 of them, finer waves),
 next to SDPA FLASH (FA2), on shapes from the small-call table. Median of 50
 CUDA-event-timed calls after warm-up.
 """
-import statistics
-
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import tilec
+from bench_flash import median_ms
 from tilec import flash_attn as fa
 from tilec import strategy
 from tilec.jit import LaunchCache
@@ -22,18 +21,8 @@ SHAPES = [(1, 3000, 24, 128, False), (1, 3000, 24, 128, True), (8, 1024, 32, 128
 
 
 def ms(fn, iters=50):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    """Median ms per call, the GPU idle before each (host work counts, as users see it)."""
+    return median_ms(fn, iters, 5, busy=False)
 
 
 table = strategy.flash_fwd_config

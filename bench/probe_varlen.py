@@ -7,28 +7,17 @@ half of dense-causal speed). Times, on the same GPU, bf16 d128 16 heads causal:
   dense max  flash_attn_func on (64, 4000, 16, 128) scaled by the work ratio
 Each the median of 30 CUDA-event-timed calls after warm-up; TFLOP/s over visible scores.
 """
-import statistics
-
 import torch
 
 import tilec
+from bench_flash import median_ms
 
 H, D, DT = 16, 128, torch.bfloat16
 
 
 def ms(fn, iters=30):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    """Median ms per call, the GPU idle before each (host work counts, as users see it)."""
+    return median_ms(fn, iters, 3, busy=False)
 
 
 def flops(lens):
