@@ -156,6 +156,11 @@ private:
   }
   Value scalar(Value old) { return mapping.lookup(old); }
   SmallVector<Value> threadCoords(const LinearLayout &layout);
+  /// i1: this thread owns the elements it holds, i.e. its lane and warp bits
+  /// that only replicate elements (zero bases) are zero; null when the layout
+  /// replicates nothing. Writers of replicated tiles (stores, atomic adds)
+  /// write each element once, from its owner.
+  Value replicaOwner(const LinearLayout &layout);
   /// Exchanges registers between lanes (shuffles) so that each thread holds
   /// longer runs of a row, up to 16 bytes; updates layout and values.
   void widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType,
@@ -326,6 +331,22 @@ private:
 
 /// Runtime coordinates of this thread's register 0: XOR of the lane and warp
 /// bases of the set bits, computed once in the entry block.
+Value KernelLowering::replicaOwner(const LinearLayout &layout) {
+  int64_t laneMask = 0, warpMask = 0;
+  tilec::Coord zero(layout.rank(), 0);
+  for (size_t i = 0; i < layout.laneBases().size(); ++i)
+    if (layout.laneBases()[i] == zero)
+      laneMask |= int64_t(1) << i;
+  for (size_t i = 0; i < layout.warpBases().size(); ++i)
+    if (layout.warpBases()[i] == zero)
+      warpMask |= int64_t(1) << i;
+  if (!laneMask && !warpMask)
+    return Value();
+  Value bits = arith::OrIOp::create(b, arith::AndIOp::create(b, laneId, i32(laneMask)),
+                                    arith::AndIOp::create(b, warpId, i32(warpMask)));
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
+}
+
 SmallVector<Value> KernelLowering::threadCoords(const LinearLayout &layout) {
   Attribute key = toAttr(ctx, layout);
   if (auto it = threadCoordCache.find(key); it != threadCoordCache.end())
@@ -1209,20 +1230,7 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
 
   // Replicated elements are written once: by the threads whose replicating
   // lane/warp bits are zero, from the first register holding them.
-  int64_t laneMask = 0, warpMask = 0;
-  tilec::Coord zero(layout.rank(), 0);
-  for (size_t i = 0; i < layout.laneBases().size(); ++i)
-    if (layout.laneBases()[i] == zero)
-      laneMask |= int64_t(1) << i;
-  for (size_t i = 0; i < layout.warpBases().size(); ++i)
-    if (layout.warpBases()[i] == zero)
-      warpMask |= int64_t(1) << i;
-  Value owner;
-  if (laneMask || warpMask) {
-    Value bits = arith::OrIOp::create(b, arith::AndIOp::create(b, laneId, i32(laneMask)),
-                                      arith::AndIOp::create(b, warpId, i32(warpMask)));
-    owner = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
-  }
+  Value owner = replicaOwner(layout);
 
   noteAccess(view, width * elemBytes);
   SmallVector<Value> thread = threadCoords(layout);
@@ -1260,20 +1268,7 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
   LinearLayout layout = layoutOf(value);
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
   SmallVector<Value> values = regs[value];
-  int64_t laneMask = 0, warpMask = 0;
-  tilec::Coord zero(layout.rank(), 0);
-  for (size_t i = 0; i < layout.laneBases().size(); ++i)
-    if (layout.laneBases()[i] == zero)
-      laneMask |= int64_t(1) << i;
-  for (size_t i = 0; i < layout.warpBases().size(); ++i)
-    if (layout.warpBases()[i] == zero)
-      warpMask |= int64_t(1) << i;
-  Value owner;
-  if (laneMask || warpMask) {
-    Value bits = arith::OrIOp::create(b, arith::AndIOp::create(b, laneId, i32(laneMask)),
-                                      arith::AndIOp::create(b, warpId, i32(warpMask)));
-    owner = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, i32(0));
-  }
+  Value owner = replicaOwner(layout);
   noteAccess(view, 4);
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
