@@ -36,6 +36,14 @@ seqlen_q), tilec's forward before the variants rewrite top-left (0). Rows that s
 The masks are one tl.where on S (-inf where masked), so
 tile-split-masked-loops skips the blocks nothing can see and masks only the
 partial ones.
+
+Variants: the forward's switches (kernels/flash_fwd.py), with its helpers
+`visible` (causal/window) and `alibi_bias`. WINDOW, ALIBI and VARLEN as the
+forward (VARLEN: sequence b's rows are cu_seqlens_q/k[b]..[b+1], its own
+bottom-right alignment; causal_offset is then unused). SOFTCAP: the scores
+are softcap·t with t = tanh(scale·qk/softcap), so dS is scaled by (1 − t²)
+before dQ = scale·dS·K and dK = scale·dSᵀ·Q. With SOFTCAP or ALIBI P is
+exp2(s·log2e − lse2) of the final scores s.
 """
 
 from __future__ import annotations
@@ -43,23 +51,34 @@ from __future__ import annotations
 import math
 
 import tilec
+from tilec import kernel_files
 from tilec import language as tl
 
 LOG2E = math.log2(math.e)
 
 
-def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **_):
-    return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + ("_causal" if CAUSAL else "")
+_fwd = kernel_files.load("flash_fwd")
+alibi_bias, visible = _fwd.alibi_bias, _fwd.visible  # the forward's mask and score helpers
 
 
-def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, **_):
+def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, **_):
+    return ("_causal" * CAUSAL + "_window" * WINDOW + "_softcap" * SOFTCAP + "_alibi" * ALIBI
+            + "_varlen" * VARLEN)
+
+
+def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **kw):
+    return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw)
+
+
+def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, **kw):
     return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}_{DTYPE.name}_d{HEAD_DIM}"
-            + ("_causal" if CAUSAL else ""))
+            + _variants(CAUSAL, **kw))
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"kind": "bwd_dq", "dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL",
+                    "window": "WINDOW", "softcap": "SOFTCAP", "alibi": "ALIBI", "varlen": "VARLEN",
                     "block_m": "BLOCK_M", "block_n": "BLOCK_N"})
 def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
                  do: tl.ptr(DTYPE), lse: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
@@ -73,27 +92,45 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  stride_dob: tl.int64, stride_dos: tl.int64, stride_doh: tl.int64,
                  stride_dqb: tl.int64, stride_dqs: tl.int64, stride_dqh: tl.int64,
                  stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
+                 window_left: tl.int32, window_right: tl.int32, softcap: tl.float32,
+                 alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
+                 cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
+                 seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
                  DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
-                 CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
+                 CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
+                 SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
+                 VARLEN: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
                  BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
                  NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
                  SPLIT_D: tl.constexpr = 1):
     tl.assume(scale > 0)
+    if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b, h = pid_bh // num_heads, pid_bh % num_heads
     hk = h // group
-    qv = tl.view(q + (b * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
-    kv = tl.view(k + (b * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
-    vv = tl.view(v + (b * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
-    ov = tl.view(o + (b * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
-    dov = tl.view(do + (b * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
-    dqv = tl.view(dq + (b * stride_dqb + h * stride_dqh), (seqlen_q, HEAD_DIM), (stride_dqs, 1))
-    lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    D = max(16, tl.next_power_of_2(HEAD_DIM))
     row0 = pid_m * BLOCK_M
+    bq, bk, diag = b, b, causal_offset
+    if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
+        bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
+        seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
+        if use_seqused_k:
+            seqlen_k = tl.load(seqused_k + b)
+        diag = seqlen_k - seqlen_q
+        if row0 >= seqlen_q:
+            return
+    qv = tl.view(q + (bq * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
+    kv = tl.view(k + (bk * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
+    vv = tl.view(v + (bk * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
+    ov = tl.view(o + (bq * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
+    dov = tl.view(do + (bq * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
+    dqv = tl.view(dq + (bq * stride_dqb + h * stride_dqh), (seqlen_q, HEAD_DIM), (stride_dqs, 1))
+    lsev = tl.view(lse + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    deltav = tl.view(delta + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    lse2v = tl.view(lse2 + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    if ALIBI:
+        slope = tl.load(alibi + (b * stride_alibi_b + h))
     qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
     dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
     # Delta_i = rowsum(dO_i ∘ O_i), in f32 (the preprocess of Algorithm 2).
@@ -118,14 +155,26 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
         vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
         s = tl.dot(qt, kt, trans_b=True)                    # S = Q·Kᵀ
-        cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
-        mask = cols < seqlen_k
-        if CAUSAL:
-            mask = mask & (cols <= rows + causal_offset)
-        s = tl.where(mask, s, float("-inf"))
-        p = tl.exp2(s * c - l2[:, None])                    # P = exp(scale·S − lse)
+        kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
+        mask = kq < seqlen_q                                # keys past seqlen_k do not exist
+        if CAUSAL or WINDOW:
+            mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
+        if SOFTCAP or ALIBI:  # the forward's scores, in natural-log units
+            s = s * (scale / softcap if SOFTCAP else scale)
+            if SOFTCAP:
+                t = tl.tanh(s)
+                s = softcap * t
+            if ALIBI:
+                s = alibi_bias(s, slope, rows, kq, CAUSAL)
+            s = tl.where(mask, s, float("-inf"))
+            p = tl.exp2(s * LOG2E - l2[:, None])
+        else:
+            s = tl.where(mask, s, float("-inf"))
+            p = tl.exp2(s * c - l2[:, None])                # P = exp(scale·S − lse)
         dp = tl.dot(dot, vt, trans_b=True)                  # dP = dO·Vᵀ
         ds = p * (dp - di[:, None])                         # dS = P ∘ (dP − Delta)
+        if SOFTCAP:                                         # through softcap·tanh(·/softcap)
+            ds = ds * (1.0 - t * t)
         ks = kt
         if SPLIT_D > 1:
             ks = tl.load(kv, (col0, c0), (BLOCK_N, DS))
@@ -136,7 +185,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
 @tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", "SPLIT_D"), name=_dkdv_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
-                    "causal": "CAUSAL", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
+                    "causal": "CAUSAL", "window": "WINDOW", "softcap": "SOFTCAP", "alibi": "ALIBI",
+                    "varlen": "VARLEN", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
                     "atomic_dq": "ATOMIC_DQ"})
 def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.ptr(DTYPE),
                    lse2: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
@@ -152,30 +202,48 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    stride_dvb: tl.int64, stride_dvs: tl.int64, stride_dvh: tl.int64,
                    stride_dqab: tl.int64, stride_dqas: tl.int64, stride_dqah: tl.int64,
                    stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
+                   window_left: tl.int32, window_right: tl.int32, softcap: tl.float32,
+                   alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
+                   cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
+                   seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
-                   CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
+                   CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
+                   SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
+                   VARLEN: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
                    NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False):
     tl.assume(scale > 0)
+    if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b, h = pid_bh // num_heads, pid_bh % num_heads
     hk = h // group
-    qv = tl.view(q + (b * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
-    kv = tl.view(k + (b * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
-    vv = tl.view(v + (b * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
-    dov = tl.view(do + (b * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
-    dkv = tl.view(dk + (b * stride_dkb + h * stride_dkh), (seqlen_k, HEAD_DIM), (stride_dks, 1))
-    dvv = tl.view(dv + (b * stride_dvb + h * stride_dvh), (seqlen_k, HEAD_DIM), (stride_dvs, 1))
-    lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    col0 = pid_n * BLOCK_N
+    bq, bk, diag = b, b, causal_offset
+    if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
+        bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
+        seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
+        if use_seqused_k:
+            seqlen_k = tl.load(seqused_k + b)
+        diag = seqlen_k - seqlen_q
+        if col0 >= seqlen_k:  # past this sequence's keys (the caller zeroed dk, dv)
+            return
+    qv = tl.view(q + (bq * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))
+    kv = tl.view(k + (bk * stride_kb + hk * stride_kh), (seqlen_k, HEAD_DIM), (stride_ks, 1))
+    vv = tl.view(v + (bk * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
+    dov = tl.view(do + (bq * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
+    dkv = tl.view(dk + (bk * stride_dkb + h * stride_dkh), (seqlen_k, HEAD_DIM), (stride_dks, 1))
+    dvv = tl.view(dv + (bk * stride_dvb + h * stride_dvh), (seqlen_k, HEAD_DIM), (stride_dvs, 1))
+    lse2v = tl.view(lse2 + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    deltav = tl.view(delta + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     D = max(16, tl.next_power_of_2(HEAD_DIM))
     if ATOMIC_DQ:
         # dQᵀ of this (batch, head): element (d, i) is dq_accum[b, i, h, d].
-        dqtv = tl.view(dq_accum + (b * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
+        dqtv = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
                        (1, stride_dqas))
-    col0 = pid_n * BLOCK_N
+    if ALIBI:
+        slope = tl.load(alibi + (b * stride_alibi_b + h))
     kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
     vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
     c = scale * LOG2E
@@ -188,7 +256,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         c0 = tl.program_id(2) * DS
     dk_acc = tl.zeros((BLOCK_N, DS), tl.float32)
     dv_acc = tl.zeros((BLOCK_N, DS), tl.float32)
-    keys = (col0 + tl.arange(0, BLOCK_N))[:, None]          # this program's keys: rows of Sᵀ
+    kq = (col0 - diag + tl.arange(0, BLOCK_N))[:, None]     # this program's keys (rows of Sᵀ), aligned
     for i in range(0, tl.cdiv(seqlen_q, BLOCK_M)):
         row0 = i * BLOCK_M
         qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
@@ -196,12 +264,22 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
         di = tl.load(deltav, (row0,), (BLOCK_M,))
         st = tl.dot(kt, qt, trans_b=True)                   # Sᵀ = K·Qᵀ
-        queries = (row0 + tl.arange(0, BLOCK_M))[None, :]
-        mask = queries < seqlen_q
-        if CAUSAL:
-            mask = mask & (keys <= queries + causal_offset)
-        st = tl.where(mask, st, float("-inf"))
-        pt = tl.exp2(st * c - l2[None, :])                  # Pᵀ
+        rows = (row0 + tl.arange(0, BLOCK_M))[None, :]      # the queries: columns of Sᵀ
+        mask = rows < seqlen_q
+        if CAUSAL or WINDOW:
+            mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
+        if SOFTCAP or ALIBI:  # the forward's scores, in natural-log units
+            st = st * (scale / softcap if SOFTCAP else scale)
+            if SOFTCAP:
+                tt = tl.tanh(st)
+                st = softcap * tt
+            if ALIBI:
+                st = alibi_bias(st, slope, rows, kq, CAUSAL)
+            st = tl.where(mask, st, float("-inf"))
+            pt = tl.exp2(st * LOG2E - l2[None, :])
+        else:
+            st = tl.where(mask, st, float("-inf"))
+            pt = tl.exp2(st * c - l2[None, :])              # Pᵀ
         qs, dos = qt, dot
         if SPLIT_D > 1:
             qs = tl.load(qv, (row0, c0), (BLOCK_M, DS))
@@ -209,6 +287,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc)          # dV += Pᵀ·dO
         dpt = tl.dot(vt, dot, trans_b=True)                 # dPᵀ = V·dOᵀ
         dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
+        if SOFTCAP:
+            dst = dst * (1.0 - tt * tt)
         dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc)          # dK += dSᵀ·Q
         if ATOMIC_DQ:
             # FA2's dQ: dQ_iᵀ += scale·Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim

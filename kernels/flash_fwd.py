@@ -49,6 +49,26 @@ def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VAR
             + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN + mods)
 
 
+# Helpers shared with the backward (kernels/flash_bwd.py), inlined where they
+# are called. `rows` are query positions and `kq` the query position each key
+# aligns with (key - (seqlen_k - seqlen_q)), as broadcastable tiles of either
+# orientation: (BLOCK_M, 1) x (1, BLOCK_N) here, transposed in the dK/dV kernel.
+
+def alibi_bias(s, slope, rows, kq, CAUSAL):
+    """s - slope * |i + sk - sq - j|: ALiBi's bias (causal: kq <= rows)."""
+    dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)
+    return s - slope * dist.to(tl.float32)
+
+
+def visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW):
+    """`mask` and the causal/window conditions: which keys each query sees."""
+    if CAUSAL:
+        mask = mask & (kq <= rows)
+    if WINDOW:
+        mask = mask & (kq >= rows - window_left) & (kq <= rows + window_right)
+    return mask
+
+
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "num_heads", "batch"), name=_name, num_warps="NUM_WARPS",
            num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE", copy_bounds="COPY_BOUNDS",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "window": "WINDOW",
@@ -115,12 +135,9 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
             mask = cols < seqlen_k                          # keys past seqlen_k do not exist
         if ALIBI:
-            dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)  # causal: kq <= rows
-            s = s - slope * dist.to(tl.float32)
-        if CAUSAL:
-            mask = mask & (kq <= rows)
-        if WINDOW:
-            mask = mask & (kq >= rows - window_left) & (kq <= rows + window_right)
+            s = alibi_bias(s, slope, rows, kq, CAUSAL)
+        if CAUSAL or WINDOW:
+            mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
         if SCORE_MOD or MASK_MOD:  # user hooks, plain Python traced in (FlexAttention's model)
             kv_idx = (col0 + tl.arange(0, BLOCK_N))[None, :]
             s = SCORE_MOD(s, b, h, rows, kv_idx) if SCORE_MOD else s

@@ -634,9 +634,9 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Trainable: torch inputs that require grad get gradients from
     kernels/flash_bwd.py (tilec.flash_bwd; GQA/MQA's dk, dv summed over each
     KV head's query heads), also under torch.compile. The backward is
-    deterministic (no atomics), so deterministic=True always holds. Windows,
-    softcap, ALiBi (and varlen) have no backward yet: their forward works, a
-    backward through it raises NotImplementedError.
+    deterministic (no atomics), so deterministic=True always holds. Every
+    variant (windows, softcap through its tanh, ALiBi -- no gradient for the
+    slopes, as upstream --, varlen, every head dim) has its backward.
 
     Returns out (like q) or, with return_attn_probs, (out, softmax_lse
     (batch, nheads, seqlen_q) f32, S_dmask), S_dmask empty without dropout as

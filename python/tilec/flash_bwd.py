@@ -32,14 +32,18 @@ def _kernels():
     return kernel_files.load("flash_bwd")
 
 
-def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False):
+def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, softcap=False,
+                      alibi=False, varlen=False):
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
-    "bfloat16"); with atomic_dq, dkdv is the fused kernel that also adds dQ
-    atomically (then dq is not launched)."""
+    "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
+    fused kernel that also adds dQ atomically (then dq is not launched)."""
     cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
     mod = _kernels()
     common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))
+    # Only the switches that are on: the plain kernels keep their cache keys.
+    common.update({name: True for name, on in (("WINDOW", window), ("SOFTCAP", softcap),
+                                                ("ALIBI", alibi), ("VARLEN", varlen)) if on})
     if atomic_dq:
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True)
     else:
@@ -112,7 +116,7 @@ def _prepare(t):
     return t
 
 
-def _check_backward(dout, q, k, v, out, lse):
+def _check_backward(dout, q, k, v, out, lse, varlen=False):
     names = ("dout", "q", "k", "v", "out")
     tensors = (dout, q, k, v, out)
     torch_in = _is_torch(q)
@@ -121,31 +125,40 @@ def _check_backward(dout, q, k, v, out, lse):
             raise TypeError(f"flash_attn backward: '{name}' must be a "
                             f"{'torch tensor' if torch_in else 'numpy array'} like 'q', "
                             f"got {type(t).__name__}")
+    rank = 3 if varlen else 4
+    layout = "(total_tokens, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)"
     for name, t in zip(names, tensors):
-        if len(t.shape) != 4:
-            raise ValueError(f"flash_attn backward: '{name}' must have rank 4 (batch, seqlen, "
-                             f"heads, head_dim), got shape {tuple(t.shape)}")
+        if len(t.shape) != rank:
+            raise ValueError(f"flash_attn backward: '{name}' must have rank {rank} {layout}, got "
+                             f"shape {tuple(t.shape)}")
     dtype = _dtype_name(q)
     allowed = ("float16", "bfloat16") if torch_in else ("float16",)
     for name, t in zip(names, tensors):
         if _dtype_name(t) not in allowed or _dtype_name(t) != dtype:
             raise TypeError(f"flash_attn backward: '{name}' is {_dtype_name(t)}; dout, q, k, v "
                             f"and out must share one dtype, {' or '.join(allowed)}")
-    b, sq, hq, d = q.shape
-    sk, hk = k.shape[1], k.shape[2]
-    for name, t, want in (("dout", dout, q.shape), ("out", out, q.shape),
-                          ("v", v, (b, sk, hk, d))):
+    hq, d = q.shape[-2], q.shape[-1]
+    hk = k.shape[-2]
+    for name, t, want in (("dout", dout, q.shape), ("out", out, q.shape), ("v", v, k.shape)):
         if tuple(t.shape) != tuple(want):
             raise ValueError(f"flash_attn backward: '{name}' has shape {tuple(t.shape)}, "
                              f"expected {tuple(want)}")
-    if k.shape[0] != b or k.shape[3] != d:
-        raise ValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
-                         f"({b}, seqlen_k, kv_heads, {d})")
+    if varlen:
+        if k.shape[2] != d:
+            raise ValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
+                             f"(total_k, kv_heads, {d})")
+        want_lse = (hq, q.shape[0])
+    else:
+        b = q.shape[0]
+        if k.shape[0] != b or k.shape[3] != d:
+            raise ValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
+                             f"({b}, seqlen_k, kv_heads, {d})")
+        want_lse = (b, hq, q.shape[1])
     if hk == 0 or hq % hk:
         raise ValueError(f"flash_attn backward: {hq} query heads are not a multiple of "
                          f"{hk} key/value heads")
-    if tuple(lse.shape) != (b, hq, sq) or _dtype_name(lse) != "float32":
-        raise ValueError(f"flash_attn backward: 'lse' must be float32 of shape {(b, hq, sq)}, "
+    if tuple(lse.shape) != want_lse or _dtype_name(lse) != "float32":
+        raise ValueError(f"flash_attn backward: 'lse' must be float32 of shape {want_lse}, "
                          f"got {_dtype_name(lse)} {tuple(lse.shape)}")
     if d % 8 or not 8 <= d <= 256:
         raise ValueError(f"flash_attn backward: head_dim {d} is not supported (a multiple "
@@ -159,46 +172,66 @@ def _check_backward(dout, q, k, v, out, lse):
 def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
                          window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                          deterministic=True, dropout_p=0.0, causal_offset=None,
-                         atomic_dq=False):
+                         atomic_dq=False, cu_seqlens_q=None, cu_seqlens_k=None,
+                         max_seqlen_q=None, max_seqlen_k=None, seqused_k=None):
     """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
     forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
     that see no key, whose gradients are 0).
 
     q (b, sq, hq, d), k and v (b, sk, hk, d) with hq a multiple of hk (GQA:
     dk/dv of a KV head sum over its query heads); f16 or bf16 (torch), f16
-    (numpy). Causal is bottom-right aligned as flash_attn >= 2.1 (query i
-    sees keys j <= i + sk - sq, as tilec's forward); `causal_offset`
-    overrides sk - sq (0 is top-left). The
-    kernels use no atomics, so the result is bitwise deterministic whatever
+    (numpy). The options are flash_attn's, handled as the forward handles
+    them (tilec.flash_attn._mask_mode): causal bottom-right aligned (query i
+    sees keys j <= i + sk - sq; `causal_offset` overrides sk - sq for a plain
+    causal mask, 0 is top-left), window_size (left, right) with -1
+    unbounded, softcap > 0 (dS through the tanh), alibi_slopes (hq,) or
+    (b, hq) f32 (no gradient for the slopes, as upstream). Varlen
+    (cu_seqlens_q given): q, dout, out (total_q, hq, d), k, v (total_k, hk, d),
+    lse (hq, total_q), cu_seqlens_q/k int32 (b + 1,), max_seqlen_q/k, seqused_k
+    int32 (b,) or None; rows of no sequence get zero gradients. The kernels
+    use no atomics, so the result is bitwise deterministic whatever
     `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
     40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
     atomics in no fixed order: an experiment until a GPU run says which is
-    faster. Windows, softcap, ALiBi and dropout are not supported yet and
-    raise.
+    faster. Dropout is not supported yet and raises.
     """
+    from .flash_attn import _dummy, _mask_mode
+
     if dropout_p != 0:
         raise NotImplementedError(f"flash_attn backward: dropout is not implemented (dropout_p="
                                   f"{dropout_p!r}); pass dropout_p=0.0")
-    if tuple(window_size) != (-1, -1) or softcap != 0 or alibi_slopes is not None:
-        raise NotImplementedError("flash_attn backward: window_size, softcap and alibi_slopes "
-                                  f"are not implemented yet (got window_size={tuple(window_size)}, "
-                                  f"softcap={softcap!r}, alibi_slopes "
-                                  f"{'given' if alibi_slopes is not None else 'None'})")
-    dtype = _check_backward(dout, q, k, v, out, lse)
+    varlen = cu_seqlens_q is not None
+    if varlen and (cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None):
+        raise ValueError("flash_attn backward: varlen needs cu_seqlens_q, cu_seqlens_k, "
+                         "max_seqlen_q and max_seqlen_k")
+    dtype = _check_backward(dout, q, k, v, out, lse, varlen)
     if atomic_dq and deterministic:
         raise ValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
                          "deterministic=False with it")
-    if atomic_dq and not 32 < q.shape[3] <= 128:
+    if atomic_dq and not 32 < q.shape[-1] <= 128:
         # dQᵀ's rows are the head_dim (padded to 64 or 128), split over 4 warps.
         raise ValueError(f"flash_attn backward: atomic_dq supports head_dim 40 to 128, got "
-                         f"{q.shape[3]}")
-    b, sq, hq, d = q.shape
-    sk, hk = k.shape[1], k.shape[2]
+                         f"{q.shape[-1]}")
+    hq, d = q.shape[-2:]
+    hk = k.shape[-2]
+    if varlen:
+        b = cu_seqlens_q.shape[0] - 1
+        sq, sk = int(max_seqlen_q), int(max_seqlen_k)
+    else:
+        b, sq = q.shape[:2]
+        sk = k.shape[1]
     group = hq // hk
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     if math.isnan(scale):
         raise ValueError("flash_attn backward: softmax_scale is NaN")
+    softcap = float(softcap)
+    if math.isnan(softcap) or softcap < 0:
+        raise ValueError(f"flash_attn backward: softcap must be >= 0 (0 turns it off), got {softcap}")
+    left, right = window_size
+    causal, window, left, right = _mask_mode(causal, left, right, sq, sk, alibi_slopes)
     offset = sk - sq if causal_offset is None else int(causal_offset)
+    if causal_offset is not None and (window or varlen or alibi_slopes is not None):
+        raise ValueError("flash_attn backward: causal_offset is for plain causal masks only")
     on_gpu = _is_torch(q) and q.is_cuda
     # The kernels declare tl.assume(scale > 0), as the forward's. The forward
     # ran scale < 0 as (-q, -scale) and 0 as (q = 0, 1): the same rewrites
@@ -217,27 +250,44 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         import numpy as np
 
         lse = np.ascontiguousarray(lse)
-    dq = _empty(q, (b, sq, hq, d))
-    dk = _empty(k, (b, sk, hq, d))  # per query head; summed over each group below
-    dv = _empty(v, (b, sk, hq, d))
-    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, bool(causal), atomic_dq)
+    # Varlen: rows outside every sequence (and keys past seqused_k) are never
+    # written by the kernels: their gradients are zero.
+    alloc = (lambda like, shape: _zeros_like_dtype(like, shape)) if varlen else _empty
+    dq = alloc(q, q.shape)
+    dk = alloc(k, k.shape[:-2] + (hq, d))  # per query head; summed over each group below
+    dv = alloc(v, v.shape[:-2] + (hq, d))
+    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, causal, atomic_dq, window, softcap > 0,
+                                        alibi_slopes is not None, varlen)
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
-        delta, lse2 = _delta_and_lse2(dout, out, lse)
-        dq_accum = _zeros_f32(q, (b, sq, hq, d))
+        delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
+        dq_accum = _zeros_f32(q, q.shape)
     else:
-        delta = _empty(q, (b, hq, sq), "float32")
-        lse2 = _empty(q, (b, hq, sq), "float32")
+        delta = _empty(q, lse.shape, "float32")
+        lse2 = _empty(q, lse.shape, "float32")
         dq_accum = delta  # not read: only the fused kernel (ATOMIC_DQ) touches it
     sq_, sk_, sv_, so_, sdo_ = (_strides(t) for t in (q, k, v, out, dout))
     sdq, sdk, sdv, sl = (_strides(t) for t in (dq, dk, dv, lse))
     sdqa = _strides(dq_accum) if atomic_dq else (0, 0, 0)
+    if varlen:  # sequence b starts at row cu_seqlens[b]: its "batch stride" is the row's
+        sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv = (
+            (st[0],) + st for st in (sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv))
+        sdqa = (sdqa[0],) + sdqa if atomic_dq else sdqa
+        sl = (1, sl[0])
+    slopes = _dummy(q) if alibi_slopes is None else alibi_slopes
+    stride_alibi_b = 0 if alibi_slopes is None or len(alibi_slopes.shape) == 1 \
+        else _strides(alibi_slopes)[0]
+    cu_q, cu_k = (cu_seqlens_q, cu_seqlens_k) if varlen else (_dummy(q, "int32"),) * 2
+    used = _dummy(q, "int32") if seqused_k is None else seqused_k
+    variant_args = (left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
+                    cu_q, cu_k, used, int(seqused_k is not None))
     dq_args = (q, k, v, out, dout, lse, delta, lse2, dq, sq, sk, hq, group, b, offset,
-               *sq_[:3], *sk_[:3], *sv_[:3], *so_[:3], *sdo_[:3], *sdq[:3], *sl[:2], scale)
+               *sq_[:3], *sk_[:3], *sv_[:3], *so_[:3], *sdo_[:3], *sdq[:3], *sl[:2], scale,
+               *variant_args)
     dkdv_args = (q, k, v, dout, lse2, delta, dk, dv, dq_accum, sq, sk, hq, group, b, offset,
                  *sq_[:3], *sk_[:3], *sv_[:3], *sdo_[:3], *sdk[:3], *sdv[:3], *sdqa[:3],
-                 *sl[:2], scale)
+                 *sl[:2], scale, *variant_args)
     dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
     if on_gpu:
         if not atomic_dq:
@@ -252,15 +302,26 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if atomic_dq:
         dq = dq_accum.to(dq.dtype) if _is_torch(dq) else dq_accum.astype(dq.dtype)
     if group > 1:
+        grouped = k.shape[:-2] + (hk, group, d)
         if _is_torch(dk):
-            dk = dk.view(b, sk, hk, group, d).float().sum(3).to(dk.dtype)
-            dv = dv.view(b, sk, hk, group, d).float().sum(3).to(dv.dtype)
+            dk = dk.view(grouped).float().sum(-2).to(dk.dtype)
+            dv = dv.view(grouped).float().sum(-2).to(dv.dtype)
         else:
-            dk = dk.reshape(b, sk, hk, group, d).astype("float32").sum(3).astype(dk.dtype)
-            dv = dv.reshape(b, sk, hk, group, d).astype("float32").sum(3).astype(dv.dtype)
+            dk = dk.reshape(grouped).astype("float32").sum(-2).astype(dk.dtype)
+            dv = dv.reshape(grouped).astype("float32").sum(-2).astype(dv.dtype)
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def _zeros_like_dtype(like, shape):
+    if _is_torch(like):
+        import torch
+
+        return torch.zeros(shape, dtype=like.dtype, device=like.device)
+    import numpy as np
+
+    return np.zeros(shape, dtype=like.dtype)
 
 
 def _zeros_f32(like, shape):
@@ -273,9 +334,10 @@ def _zeros_f32(like, shape):
     return np.zeros(shape, dtype=np.float32)
 
 
-def _delta_and_lse2(dout, out, lse):
-    """Delta = rowsum(dO ∘ O) and lse·log2e (+inf where lse is -inf), both
-    (batch, heads, seqlen_q) f32 contiguous, in torch or numpy."""
+def _delta_and_lse2(dout, out, lse, varlen=False):
+    """Delta = rowsum(dO ∘ O) and lse·log2e (+inf where lse is -inf), both f32
+    contiguous of lse's shape ((batch, heads, seqlen_q), varlen (heads,
+    total_q)), in torch or numpy."""
     log2e = 1.0 / math.log(2.0)
     if _is_torch(out):
         import torch
@@ -283,14 +345,14 @@ def _delta_and_lse2(dout, out, lse):
         # Copies into fresh buffers: .contiguous() may keep odd strides of
         # size-1 dimensions, and the kernels take lse's.
         delta = torch.empty(lse.shape, dtype=torch.float32, device=lse.device)
-        delta.copy_((dout.float() * out.float()).sum(-1).transpose(1, 2))
+        delta.copy_((dout.float() * out.float()).sum(-1).transpose(-1, -2))
         lse2 = torch.empty_like(delta)
         lse2.copy_(torch.where(lse == float("-inf"), float("inf"), lse) * log2e)
         return delta, lse2
     import numpy as np
 
     delta = np.empty(lse.shape, np.float32)
-    delta[...] = (dout.astype(np.float32) * out.astype(np.float32)).sum(-1).transpose(0, 2, 1)
+    delta[...] = np.swapaxes((dout.astype(np.float32) * out.astype(np.float32)).sum(-1), -1, -2)
     lse2 = np.empty(lse.shape, np.float32)
     lse2[...] = np.where(lse == -np.inf, np.inf, lse) * np.float32(log2e)
     return delta, lse2
@@ -318,38 +380,10 @@ def FORWARD_CAUSAL_OFFSET(seqlen_q, seqlen_k):
     return seqlen_k - seqlen_q
 
 
-def _unsupported(opts, seqlen_q, seqlen_k):
-    """What of `opts` the backward cannot differentiate yet (a phrase), or
-    None. Windows are judged after flash_attn's option handling, so a window
-    that is plain causal or unbounded (e.g. (-1, 0), sides >= seqlen_k) is
-    supported."""
-    from .flash_attn import _mask_mode
-
-    softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q = opts[:7]
-    what = []
-    if cu_q is not None:
-        what.append("varlen (cu_seqlens)")
-    if _mask_mode(causal, left, right, seqlen_q, seqlen_k, alibi_slopes)[1]:
-        what.append(f"window_size=({left}, {right})")
-    if softcap:
-        what.append(f"softcap={softcap!r}")
-    if alibi_slopes is not None:
-        what.append("alibi_slopes")
-    return ", ".join(what) or None
-
-
 def _backward(dout, q, k, v, out, lse, opts):
     """(dq, dk, dv) for the forward `_forward(q, k, v, opts)` computed."""
-    fn = opts[11]
-    what = _unsupported(opts, q.shape[-3], k.shape[-3])
-    if what:
-        raise NotImplementedError(f"{fn}: the backward of {what} is not implemented yet (the "
-                                  "forward is; run it under torch.no_grad() or with inputs that "
-                                  "do not require grad)")
-    from .flash_attn import _mask_mode
-
-    softmax_scale, causal, left, right = opts[:4]
-    causal = _mask_mode(causal, left, right, q.shape[1], k.shape[1], None)[0]
+    (softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q, cu_k, max_q, max_k,
+     seqused_k, fn, deterministic) = opts
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else softmax_scale
     pad = -d % 8
@@ -359,9 +393,10 @@ def _backward(dout, q, k, v, out, lse, opts):
         import torch
 
         dout, q, k, v, out = (torch.nn.functional.pad(t, [0, pad]) for t in (dout, q, k, v, out))
-    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
-                                      deterministic=opts[12],
-                                      causal_offset=FORWARD_CAUSAL_OFFSET(q.shape[1], k.shape[1]))
+    varlen = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
+                  seqused_k=seqused_k) if cu_q is not None else {}
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal, (left, right),
+                                      softcap, alibi_slopes, deterministic=deterministic, **varlen)
     if pad:
         dq, dk, dv = (t[..., :d] for t in (dq, dk, dv))
     return dq, dk, dv
@@ -400,9 +435,8 @@ def flash_attn_autograd(fn, q, k, v, softmax_scale=None, causal=False, window_le
                         deterministic=False):
     """(out, lse) of the forward core on torch tensors through FlashAttnFunc:
     out requires grad when q, k or v does. The public flash_attn functions
-    call this for inputs that require grad (grad mode on). Variants without a
-    backward yet (windows, softcap, ALiBi, varlen) run their forward here too
-    and raise NotImplementedError from out's backward."""
+    call this for inputs that require grad (grad mode on); every forward
+    variant has its backward."""
     global _FUNC
     for name, t in (("k", k), ("v", v)):
         if not _is_torch(t) or t.device != q.device:

@@ -6,11 +6,11 @@
 
     torch.ops.tilec.flash_attn_backward(dout, q, k, v, out, lse, softmax_scale,
         causal, window_left, window_right, softcap, alibi_slopes, cu_seqlens_q,
-        max_seqlen_q, fn, deterministic) -> (dq, dk, dv)
+        cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, fn, deterministic)
+        -> (dq, dk, dv)
 
 The forward op's autograd is registered (`register_autograd`): its backward
-is the second op (tilec.flash_bwd's kernels; variants without a backward
-yet raise NotImplementedError when it runs), so torch.compile differentiates
+is the second op (tilec.flash_bwd's kernels, every variant), so torch.compile differentiates
 through it with no graph break. Eager calls that need grad use
 tilec.flash_bwd's autograd.Function instead (same backward).
 
@@ -85,37 +85,39 @@ def flash_attn_backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v:
                         out: torch.Tensor, lse: torch.Tensor, softmax_scale: Optional[float],
                         causal: bool, window_left: int, window_right: int, softcap: float,
                         alibi_slopes: Optional[torch.Tensor], cu_seqlens_q: Optional[torch.Tensor],
-                        max_seqlen_q: Optional[int], fn: str,
+                        cu_seqlens_k: Optional[torch.Tensor], max_seqlen_q: Optional[int],
+                        max_seqlen_k: Optional[int], seqused_k: Optional[torch.Tensor], fn: str,
                         deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk, dv) of flash_attn_forward's out (tilec.flash_bwd._backward):
-    variants without a backward yet raise NotImplementedError here."""
+    """(dq, dk, dv) of flash_attn_forward's out (tilec.flash_bwd._backward)."""
     from . import flash_bwd
 
     opts = (softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, cu_seqlens_q,
-            None, max_seqlen_q, None, None, fn, deterministic)
+            cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, fn, deterministic)
     return tuple(g.contiguous() for g in flash_bwd._backward(dout, q, k, v, out, lse, opts))
 
 
 @flash_attn_backward.register_fake
 def _flash_attn_backward_fake(dout, q, k, v, out, lse, softmax_scale, causal, window_left,
-                              window_right, softcap, alibi_slopes, cu_seqlens_q, max_seqlen_q, fn,
-                              deterministic):
+                              window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+                              max_seqlen_q, max_seqlen_k, seqused_k, fn, deterministic):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
-     cu_seqlens_q, _cu_k, max_seqlen_q, _max_k, _seqused_k, fn) = inputs
+     cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, fn) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, alibi_slopes, cu_seqlens_q)
-    ctx.opts = (softmax_scale, causal, window_left, window_right, softcap, max_seqlen_q, fn)
+    ctx.save_for_backward(q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k, seqused_k)
+    ctx.opts = (softmax_scale, causal, window_left, window_right, softcap, max_seqlen_q,
+                max_seqlen_k, fn)
 
 
 def _backward(ctx, dout, _dlse):
-    q, k, v, out, lse, alibi_slopes, cu_seqlens_q = ctx.saved_tensors
-    softmax_scale, causal, left, right, softcap, max_seqlen_q, fn = ctx.opts
+    q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k, seqused_k = ctx.saved_tensors
+    softmax_scale, causal, left, right, softcap, max_seqlen_q, max_seqlen_k, fn = ctx.opts
     dq, dk, dv = flash_attn_backward(dout, q, k, v, out, lse, softmax_scale, causal, left, right,
-                                     softcap, alibi_slopes, cu_seqlens_q, max_seqlen_q, fn, True)
+                                     softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+                                     max_seqlen_q, max_seqlen_k, seqused_k, fn, True)
     return (dq, dk, dv) + (None,) * 12
 
 

@@ -409,7 +409,7 @@ def test_custom_op_opcheck_with_grad():
     out, lse = torch.ops.tilec.flash_attn_forward(*args)
     with torch.no_grad():
         back = (torch.ones_like(out), q, k, v, out, lse, None, True, -1, -1, 0.0, None, None, None,
-                "flash_attn_func", True)
+                None, None, None, "flash_attn_func", True)
     torch.library.opcheck(torch.ops.tilec.flash_attn_backward.default,
                           tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in back))
 
