@@ -40,7 +40,11 @@ partial ones.
 Variants: the forward's switches (kernels/flash_fwd.py), with its helpers
 `visible` (causal/window) and `alibi_bias`. WINDOW, ALIBI and VARLEN as the
 forward (VARLEN: sequence b's rows are cu_seqlens_q/k[b]..[b+1], its own
-bottom-right alignment; causal_offset is then unused). SOFTCAP: the scores
+bottom-right alignment; causal_offset is then unused). DROPOUT: the
+forward's keep mask regenerated from (seed, rng_offset) by
+flash_fwd.dropout_keep (Philox, never stored); with Z = keep/(1 − p),
+dV = (P∘Z)ᵀ·dO and dP = Z ∘ (dO·Vᵀ) (Delta = rowsum(dO ∘ O) still holds).
+SOFTCAP: the scores
 are softcap·t with t = tanh(scale·qk/softcap), so dS is scaled by (1 − t²)
 before dQ = scale·dS·K and dK = scale·dSᵀ·Q. With SOFTCAP or ALIBI P is
 exp2(s·log2e − lse2) of the final scores s.
@@ -58,12 +62,13 @@ LOG2E = math.log2(math.e)
 
 
 _fwd = kernel_files.load("flash_fwd")
-alibi_bias, visible = _fwd.alibi_bias, _fwd.visible  # the forward's mask and score helpers
+# The forward's mask, score and dropout helpers.
+alibi_bias, visible, dropout_keep = _fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep
 
 
-def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, **_):
+def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, DROPOUT=False, **_):
     return ("_causal" * CAUSAL + "_window" * WINDOW + "_softcap" * SOFTCAP + "_alibi" * ALIBI
-            + "_varlen" * VARLEN)
+            + "_varlen" * VARLEN + "_dropout" * DROPOUT)
 
 
 def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **kw):
@@ -96,10 +101,13 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
                  cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
                  seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+                 dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
+                 rng_offset: tl.int64 if DROPOUT else None,
                  DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                  CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
                  SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
-                 VARLEN: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
+                 VARLEN: tl.constexpr = False, DROPOUT: tl.constexpr = False,
+                 BLOCK_M: tl.constexpr = 64,
                  BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
                  NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
                  SPLIT_D: tl.constexpr = 1):
@@ -111,6 +119,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     hk = h // group
     row0 = pid_m * BLOCK_M
     bq, bk, diag = b, b, causal_offset
+    max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
         bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
         seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
@@ -150,6 +159,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         c0 = tl.program_id(2) * DS
     acc = tl.zeros((BLOCK_M, DS), tl.float32)
     rows = (row0 + tl.arange(0, BLOCK_M))[:, None]
+    if DROPOUT:
+        rp = 1.0 / (1.0 - dropout_p)
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
         kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
@@ -172,6 +183,10 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
             s = tl.where(mask, s, float("-inf"))
             p = tl.exp2(s * c - l2[:, None])                # P = exp(scale·S − lse)
         dp = tl.dot(dot, vt, trans_b=True)                  # dP = dO·Vᵀ
+        if DROPOUT:  # the forward's mask, regenerated: dP of P ∘ Z, Z = keep / (1 - p)
+            keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows,
+                                (col0 + tl.arange(0, BLOCK_N))[None, :], max_q, max_k)
+            dp = tl.where(keep, dp * rp, 0.0)
         ds = p * (dp - di[:, None])                         # dS = P ∘ (dP − Delta)
         if SOFTCAP:                                         # through softcap·tanh(·/softcap)
             ds = ds * (1.0 - t * t)
@@ -206,10 +221,13 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
                    cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
                    seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+                   dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
+                   rng_offset: tl.int64 if DROPOUT else None,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                    CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
                    SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
-                   VARLEN: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
+                   VARLEN: tl.constexpr = False, DROPOUT: tl.constexpr = False,
+                   BLOCK_M: tl.constexpr = 64,
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
                    NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False):
@@ -221,6 +239,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     hk = h // group
     col0 = pid_n * BLOCK_N
     bq, bk, diag = b, b, causal_offset
+    max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
         bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
         seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
@@ -257,6 +276,9 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     dk_acc = tl.zeros((BLOCK_N, DS), tl.float32)
     dv_acc = tl.zeros((BLOCK_N, DS), tl.float32)
     kq = (col0 - diag + tl.arange(0, BLOCK_N))[:, None]     # this program's keys (rows of Sᵀ), aligned
+    if DROPOUT:
+        keys = (col0 + tl.arange(0, BLOCK_N))[:, None]
+        rp = 1.0 / (1.0 - dropout_p)
     for i in range(0, tl.cdiv(seqlen_q, BLOCK_M)):
         row0 = i * BLOCK_M
         qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
@@ -284,8 +306,14 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         if SPLIT_D > 1:
             qs = tl.load(qv, (row0, c0), (BLOCK_M, DS))
             dos = tl.load(dov, (row0, c0), (BLOCK_M, DS))
-        dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc)          # dV += Pᵀ·dO
+        if DROPOUT:  # the forward's mask, regenerated (transposed counters)
+            keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows, keys, max_q, max_k)
+            dv_acc = tl.dot(tl.where(keep, pt * rp, 0.0).to(DTYPE), dos, dv_acc)  # dV += (P∘Z)ᵀ·dO
+        else:
+            dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc)      # dV += Pᵀ·dO
         dpt = tl.dot(vt, dot, trans_b=True)                 # dPᵀ = V·dOᵀ
+        if DROPOUT:
+            dpt = tl.where(keep, dpt * rp, 0.0)
         dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
         if SOFTCAP:
             dst = dst * (1.0 - tt * tt)

@@ -40,13 +40,14 @@ from tilec import language as tl
 
 
 def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False,
-          SCORE_MOD=None, MASK_MOD=None, **_):
+          SCORE_MOD=None, MASK_MOD=None, DROPOUT=False, RETURN_PROBS=False, **_):
     from tilec.frontend import static_key  # a digest per user hook: two hooks, two names
 
     mods = "".join(f"_{what}_{static_key(f)[-17:-1]}" for what, f in (("score", SCORE_MOD), ("mask", MASK_MOD))
                    if f is not None)
     return (f"flash_fwd_{DTYPE.name}_d{HEAD_DIM}" + "_causal" * CAUSAL + "_window" * WINDOW
-            + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN + mods)
+            + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN + "_dropout" * DROPOUT
+            + "_probs" * RETURN_PROBS + mods)
 
 
 # Helpers shared with the backward (kernels/flash_bwd.py), inlined where they
@@ -69,6 +70,41 @@ def visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW):
     return mask
 
 
+def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
+           window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD):
+    """The forward's scores of one K/V block: S = scale·Q·Kᵀ, capped,
+    biased, hooked, and -inf where masked (rows/diag/slope None when the
+    switches do not use them)."""
+    s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)  # S = scale · Q·Kᵀ
+    if SOFTCAP:                                             # S = softcap · tanh(scale · Q·Kᵀ / softcap)
+        s = softcap * tl.tanh(s)
+    if CAUSAL or WINDOW or ALIBI:
+        kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
+        mask = kq < seqlen_q                                # keys past seqlen_k do not exist
+    else:
+        cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
+        mask = cols < seqlen_k                              # keys past seqlen_k do not exist
+    if ALIBI:
+        s = alibi_bias(s, slope, rows, kq, CAUSAL)
+    if CAUSAL or WINDOW:
+        mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
+    if SCORE_MOD or MASK_MOD:  # user hooks, plain Python traced in (FlexAttention's model)
+        kv_idx = (col0 + tl.arange(0, BLOCK_N))[None, :]
+        s = SCORE_MOD(s, b, h, rows, kv_idx) if SCORE_MOD else s
+        mask = mask & MASK_MOD(b, h, rows, kv_idx) if MASK_MOD else mask
+    return tl.where(mask, s, float("-inf"))
+
+
+def dropout_keep(seed, rng_offset, dropout_p, bh, rows, cols, max_q, max_k):
+    """Which elements dropout keeps (a bool tile): element (b, h, i, j) of S
+    is kept when tl.rand(seed, rng_offset + ((b·heads + h)·max_q + i)·max_k
+    + j) >= dropout_p (bh = b·heads + h; rows i and cols j in either
+    orientation; max_q/max_k the grid's seqlens, varlen's maxima). The
+    backward regenerates the same mask from the same counters."""
+    offsets = (bh.to(tl.int64) * max_q + rows) * max_k + cols + rng_offset
+    return tl.rand(seed, offsets) >= dropout_p
+
+
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "num_heads", "batch"), name=_name, num_warps="NUM_WARPS",
            num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE", copy_bounds="COPY_BOUNDS",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "window": "WINDOW",
@@ -85,10 +121,16 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
               cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
               seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+              # Only in the DROPOUT / RETURN_PROBS kernels (absent from the others' signature):
+              dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
+              rng_offset: tl.int64 if DROPOUT else None, probs: tl.ptr(DTYPE) if RETURN_PROBS else None,
+              stride_pb: tl.int64 if RETURN_PROBS else None, stride_ph: tl.int64 if RETURN_PROBS else None,
+              stride_ps: tl.int64 if RETURN_PROBS else None,
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
               CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
               SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False, VARLEN: tl.constexpr = False,
               SCORE_MOD: tl.constexpr = None, MASK_MOD: tl.constexpr = None,
+              DROPOUT: tl.constexpr = False, RETURN_PROBS: tl.constexpr = False,
               BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
               SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
@@ -98,6 +140,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
     row0 = pid_m * BLOCK_M
     bq, bk = b, b                                           # which "batch" row the views start at
+    max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b: rows cu_seqlens[b]..cu_seqlens[b+1] (the caller passes stride_*b = stride_*s)
         bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
         seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
@@ -116,6 +159,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
+    rows, diag, slope = None, None, None
     if CAUSAL or WINDOW or ALIBI or SCORE_MOD or MASK_MOD:
         rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for masks and ALiBi
         diag = seqlen_k - seqlen_q                          # bottom right: key i + diag aligns with query i
@@ -125,36 +169,43 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
         col0 = j * BLOCK_N
         kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
         vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
-        s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)  # S = scale · Q·Kᵀ
-        if SOFTCAP:                                         # S = softcap · tanh(scale · Q·Kᵀ / softcap)
-            s = softcap * tl.tanh(s)
-        if CAUSAL or WINDOW or ALIBI:
-            kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
-            mask = kq < seqlen_q                            # keys past seqlen_k do not exist
-        else:
-            cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
-            mask = cols < seqlen_k                          # keys past seqlen_k do not exist
-        if ALIBI:
-            s = alibi_bias(s, slope, rows, kq, CAUSAL)
-        if CAUSAL or WINDOW:
-            mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
-        if SCORE_MOD or MASK_MOD:  # user hooks, plain Python traced in (FlexAttention's model)
-            kv_idx = (col0 + tl.arange(0, BLOCK_N))[None, :]
-            s = SCORE_MOD(s, b, h, rows, kv_idx) if SCORE_MOD else s
-            mask = mask & MASK_MOD(b, h, rows, kv_idx) if MASK_MOD else mask
-        s = tl.where(mask, s, float("-inf"))
+        s = scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
+                   window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                   MASK_MOD)
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
         if WINDOW or MASK_MOD:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
             m_new = tl.maximum(m_new, -1e8)  # not -1e30: FA2's fma(m, c, -m·c) would round to ~1e23
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
-        l = l * alpha + tl.sum(p, 1)
+        l = l * alpha + tl.sum(p, 1)                        # (the softmax's sum, before dropout)
+        if DROPOUT:
+            cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
+            p = tl.where(dropout_keep(seed, rng_offset, dropout_p, b * num_heads + h,
+                                      (row0 + tl.arange(0, BLOCK_M))[:, None], cols, max_q, max_k), p, 0.0)
         acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
         m = m_new
     out, lse_rows = acc / l[:, None], m + tl.log(l)         # O = diag(l)⁻¹·acc, lse = m + log(l)
+    if DROPOUT:
+        out = out * (1.0 / (1.0 - dropout_p))               # the kept elements, scaled by 1/(1-p)
     if CAUSAL or WINDOW or VARLEN or MASK_MOD:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
         empty = l == 0 if WINDOW or MASK_MOD else m == float("-inf")
         out = tl.where(empty[:, None], 0.0, out)
         lse_rows = tl.where(empty, float("inf"), lse_rows)
     tl.store(ov, (row0, 0), out.to(DTYPE))
     tl.store(lsev, (row0,), lse_rows)
+    if RETURN_PROBS:  # testing only (return_attn_probs): S_dmask, a second pass over the keys
+        # P = exp(S - lse) of every (query, key), negated where dropout dropped it.
+        pv = tl.view(probs + (b * stride_pb + h * stride_ph), (seqlen_q, seqlen_k), (stride_ps, 1))
+        for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
+            col0 = j * BLOCK_N
+            kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
+            s = scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
+                       window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                       MASK_MOD)
+            p = tl.exp(s - lse_rows[:, None])
+            if DROPOUT:
+                cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
+                p = tl.where(dropout_keep(seed, rng_offset, dropout_p, b * num_heads + h,
+                                          (row0 + tl.arange(0, BLOCK_M))[:, None], cols, max_q,
+                                          max_k), p, -p)
+            tl.store(pv, (row0, col0), p.to(DTYPE))

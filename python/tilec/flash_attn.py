@@ -133,9 +133,10 @@ def _dummy_f32(like):
 _KERNELS = {}
 
 
-def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch="sm_80"):
+def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch="sm_80",
+            dropout=False, probs=False):
     """(Kernel, FlashConfig) for a variant; specialized once, then cached."""
-    key = (dtype, head_dim, causal, window, softcap, alibi, varlen, arch)
+    key = (dtype, head_dim, causal, window, softcap, alibi, varlen, arch, dropout, probs)
     hit = _KERNELS.get(key)
     if hit is None:
         config = strategy.flash_fwd_config(arch=arch, dtype=dtype, head_dim=head_dim, causal=causal,
@@ -143,7 +144,8 @@ def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch=
         kernel = flash_fwd_kernel().specialize(
             DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
             CAUSAL=causal, WINDOW=window, SOFTCAP=softcap, ALIBI=alibi, VARLEN=varlen,
-            **config.constexprs())
+            **config.constexprs(), **({"DROPOUT": True} if dropout else {}),
+            **({"RETURN_PROBS": True} if probs else {}))
         hit = _KERNELS[key] = (kernel, config)
     return hit
 
@@ -231,8 +233,10 @@ def _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
 
 def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1,
                         softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None,
-                        max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, fn=_FN):
-    """The forward every public function calls: (out, lse).
+                        max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, fn=_FN,
+                        dropout=None, return_probs=False):
+    """The forward every public function calls: (out, lse), or (out, lse,
+    S_dmask) with return_probs (dropout only).
 
     Dense: q (b, sq, hq, d), k/v (b, sk, hk, d); out like q, lse (b, hq, sq).
     Varlen (cu_seqlens_q given): q (total_q, hq, d), k/v (total_k, hk, d),
@@ -242,7 +246,22 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
     (b, hq) f32 or None. Checks are O(1) except varlen's values (cu_seqlens
     non-decreasing, within the tensors and max_seqlen; seqused_k within its
     sequence), read on the host unless a CUDA graph is being captured.
+    dropout: None or (dropout_p, seed, offset) (see _dropout_rng): element
+    (b, h, i, j) of P is dropped when tl.rand(seed, offset + ((b·hq + h)·sq
+    + i)·sk + j) < dropout_p (sq, sk: the seqlens, varlen's maxima), the kept
+    ones scaled by 1/(1 - dropout_p); return_probs adds S_dmask (b, hq,
+    sq rounded up to 128, sk rounded up to 128) in q's dtype: P = exp(S - lse)
+    of every element (0 where masked or past the seqlens), negated where
+    dropped.
     """
+    if dropout is not None:
+        if _torch_compiling():
+            raise NotImplementedError(f"{fn}: dropout under torch.compile is not supported (the "
+                                      "generator's seed would be traced as a constant); call it "
+                                      "eagerly or with dropout_p=0")
+        return _dropout_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                                alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                max_seqlen_k, seqused_k, fn, dropout, return_probs)
     if _torch_compiling():
         # torch.compile/torch.export trace the custom op (tilec/ops.py), whose
         # implementation is this function.
@@ -255,11 +274,33 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
         fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap)
         if fast is not None:
             return fast
+    return _general_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                            alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            seqused_k, fn)
+
+
+def _dropout_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                     alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     seqused_k, fn, dropout, return_probs):
+    """The core with dropout: the general path (no fast path), S_dmask on
+    request."""
+    p, seed, offset = dropout
+    if not 0 <= p < 1:
+        raise ValueError(f"{fn}: dropout_p must be in [0, 1), got {p}")
+    return _general_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                            alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            seqused_k, fn, dropout if p > 0 else None, return_probs)
+
+
+def _general_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                     alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     seqused_k, fn, dropout=None, return_probs=False):
+    extra = dict(dropout=dropout, return_probs=return_probs)
     varlen = cu_seqlens_q is not None
     if varlen:
         return _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                                alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                               seqused_k, fn)
+                               seqused_k, fn, **extra)
     dtype, on_gpu = _check_qkv(fn, q, k, v, 4)
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k, heads_k = k.shape[1], k.shape[2]
@@ -268,11 +309,13 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
     softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
                              batch, heads, q)
     if 0 in (batch, seqlen_q, heads):
-        return _empty(q, q.shape, "same"), _lse_fill(_empty(q, (batch, heads, seqlen_q), "f32"))
+        result = (_empty(q, q.shape, "same"), _lse_fill(_empty(q, (batch, heads, seqlen_q), "f32")))
+        return result + (_probs_buffer(q, batch, heads, seqlen_q, seqlen_k),) if return_probs \
+            else result
     scale = _scale(fn, softmax_scale, head_dim)
     mode = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, alibi_slopes)
     return _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
-                   batch, seqlen_q, seqlen_k, heads, heads_k, head_dim)
+                   batch, seqlen_q, seqlen_k, heads, heads_k, head_dim, **extra)
 
 
 def _scale(fn, softmax_scale, head_dim):
@@ -307,8 +350,25 @@ def _lse_fill(lse):
     return lse
 
 
+def _round128(n):
+    return -(-n // 128) * 128
+
+
+def _probs_buffer(q, batch, heads, seqlen_q, seqlen_k):
+    """S_dmask's zeroed buffer (b, h, sq rounded to 128, sk rounded to 128), as upstream's."""
+    shape = (batch, heads, _round128(seqlen_q), _round128(seqlen_k))
+    if _is_torch(q):
+        import torch
+
+        return torch.zeros(shape, dtype=q.dtype, device=q.device)
+    import numpy as np
+
+    return np.zeros(shape, q.dtype)
+
+
 def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
-            batch, seqlen_q, seqlen_k, heads, heads_k, head_dim, varlen=None):
+            batch, seqlen_q, seqlen_k, heads, heads_k, head_dim, varlen=None, dropout=None,
+            return_probs=False):
     """Runs the kernel; returns (out, lse). Dense: q (batch, seqlen_q, heads,
     d), lse (batch, heads, seqlen_q). varlen = (cu_seqlens_q, cu_seqlens_k,
     seqused_k or None): q (total_q, heads, d), lse (heads, total_q), and
@@ -338,18 +398,20 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
                    for t in (q, k, v))
     o = _empty(q, q.shape[:-1] + (padded,), "same")
     lse = _empty(q, (heads, q.shape[0]) if varlen else (batch, heads, seqlen_q), "f32")
+    probs = _probs_buffer(q, batch, heads, seqlen_q, seqlen_k) if return_probs else None
     if seqlen_k == 0 or seqlen_q == 0:  # no key at all: every row is empty
         o[...] = 0
-        return o[..., :head_dim], _lse_fill(lse)
+        return (o[..., :head_dim], _lse_fill(lse)) + ((probs,) if return_probs else ())
     slopes = _dummy(q) if alibi_slopes is None else alibi_slopes
     stride_alibi_b = 0 if alibi_slopes is None or len(alibi_slopes.shape) == 1 else _strides(alibi_slopes)[0]
     cu_q, cu_k, used = varlen if varlen else (_dummy(q, "int32"),) * 2 + (None,)
     use_seqused = used is not None
     used = _dummy(q, "int32") if used is None else used
-    run_o, run_lse = o, lse
+    run_o, run_lse, run_probs = o, lse, probs
     if not on_gpu:
         q, k, v, run_o, run_lse, slopes, cu_q, cu_k, used = (
             _to_numpy(t) for t in (q, k, v, o, lse, slopes, cu_q, cu_k, used))
+        run_probs = None if probs is None else _to_numpy(probs)
     sq, sk, sv, so, sl = (_strides(t) for t in (q, k, v, run_o, run_lse))
     if varlen:  # the kernel starts sequence b at row cu_seqlens[b]: its "batch stride" is the row's
         sq, sk, sv, so = ((st[0],) + st for st in (sq, sk, sv, so))
@@ -359,19 +421,27 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
             so[0], so[1], so[2], sl[0], sl[1], scale,
             left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
             cu_q, cu_k, used, int(use_seqused))
+    if dropout is not None:  # the DROPOUT kernel's extra parameters
+        args += tuple(dropout)
+    if return_probs:
+        args += (run_probs,) + _strides(run_probs)[:3]
+    variant = (dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
+               varlen is not None)
     # -- dispatch: one launch-cache lookup, one launch (docs/DESIGN.md) -----
     if on_gpu:
         from . import runtime
 
         device = q.get_device()
-        launch = _GPU_LAUNCHES[(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
-                                varlen is not None, device)]
+        if dropout is None and not return_probs:
+            launch = _GPU_LAUNCHES[variant + (device,)]
+        else:
+            launch = _GPU_LAUNCHES[variant + ("sm_80", dropout is not None, return_probs, device)]
         runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     else:
-        kernel, config = _select(dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
-                                 varlen is not None)
+        kernel, config = _select(*variant, dropout=dropout is not None, probs=return_probs)
         kernel.run_cpu(*args, grid=grid(config, seqlen_q, heads, batch))
-    return (o if padded == head_dim else o[..., :head_dim]), lse
+    out = o if padded == head_dim else o[..., :head_dim]
+    return (out, lse, probs) if return_probs else (out, lse)
 
 
 def _torch_compiling():
@@ -383,9 +453,14 @@ def _torch_compiling():
 
 def _build_gpu_launch(key):
     """LaunchCache builder: the kernel of (dtype, head_dim, causal, window,
-    softcap, alibi, varlen, device index), compiled or prebuilt, ready to launch."""
+    softcap, alibi, varlen[, arch, dropout, probs], device index), compiled or
+    prebuilt, ready to launch."""
     *variant, device = key
-    kernel, _ = _select(*variant)
+    if len(variant) == 10:
+        *variant, dropout, probs = variant
+        kernel, _ = _select(*variant, dropout=dropout, probs=probs)
+    else:
+        kernel, _ = _select(*variant)
     return kernel.launcher(device=device)
 
 
@@ -532,7 +607,7 @@ def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, tot
 
 def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                     alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                    seqused_k, fn):
+                    seqused_k, fn, dropout=None, return_probs=False):
     dtype, on_gpu = _check_qkv(fn, q, k, v, 3)
     total_q, heads, head_dim = q.shape
     total_k, heads_k = k.shape[0], k.shape[1]
@@ -560,7 +635,8 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
     mode = _mask_mode(causal, window_left, window_right, max_seqlen_q, max_seqlen_k, alibi_slopes)
     return _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes, batch,
                    max_seqlen_q, max_seqlen_k, heads, heads_k, head_dim,
-                   varlen=(cu_seqlens_q, cu_seqlens_k, seqused_k))
+                   varlen=(cu_seqlens_q, cu_seqlens_k, seqused_k), dropout=dropout,
+                   return_probs=return_probs)
 
 
 # ---------------------------------------------------------------------------
@@ -569,12 +645,13 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
 
 def _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-             seqused_k=None):
+             seqused_k=None, dropout=None, return_probs=False):
     """The core, or -- for torch inputs that require grad, grad mode on,
     eager -- the core through tilec.flash_bwd's autograd Function (the O(1)
     GPU fast path is inside the core, so it never bypasses autograd). While
     torch.compile traces, the core calls the custom op, whose registered
-    autograd is the same backward (tilec/ops.py)."""
+    autograd is the same backward (tilec/ops.py). Returns (out, lse) or, with
+    return_probs, (out, lse, S_dmask)."""
     if (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False)
             or getattr(v, "requires_grad", False)) and not _torch_compiling():
         from . import flash_bwd
@@ -583,16 +660,74 @@ def _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, sof
             return flash_bwd.flash_attn_autograd(fn, q, k, v, softmax_scale, causal, left, right,
                                                  softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
                                                  max_seqlen_q, max_seqlen_k, seqused_k,
-                                                 deterministic)
+                                                 deterministic, dropout, return_probs)
     return _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
                                cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k,
-                               fn=fn)
+                               fn=fn, dropout=dropout, return_probs=return_probs)
 
 
-def _refuse_dropout(fn, dropout_p):
-    if dropout_p != 0:
-        raise NotImplementedError(f"{fn}: dropout is not implemented (dropout_p={dropout_p!r}); "
-                                  "pass dropout_p=0.0")
+def _as_int64(x):
+    x = int(x) & ((1 << 64) - 1)
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _dropout_rng(fn, dropout_p, q, generator, counters):
+    """None (no dropout) or (dropout_p, seed, offset) for the kernels' Philox
+    counters, taken from a generator as flash_attn does (its C++ takes
+    at::Generator, default the CUDA one): CUDA inputs use `generator` (a
+    CUDA torch.Generator) or the device's default CUDA generator -- its
+    seed, and its Philox offset, which is advanced past the `counters` this
+    call uses (so successive calls get fresh masks and torch.manual_seed
+    replays them); CPU tensors draw seed and offset (two int64) from
+    `generator` (a CPU torch.Generator) or torch's default CPU generator;
+    numpy arrays from numpy's global random state (np.random.seed replays)."""
+    try:
+        p = float(dropout_p)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: dropout_p must be a float, got {dropout_p!r}") from None
+    if not 0 <= p < 1:
+        raise ValueError(f"{fn}: dropout_p must be in [0, 1), got {dropout_p!r}")
+    if p == 0:
+        return None
+    if not _is_torch(q):
+        if generator is not None:
+            raise TypeError(f"{fn}: 'generator' is for torch tensors; numpy inputs draw from "
+                            "numpy's global random state")
+        import numpy as np
+
+        seed, offset = (int(x) for x in np.random.randint(-(1 << 63), (1 << 63) - 1, 2,
+                                                           dtype=np.int64))
+        return p, seed, offset
+    import torch
+
+    if _torch_compiling():
+        raise NotImplementedError(f"{fn}: dropout under torch.compile is not supported (the "
+                                  "generator's seed would be traced as a constant); call it "
+                                  "eagerly or with dropout_p=0")
+    if q.is_cuda:
+        gen = torch.cuda.default_generators[q.get_device()] if generator is None else generator
+        if not isinstance(gen, torch.Generator) or gen.device.type != "cuda":
+            raise TypeError(f"{fn}: 'generator' must be a CUDA torch.Generator for CUDA inputs, "
+                            f"got {gen!r}")
+        if _capturing():
+            raise NotImplementedError(f"{fn}: dropout while a CUDA graph is being captured is not "
+                                      "supported (the generator's offset is advanced on the host)")
+        seed, offset = gen.initial_seed(), gen.get_offset()
+        gen.set_offset(offset + -(-counters // 4) * 4)  # Philox offsets advance in fours
+        return p, _as_int64(seed), _as_int64(offset)
+    gen = torch.default_generator if generator is None else generator
+    if not isinstance(gen, torch.Generator) or gen.device.type != "cpu":
+        raise TypeError(f"{fn}: 'generator' must be a CPU torch.Generator for CPU tensors, got "
+                        f"{gen!r}")
+    seed, offset = torch.randint(-(1 << 63), (1 << 63) - 1, (2,), dtype=torch.int64,
+                                 generator=gen).tolist()
+    return p, seed, offset
+
+
+def _dense_counters(q, k):
+    """Dropout's counters of a dense call: batch·heads·seqlen_q·seqlen_k."""
+    sq, sk = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
+    return sq[0] * sq[2] * sq[1] * sk[1] if len(sq) == 4 and len(sk) == 4 else 0
 
 
 def _window(fn, window_size):
@@ -608,15 +743,16 @@ def _s_dmask(q):
     return _empty(q, (0,), "same")
 
 
-def _result(fn, out, lse, return_attn_probs, return_lse, q):
+def _result(fn, result, return_attn_probs, return_lse, q):
+    out, lse = result[:2]
     if return_attn_probs:
-        return out, lse, _s_dmask(q)
+        return out, lse, result[2] if len(result) == 3 else _s_dmask(q)
     return (out, lse) if return_lse else out
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                     softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
-                    return_lse=False):
+                    return_lse=False, generator=None):
     """softmax(scale · Q·Kᵀ [masked, capped, biased])·V, flash_attn 2.8's
     flash_attn_func: q (batch, seqlen_q, nheads, headdim), k, v (batch,
     seqlen_k, nheads_k, headdim), nheads a multiple of nheads_k (GQA/MQA:
@@ -643,11 +779,22 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     upstream. return_lse=True (tilec's own keyword) returns (out, lse).
     """
     fn = "flash_attn_func"
-    _refuse_dropout(fn, dropout_p)
     left, right = _window(fn, window_size)
-    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
-                        alibi_slopes)
-    return _result(fn, out, lse, return_attn_probs, return_lse, q)
+    dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))
+    result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                      alibi_slopes, dropout=dropout, return_probs=return_attn_probs and bool(dropout))
+    return _result(fn, result, return_attn_probs, return_lse, q)
+
+
+def _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens_q, max_seqlen_q, max_seqlen_k):
+    """_dropout_rng of a varlen call: batch·heads·max_seqlen_q·max_seqlen_k counters."""
+    batch = max(getattr(cu_seqlens_q, "shape", (1,))[0] - 1, 0)
+    heads = q.shape[-2] if hasattr(q, "shape") and len(q.shape) == 3 else 0
+    try:
+        counters = batch * heads * int(max_seqlen_q) * int(max_seqlen_k)
+    except (TypeError, ValueError):
+        counters = 0  # the core reports the bad max_seqlen
+    return _dropout_rng(fn, dropout_p, q, generator, counters)
 
 
 def _unpack(fn, packed, axis, count, name):
@@ -660,35 +807,36 @@ def _unpack(fn, packed, axis, count, name):
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
                               window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                              deterministic=False, return_attn_probs=False):
+                              deterministic=False, return_attn_probs=False, *, generator=None):
     """flash_attn_func on qkv (batch, seqlen, 3, nheads, headdim)."""
     fn = "flash_attn_qkvpacked_func"
-    _refuse_dropout(fn, dropout_p)
     q, k, v = _unpack(fn, qkv, 2, 3, "qkv")
     left, right = _window(fn, window_size)
-    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
-                        alibi_slopes)
-    return _result(fn, out, lse, return_attn_probs, False, q)
+    dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))
+    result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                      alibi_slopes, dropout=dropout, return_probs=return_attn_probs and bool(dropout))
+    return _result(fn, result, return_attn_probs, False, q)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                             deterministic=False, return_attn_probs=False):
+                             deterministic=False, return_attn_probs=False, *, generator=None):
     """flash_attn_func on q (batch, seqlen_q, nheads, headdim) and kv
     (batch, seqlen_k, 2, nheads_k, headdim)."""
     fn = "flash_attn_kvpacked_func"
-    _refuse_dropout(fn, dropout_p)
     k, v = _unpack(fn, kv, 2, 2, "kv")
     left, right = _window(fn, window_size)
-    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
-                        alibi_slopes)
-    return _result(fn, out, lse, return_attn_probs, False, q)
+    dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))
+    result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                      alibi_slopes, dropout=dropout, return_probs=return_attn_probs and bool(dropout))
+    return _result(fn, result, return_attn_probs, False, q)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                            softcap=0.0, alibi_slopes=None, deterministic=False,
-                           return_attn_probs=False, block_table=None):
+                           return_attn_probs=False, block_table=None, *,
+                           generator=None):
     """flash_attn_func on sequences packed along the first dimension: q
     (total_q, nheads, headdim), k, v (total_k, nheads_k, headdim);
     cu_seqlens_q/k int32 (batch + 1,) the cumulative lengths (sequence b is
@@ -697,42 +845,45 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     nheads, headdim) or (out, softmax_lse (nheads, total_q), S_dmask).
     block_table (paged K/V) is not implemented."""
     fn = "flash_attn_varlen_func"
-    _refuse_dropout(fn, dropout_p)
     if block_table is not None:
         raise NotImplementedError(f"{fn}: block_table (paged K/V) is not implemented; pass None")
     left, right = _window(fn, window_size)
-    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
-                        alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    return _result(fn, out, lse, return_attn_probs, False, q)
+    dropout = _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
+    result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                      alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                      dropout=dropout, return_probs=return_attn_probs and bool(dropout))
+    return _result(fn, result, return_attn_probs, False, q)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,
                                      causal=False, window_size=(-1, -1), softcap=0.0,
                                      alibi_slopes=None, deterministic=False,
-                                     return_attn_probs=False):
+                                     return_attn_probs=False, *, generator=None):
     """flash_attn_varlen_func on qkv (total, 3, nheads, headdim)."""
     fn = "flash_attn_varlen_qkvpacked_func"
-    _refuse_dropout(fn, dropout_p)
     q, k, v = _unpack(fn, qkv, 1, 3, "qkv")
     left, right = _window(fn, window_size)
-    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
-                        alibi_slopes, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
-    return _result(fn, out, lse, return_attn_probs, False, q)
+    dropout = _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens, max_seqlen, max_seqlen)
+    result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                      alibi_slopes, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
+                      dropout=dropout, return_probs=return_attn_probs and bool(dropout))
+    return _result(fn, result, return_attn_probs, False, q)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     dropout_p=0.0, softmax_scale=None, causal=False,
                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                                    deterministic=False, return_attn_probs=False):
+                                    deterministic=False, return_attn_probs=False, *, generator=None):
     """flash_attn_varlen_func on q (total_q, nheads, headdim) and kv
     (total_k, 2, nheads_k, headdim)."""
     fn = "flash_attn_varlen_kvpacked_func"
-    _refuse_dropout(fn, dropout_p)
     k, v = _unpack(fn, kv, 1, 2, "kv")
     left, right = _window(fn, window_size)
-    out, lse = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
-                        alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    return _result(fn, out, lse, return_attn_probs, False, q)
+    dropout = _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
+    result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
+                      alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                      dropout=dropout, return_probs=return_attn_probs and bool(dropout))
+    return _result(fn, result, return_attn_probs, False, q)
 
 
 __all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",

@@ -33,7 +33,7 @@ def _kernels():
 
 
 def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, softcap=False,
-                      alibi=False, varlen=False):
+                      alibi=False, varlen=False, dropout=False):
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
     "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
     fused kernel that also adds dQ atomically (then dq is not launched)."""
@@ -43,7 +43,8 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
     common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))
     # Only the switches that are on: the plain kernels keep their cache keys.
     common.update({name: True for name, on in (("WINDOW", window), ("SOFTCAP", softcap),
-                                                ("ALIBI", alibi), ("VARLEN", varlen)) if on})
+                                                ("ALIBI", alibi), ("VARLEN", varlen),
+                                                ("DROPOUT", dropout)) if on})
     if atomic_dq:
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True)
     else:
@@ -173,7 +174,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                          window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                          deterministic=True, dropout_p=0.0, causal_offset=None,
                          atomic_dq=False, cu_seqlens_q=None, cu_seqlens_k=None,
-                         max_seqlen_q=None, max_seqlen_k=None, seqused_k=None):
+                         max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, rng_state=None):
     """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
     forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
     that see no key, whose gradients are 0).
@@ -193,13 +194,18 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
     40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
     atomics in no fixed order: an experiment until a GPU run says which is
-    faster. Dropout is not supported yet and raises.
+    faster. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
+    forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
+    mask from them (out must be the dropped forward's output).
     """
     from .flash_attn import _dummy, _mask_mode
 
-    if dropout_p != 0:
-        raise NotImplementedError(f"flash_attn backward: dropout is not implemented (dropout_p="
-                                  f"{dropout_p!r}); pass dropout_p=0.0")
+    dropout_p = float(dropout_p)
+    if not 0 <= dropout_p < 1:
+        raise ValueError(f"flash_attn backward: dropout_p must be in [0, 1), got {dropout_p}")
+    if dropout_p > 0 and (rng_state is None or len(rng_state) != 2):
+        raise ValueError("flash_attn backward: dropout_p > 0 needs rng_state = (seed, offset), "
+                         f"the forward's; got {rng_state!r}")
     varlen = cu_seqlens_q is not None
     if varlen and (cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None):
         raise ValueError("flash_attn backward: varlen needs cu_seqlens_q, cu_seqlens_k, "
@@ -257,7 +263,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     dk = alloc(k, k.shape[:-2] + (hq, d))  # per query head; summed over each group below
     dv = alloc(v, v.shape[:-2] + (hq, d))
     kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, causal, atomic_dq, window, softcap > 0,
-                                        alibi_slopes is not None, varlen)
+                                        alibi_slopes is not None, varlen, dropout_p > 0)
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
@@ -282,6 +288,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     used = _dummy(q, "int32") if seqused_k is None else seqused_k
     variant_args = (left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
                     cu_q, cu_k, used, int(seqused_k is not None))
+    if dropout_p > 0:
+        variant_args += (dropout_p, int(rng_state[0]), int(rng_state[1]))
     dq_args = (q, k, v, out, dout, lse, delta, lse2, dq, sq, sk, hq, group, b, offset,
                *sq_[:3], *sk_[:3], *sv_[:3], *so_[:3], *sdo_[:3], *sdq[:3], *sl[:2], scale,
                *variant_args)
@@ -367,9 +375,10 @@ def _forward(q, k, v, opts):
     from .flash_attn import _flash_attn_forward
 
     (softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q, cu_k, max_q, max_k,
-     seqused_k, fn, _deterministic) = opts
+     seqused_k, fn, _deterministic, dropout, return_probs) = opts
     return _flash_attn_forward(q, k, v, softmax_scale, causal, left, right, softcap, alibi_slopes,
-                               cu_q, cu_k, max_q, max_k, seqused_k, fn=fn)
+                               cu_q, cu_k, max_q, max_k, seqused_k, fn=fn, dropout=dropout,
+                               return_probs=return_probs)
 
 
 def FORWARD_CAUSAL_OFFSET(seqlen_q, seqlen_k):
@@ -383,7 +392,8 @@ def FORWARD_CAUSAL_OFFSET(seqlen_q, seqlen_k):
 def _backward(dout, q, k, v, out, lse, opts):
     """(dq, dk, dv) for the forward `_forward(q, k, v, opts)` computed."""
     (softmax_scale, causal, left, right, softcap, alibi_slopes, cu_q, cu_k, max_q, max_k,
-     seqused_k, fn, deterministic) = opts
+     seqused_k, fn, deterministic) = opts[:13]
+    dropout = opts[13] if len(opts) > 13 else None
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else softmax_scale
     pad = -d % 8
@@ -396,7 +406,9 @@ def _backward(dout, q, k, v, out, lse, opts):
     varlen = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
                   seqused_k=seqused_k) if cu_q is not None else {}
     dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal, (left, right),
-                                      softcap, alibi_slopes, deterministic=deterministic, **varlen)
+                                      softcap, alibi_slopes, deterministic=deterministic,
+                                      dropout_p=dropout[0] if dropout else 0.0,
+                                      rng_state=dropout[1:] if dropout else None, **varlen)
     if pad:
         dq, dk, dv = (t[..., :d] for t in (dq, dk, dv))
     return dq, dk, dv
@@ -411,14 +423,14 @@ def _autograd_function():
 
         @staticmethod
         def forward(ctx, q, k, v, opts):
-            out, lse = _forward(q, k, v, opts)
+            out, lse, *probs = _forward(q, k, v, opts)
             ctx.save_for_backward(q, k, v, out, lse)
             ctx.opts = opts
-            ctx.mark_non_differentiable(lse)
-            return out, lse
+            ctx.mark_non_differentiable(lse, *probs)
+            return (out, lse, *probs)
 
         @staticmethod
-        def backward(ctx, dout, _dlse):
+        def backward(ctx, dout, _dlse, *_dprobs):
             q, k, v, out, lse = ctx.saved_tensors
             dq, dk, dv = _backward(dout, q, k, v, out, lse, ctx.opts)
             return dq, dk, dv, None
@@ -432,7 +444,7 @@ _FUNC = None
 def flash_attn_autograd(fn, q, k, v, softmax_scale=None, causal=False, window_left=-1,
                         window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
                         cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
-                        deterministic=False):
+                        deterministic=False, dropout=None, return_probs=False):
     """(out, lse) of the forward core on torch tensors through FlashAttnFunc:
     out requires grad when q, k or v does. The public flash_attn functions
     call this for inputs that require grad (grad mode on); every forward
@@ -447,7 +459,7 @@ def flash_attn_autograd(fn, q, k, v, softmax_scale=None, causal=False, window_le
         _FUNC = _autograd_function()
     opts = (softmax_scale, bool(causal), window_left, window_right, softcap, alibi_slopes,
             cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, fn,
-            bool(deterministic))
+            bool(deterministic), dropout, bool(return_probs))
     return _FUNC.apply(q, k, v, opts)
 
 

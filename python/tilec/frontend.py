@@ -182,6 +182,8 @@ _ARITH = {
     ast.BitAnd: ("arith.andi", None),
     ast.BitOr: ("arith.ori", None),
     ast.BitXor: ("arith.xori", None),
+    ast.LShift: ("arith.shli", None),
+    ast.RShift: ("arith.shrsi", None),  # arithmetic, as Python's >> on signed integers
     "maximum": ("arith.maxsi", "arith.maximumf"),
     "minimum": ("arith.minsi", "arith.minimumf"),
 }
@@ -650,7 +652,9 @@ class CodeGen(ast.NodeVisitor):
             what = {ast.FloorDiv: "'//' needs integers; use '/' for floats",
                     ast.BitAnd: "'&' needs integers or booleans",
                     ast.BitOr: "'|' needs integers or booleans",
-                    ast.BitXor: "'^' needs integers or booleans"}.get(key, "unsupported operand types")
+                    ast.BitXor: "'^' needs integers or booleans",
+                    ast.LShift: "'<<' needs integers",
+                    ast.RShift: "'>>' needs integers"}.get(key, "unsupported operand types")
             self.error(node, f"{what} (got {_describe(a)} and {_describe(b)})")
         shape = _broadcast_shapes(node, [_shape(x.type) if isinstance(x, Value) else () for x in (a, b)], self)
         a = self.coerce(node, a, dtype, shape)
@@ -782,6 +786,11 @@ class CodeGen(ast.NodeVisitor):
             if arg.arg in is_constexpr:
                 continue
             ann = self.eval_static(arg.annotation)
+            if ann is None:
+                # `x: tl.float32 if DROPOUT else None`: not a parameter of
+                # this specialization (its signature omits it; a use of it
+                # is "not defined").
+                continue
             if isinstance(ann, tl.ptr):
                 ty = PtrTy(ann.element)
             elif isinstance(ann, tl.dtype) and ann.name in ("i32", "i64", "f32"):

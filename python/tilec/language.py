@@ -33,6 +33,15 @@ assigned in a branch that exists before the ``if``, or in both branches, has
 the branch's value afterwards (one type in both), other names stay local to
 their branch. ``return`` may end a branch outside loops: an early exit, e.g.
 ``if row0 >= seqlen_q: return`` for the programs past a short sequence.
+
+Parameters whose annotation evaluates to None (``x: tl.float32 if DROPOUT
+else None``, constexprs in scope) are not parameters of that specialization:
+its signature omits them, and a use of the name is an error.
+
+``<<`` and ``>>`` on integers are ``arith.shli`` / ``arith.shrsi`` (``>>``
+is arithmetic, as Python's on signed integers; mask with ``&`` for a logical
+shift). ``tl.philox``, ``tl.randint`` and ``tl.rand`` (below) are plain
+functions over these ops: counter-based random numbers.
 """
 
 
@@ -308,3 +317,79 @@ def where(cond, a, b):
 @_builtin
 def cast(x, dtype):
     """Convert to `dtype` (same as x.to(dtype))."""
+
+
+# -- Counter-based random numbers: Philox4x32-10 as plain tile arithmetic ------
+#
+# These are ordinary Python functions over the builtins above; the code
+# generator inlines them where a kernel calls them (no op of their own, no
+# lowering): u32 words are i32 bit patterns (add, xor, multiply wrap as
+# unsigned), and mulhi is the upper half of an i64 product of the
+# zero-extended words. Same generator and constants as Random123's
+# philox4x32_10 (and Triton's tl.rand).
+
+def _signed32(c):
+    return c - (1 << 32) if c >= 1 << 31 else c
+
+
+_PHILOX_M0, _PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
+_PHILOX_W0, _PHILOX_W1 = 0x9E3779B9, 0xBB67AE85
+_PHILOX_M0_I32, _PHILOX_M1_I32 = _signed32(_PHILOX_M0), _signed32(_PHILOX_M1)
+
+
+def _umulhi32(a, m):
+    """The upper 32 bits of the unsigned product of i32 tile `a` and the
+    constant m (< 2^32): the i64 product wraps, its bits 32..63 are exact."""
+    return (((a.to(int64) & 0xFFFFFFFF) * m) >> 32).to(int32)
+
+
+def _philox_round(c0, c1, c2, c3, k0, k1):
+    hi0, lo0 = _umulhi32(c0, _PHILOX_M0), c0 * _PHILOX_M0_I32
+    hi1, lo1 = _umulhi32(c2, _PHILOX_M1), c2 * _PHILOX_M1_I32
+    return hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+
+
+def philox(seed, c0, c1, c2, c3):
+    """Philox4x32-10 of the counter (c0, c1, c2, c3) (i32 tiles of one shape,
+    u32 bit patterns) under the 64-bit key `seed` (an i64 scalar: low word
+    first): four i32 tiles of random bits."""
+    seed = seed.to(int64)
+    k0, k1 = seed.to(int32), (seed >> 32).to(int32)
+    # Ten rounds, the key bumped (mod 2^32) before each after the first;
+    # written out (a `for` would be a loop in the kernel, not unrolled).
+    c0, c1, c2, c3 = _philox_round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 1)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 2)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 3)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 4)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 5)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 6)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 7)
+    c0, c1, c2, c3 = _philox_bumped(c0, c1, c2, c3, k0, k1, 8)
+    return _philox_bumped(c0, c1, c2, c3, k0, k1, 9)
+
+
+def _philox_bumped(c0, c1, c2, c3, k0, k1, n):
+    """Round n (1..9): the key plus n times the Weyl constants, mod 2^32."""
+    return _philox_round(c0, c1, c2, c3, k0 + _signed32((n * _PHILOX_W0) % (1 << 32)),
+                         k1 + _signed32((n * _PHILOX_W1) % (1 << 32)))
+
+
+def randint(seed, offsets):
+    """32 random bits (an i32 tile) per element of the integer tile
+    `offsets`: word 0 of philox(seed, (offset low word, high word, 0, 0))."""
+    offsets = offsets.to(int64)
+    c0 = offsets.to(int32)
+    c1 = (offsets >> 32).to(int32)
+    zero = c0 * 0
+    word0, _, _, _ = philox(seed, c0, c1, zero, zero)
+    return word0
+
+
+def rand(seed, offsets):
+    """A uniform f32 in [0, 1) per element of the integer tile `offsets`
+    (counter-based: the same (seed, offset) gives the same number in every
+    kernel): the top 24 bits of randint(seed, offsets) times 2^-24, so every
+    value is exact and 1 is never reached."""
+    bits = (randint(seed, offsets) >> 8) & 0xFFFFFF
+    return bits.to(float32) * (1.0 / 16777216.0)

@@ -277,13 +277,16 @@ def test_rows_must_be_16_byte_aligned_on_the_gpu():
 
 def test_positional_arguments_follow_flash_attn():
     """flash_attn's order is (q, k, v, dropout_p, softmax_scale, causal): the
-    same positional call means the same thing here, and dropout is refused."""
+    same positional call means the same thing here (dropout_p included)."""
     q, k, v = _qkv()
     by_name = tilec.flash_attn_func(q, k, v, softmax_scale=0.3, causal=True)
     by_position = tilec.flash_attn_func(q, k, v, 0.0, 0.3, True)
     np.testing.assert_array_equal(by_name, by_position)
-    with pytest.raises(NotImplementedError, match="dropout is not implemented"):
-        tilec.flash_attn_func(q, k, v, 0.1)
+    np.random.seed(1)
+    dropped = tilec.flash_attn_func(q, k, v, 0.1, 0.3, True)
+    np.random.seed(1)
+    np.testing.assert_array_equal(dropped, tilec.flash_attn_func(q, k, v, dropout_p=0.1,
+                                                                 softmax_scale=0.3, causal=True))
 
 
 @pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")

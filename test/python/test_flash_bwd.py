@@ -196,7 +196,7 @@ def test_numpy_inputs():
 def test_backward_argument_errors():
     q, k, v, dout = inputs(1, 8, 8, 2, 2, 64)
     lse = torch.zeros(1, 2, 8)
-    with pytest.raises(NotImplementedError, match=r"dropout is not implemented \(dropout_p=0.1\)"):
+    with pytest.raises(ValueError, match=r"dropout_p > 0 needs rng_state = \(seed, offset\)"):
         _flash_attn_backward(dout, q, k, v, q, lse, dropout_p=0.1)
     with pytest.raises(ValueError, match=r"causal_offset is for plain causal masks only"):
         _flash_attn_backward(dout, q, k, v, q, lse, window_size=(4, 0), causal_offset=0)
@@ -211,8 +211,8 @@ def test_backward_argument_errors():
                              k, v, q[:, :, :1].expand(1, 8, 3, 64), torch.zeros(1, 3, 8))
     with pytest.raises(TypeError, match=r"'out' is float32"):
         _flash_attn_backward(dout, q, k, v, q.float(), lse)
-    with pytest.raises(NotImplementedError, match=r"dropout is not implemented"):
-        tilec.flash_attn_func(q.requires_grad_(), k, v, dropout_p=0.5)
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\), got 1.5"):
+        tilec.flash_attn_func(q.requires_grad_(), k, v, dropout_p=1.5)
     with pytest.raises(TypeError, match=r"'v' must be a torch tensor on cpu like 'q', got ndarray"):
         tilec.flash_attn_func(q, k, v.numpy())
 

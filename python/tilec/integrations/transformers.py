@@ -20,7 +20,7 @@ flash_attn_func refuses them with an error that says so.
 Padded batches (a (batch, keys) mask with zeros) run through
 flash_attn_varlen_func on the packed valid tokens, as transformers' own
 FlashAttention path does; padded query rows come out 0. Not supported
-(clear errors): 4-D masks, dropout in training, and, where flash_attn_func
+(clear errors): 4-D masks and, where flash_attn_func
 still aligns causal top-left, causal attention with fewer queries than
 keys; decode steps (one query) are not causal and run.
 """
@@ -62,13 +62,12 @@ def tilec_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
         raise NotImplementedError(
             "tilec attention: takes a (batch, keys) padding mask (FlashAttention's), got one of shape "
             f"{tuple(attention_mask.shape)}; attn_implementation='sdpa' takes 4-D masks")
-    if dropout:
-        raise NotImplementedError(f"tilec attention: dropout is not implemented (dropout={dropout}); "
-                                  "call model.eval() or set attention_dropout=0")
+    if dropout:  # attention_dropout in training: flash_attn's dropout (torch's generator)
+        extra["dropout_p"] = float(dropout)
+    extra = {}
     q_len, kv_len = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     causal = bool(is_causal) and q_len > 1
-    extra = {}
     if sliding_window is not None and kv_len > sliding_window:
         if not _HAS_WINDOW:
             raise NotImplementedError(f"tilec attention: sliding_window={sliding_window} needs "
