@@ -131,6 +131,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False, VARLEN: tl.constexpr = False,
               SCORE_MOD: tl.constexpr = None, MASK_MOD: tl.constexpr = None,
               DROPOUT: tl.constexpr = False, RETURN_PROBS: tl.constexpr = False,
+              PROBS_BLOCK_N: tl.constexpr = 64,
               BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
               SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
@@ -194,17 +195,23 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     tl.store(ov, (row0, 0), out.to(DTYPE))
     tl.store(lsev, (row0,), lse_rows)
     if RETURN_PROBS:  # testing only (return_attn_probs): S_dmask, a second pass over the keys
-        # P = exp(S - lse) of every (query, key), negated where dropout dropped it.
+        # FlashAttention-2's layout: its key loop runs from the last block to
+        # the first and stores exp(S - m) with m the running row max so far,
+        # i.e. the max over this and the later blocks of PROBS_BLOCK_N keys
+        # (0 while that is -inf); negated where dropout dropped the element.
         pv = tl.view(probs + (b * stride_pb + h * stride_ph), (seqlen_q, seqlen_k), (stride_ps, 1))
-        for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
-            col0 = j * BLOCK_N
-            kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
+        m_run = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+        nblocks = tl.cdiv(seqlen_k, PROBS_BLOCK_N)
+        for jj in range(0, nblocks):
+            col0 = (nblocks - 1 - jj) * PROBS_BLOCK_N
+            kt = tl.load(kv, (col0, 0), (PROBS_BLOCK_N, D))
             s = scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
-                       window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
-                       MASK_MOD)
-            p = tl.exp(s - lse_rows[:, None])
+                       window_left, window_right, PROBS_BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI,
+                       SCORE_MOD, MASK_MOD)
+            m_run = tl.maximum(m_run, tl.max(s, 1))
+            p = tl.exp(s - tl.where(m_run == float("-inf"), 0.0, m_run)[:, None])
             if DROPOUT:
-                cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
+                cols = (col0 + tl.arange(0, PROBS_BLOCK_N))[None, :]
                 p = tl.where(dropout_keep(seed, rng_offset, dropout_p, b * num_heads + h,
                                           (row0 + tl.arange(0, BLOCK_M))[:, None], cols, max_q,
                                           max_k), p, -p)

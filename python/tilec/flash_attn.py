@@ -133,9 +133,22 @@ def _dummy_f32(like):
 _KERNELS = {}
 
 
+def probs_block_n(head_dim):
+    """The key-block width of S_dmask's layout (return_attn_probs with
+    dropout): FlashAttention-2's sm80 rule for its dropout kernels, which
+    upstream's tests (_get_block_size_n) use to decode it: 128 for head dims
+    up to 32, 64 up to 64, 64 for 65..96, 32 for 97..128, 64 above."""
+    if head_dim <= 32:
+        return 128
+    if 96 < head_dim <= 128:
+        return 32
+    return 64
+
+
 def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch="sm_80",
             dropout=False, probs=False):
-    """(Kernel, FlashConfig) for a variant; specialized once, then cached."""
+    """(Kernel, FlashConfig) for a variant; specialized once, then cached.
+    probs: False, or S_dmask's block width (RETURN_PROBS)."""
     key = (dtype, head_dim, causal, window, softcap, alibi, varlen, arch, dropout, probs)
     hit = _KERNELS.get(key)
     if hit is None:
@@ -145,7 +158,7 @@ def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch=
             DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
             CAUSAL=causal, WINDOW=window, SOFTCAP=softcap, ALIBI=alibi, VARLEN=varlen,
             **config.constexprs(), **({"DROPOUT": True} if dropout else {}),
-            **({"RETURN_PROBS": True} if probs else {}))
+            **({"RETURN_PROBS": True, "PROBS_BLOCK_N": probs} if probs else {}))
         hit = _KERNELS[key] = (kernel, config)
     return hit
 
@@ -250,9 +263,11 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
     (b, h, i, j) of P is dropped when tl.rand(seed, offset + ((b·hq + h)·sq
     + i)·sk + j) < dropout_p (sq, sk: the seqlens, varlen's maxima), the kept
     ones scaled by 1/(1 - dropout_p); return_probs adds S_dmask (b, hq,
-    sq rounded up to 128, sk rounded up to 128) in q's dtype: P = exp(S - lse)
-    of every element (0 where masked or past the seqlens), negated where
-    dropped.
+    sq rounded up to 128, sk rounded up to 128) in q's dtype, FlashAttention-2's
+    layout: exp(S - m_j) with m_j the row max over key block j and the later
+    ones (blocks of probs_block_n(head_dim) keys; 0 where masked or past the
+    seqlens), negated where dropped -- what upstream's tests decode with
+    normalize_flash_attn_S.
     """
     if dropout is not None:
         if _torch_compiling():
@@ -427,6 +442,7 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
         args += (run_probs,) + _strides(run_probs)[:3]
     variant = (dtype, padded, causal, window, softcap > 0, alibi_slopes is not None,
                varlen is not None)
+    probs_width = probs_block_n(head_dim) if return_probs else False
     # -- dispatch: one launch-cache lookup, one launch (docs/DESIGN.md) -----
     if on_gpu:
         from . import runtime
@@ -435,10 +451,10 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
         if dropout is None and not return_probs:
             launch = _GPU_LAUNCHES[variant + (device,)]
         else:
-            launch = _GPU_LAUNCHES[variant + ("sm_80", dropout is not None, return_probs, device)]
+            launch = _GPU_LAUNCHES[variant + ("sm_80", dropout is not None, probs_width, device)]
         runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     else:
-        kernel, config = _select(*variant, dropout=dropout is not None, probs=return_probs)
+        kernel, config = _select(*variant, dropout=dropout is not None, probs=probs_width)
         kernel.run_cpu(*args, grid=grid(config, seqlen_q, heads, batch))
     out = o if padded == head_dim else o[..., :head_dim]
     return (out, lse, probs) if return_probs else (out, lse)

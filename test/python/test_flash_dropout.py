@@ -104,9 +104,7 @@ def test_keep_rate_is_one_minus_p(p):
 
 @pytest.mark.parametrize("dtype, causal", [(torch.float16, False), (torch.bfloat16, True)])
 def test_forward_and_gradients_match_float64_with_the_returned_mask(dtype, causal):
-    """out = softmax(S)∘Z·V and its gradients, Z from S_dmask's signs; |S_dmask|
-    is the softmax P itself (normalized, unlike upstream's block-wise
-    values)."""
+    """out = softmax(S)∘Z·V and its gradients, Z from S_dmask's signs."""
     q, k, v, dout = inputs((2, 97, 4, 64), (2, 75, 2, 64), dtype)
     p = 0.25
     got = train(q, k, v, dout, dropout_p=p, causal=causal)
@@ -117,19 +115,39 @@ def test_forward_and_gradients_match_float64_with_the_returned_mask(dtype, causa
     assert rel_err(out, no_drop[0]) > 0.1  # dropout changed the output
 
 
-def test_s_dmask_holds_the_softmax():
-    """|S_dmask| = exp(S - lse): every visible row sums to 1 (0 for a row
-    with no key), masked elements are 0."""
-    q, k, v, _ = inputs((1, 64, 2, 32), (1, 40, 2, 32))
-    out, lse, S = tilec.flash_attn_func(q, k, v, dropout_p=0.4, window_size=(3, 1),
-                                        return_attn_probs=True)
-    P = S[..., :64, :40].float().abs()
-    vis = torch.from_numpy(visible(64, 40, False, (3, 1)))
-    assert (P[..., ~vis] == 0).all()
-    sums = P.sum(-1)
-    has = vis.any(-1)
-    assert torch.allclose(sums[..., has], torch.ones(()), atol=2e-3)
-    assert (sums[..., ~has] == 0).all() and (~has).any()
+def scores64(q, k, scale, window=(-1, -1), causal=False):
+    """float64 scores (b, h, sq, sk), -inf where masked."""
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double()) * scale
+    vis = torch.from_numpy(visible(q.shape[1], k.shape[1], causal, window))
+    return s.masked_fill(~vis, float("-inf"))
+
+
+@pytest.mark.parametrize("head_dim, width", [(32, 128), (64, 64), (96, 64), (128, 32), (256, 64)])
+def test_s_dmask_has_flash_attn_2s_layout(head_dim, width):
+    """S_dmask is FlashAttention-2's: exp(S - m_j), m_j the row max over key
+    block j and the blocks after it (FA2's loop runs backwards), blocks of
+    probs_block_n(head_dim) keys (upstream's _get_block_size_n for dropout);
+    so upstream's normalize_flash_attn_S -- a * exp(m_j - lse) -- recovers
+    P: visible rows sum to 1, masked elements and rows with no key are 0."""
+    from tilec.flash_attn import probs_block_n
+
+    assert probs_block_n(head_dim) == width
+    q, k, v, _ = inputs((1, 64, 2, head_dim), (1, 300, 2, head_dim), seed=head_dim)
+    scale = 1 / math.sqrt(head_dim)
+    _, lse, S = tilec.flash_attn_func(q, k, v, dropout_p=0.4, window_size=(150, 10),
+                                      return_attn_probs=True)
+    s = scores64(q, k, scale, (150, 10))
+    block_max = torch.stack([c.amax(-1) for c in s.split(width, -1)], -1)
+    suffix = torch.cummax(block_max.flip(-1), -1).values.flip(-1)
+    m = suffix.repeat_interleave(width, -1)[..., :300]
+    want = torch.exp(s - torch.where(m == float("-inf"), 0.0, m))
+    got = S[..., :64, :300].double().abs()
+    assert (got - want).abs().max() < 2e-3
+    P = got * torch.exp(m - lse[..., None].double())
+    P = torch.nan_to_num(P)  # -inf - inf: masked
+    vis = torch.from_numpy(visible(64, 300, False, (150, 10)))
+    assert torch.allclose(P.sum(-1)[..., vis.any(-1)], torch.ones((), dtype=torch.float64), atol=5e-3)
+    assert (got[..., ~vis] == 0).all()
 
 
 def test_mask_is_the_philox_stream_of_the_generator():
