@@ -226,6 +226,7 @@ def _ring_forward(ring, q, k, v, scale, causal, softcap, zigzag):
 
     b, s, h, d = q.shape
     half = s // 2
+    k, v = k.contiguous(), v.contiguous()  # sent as they are: torch.distributed wants contiguous
     out = torch.zeros((b, s, h, d), dtype=torch.float32, device=q.device)
     lse = torch.full((b, h, s), _NEG_INF, dtype=torch.float32, device=q.device)
     for step in range(ring.world):
@@ -264,6 +265,7 @@ def _ring_backward(ring, dout, q, k, v, out, lse, scale, causal, softcap, zigzag
 
     s = q.shape[1]
     half = s // 2
+    k, v = k.contiguous(), v.contiguous()
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dkv = None
     dkv_pending = None
