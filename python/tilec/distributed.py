@@ -213,13 +213,13 @@ def _merge(out, lse, block_out, block_lse):
 # Forward and backward over the ring.
 
 
-def _attend(q, k, v, scale, causal, softcap):
+def _attend(q, k, v, scale, causal, softcap, fn):
     from .flash_attn import _flash_attn_forward
 
-    return _flash_attn_forward(q, k, v, scale, causal, -1, -1, softcap)
+    return _flash_attn_forward(q, k, v, scale, causal, -1, -1, softcap, fn=fn)
 
 
-def _ring_forward(ring, q, k, v, scale, causal, softcap, zigzag):
+def _ring_forward(ring, q, k, v, scale, causal, softcap, zigzag, fn):
     """(out in q's dtype, lse (b, h, s) f32) of this rank's queries against
     the whole sequence's keys."""
     import torch
@@ -233,13 +233,13 @@ def _ring_forward(ring, q, k, v, scale, causal, softcap, zigzag):
         pending = ring.start([k, v], _KV) if step + 1 < ring.world else None
         kind = _block_kind((ring.rank - step) % ring.world, ring.rank, causal, zigzag)
         if kind in (_FULL, _DIAG):
-            bo, bl = _attend(q, k, v, scale, kind == _DIAG, softcap)
+            bo, bl = _attend(q, k, v, scale, kind == _DIAG, softcap, fn)
             _merge(out, lse, bo, bl)
         elif kind == _KEYS0:
-            bo, bl = _attend(q, k[:, :half], v[:, :half], scale, False, softcap)
+            bo, bl = _attend(q, k[:, :half], v[:, :half], scale, False, softcap, fn)
             _merge(out, lse, bo, bl)
         elif kind == _QUERIES1:
-            bo, bl = _attend(q[:, half:], k, v, scale, False, softcap)
+            bo, bl = _attend(q[:, half:], k, v, scale, False, softcap, fn)
             _merge(out[:, half:], lse[..., half:], bo, bl)
         if pending is not None:
             k, v = ring.wait(pending)
@@ -310,8 +310,8 @@ def _autograd_function():
         differentiable)."""
 
         @staticmethod
-        def forward(ctx, q, k, v, ring, scale, causal, softcap, zigzag):
-            out, lse = _ring_forward(ring, q, k, v, scale, causal, softcap, zigzag)
+        def forward(ctx, q, k, v, ring, scale, causal, softcap, zigzag, fn):
+            out, lse = _ring_forward(ring, q, k, v, scale, causal, softcap, zigzag, fn)
             ctx.save_for_backward(q, k, v, out, lse)
             ctx.args = (ring, scale, causal, softcap, zigzag)
             ctx.mark_non_differentiable(lse)
@@ -323,7 +323,7 @@ def _autograd_function():
             ring, scale, causal, softcap, zigzag = ctx.args
             dq, dk, dv = _ring_backward(ring, dout.contiguous(), q, k, v, out, lse, scale, causal,
                                         softcap, zigzag)
-            return dq, dk, dv, None, None, None, None, None
+            return dq, dk, dv, None, None, None, None, None, None
 
     return RingFlashAttnFunc
 
@@ -381,10 +381,10 @@ def _ring_attention(fn, q, k, v, causal, softmax_scale, group, softcap, return_l
         global _FUNC
         if _FUNC is None:
             _FUNC = _autograd_function()
-        out, lse = _FUNC.apply(q, k, v, ring, scale, bool(causal), softcap, zigzag)
+        out, lse = _FUNC.apply(q, k, v, ring, scale, bool(causal), softcap, zigzag, fn)
     else:
         with torch.no_grad():
-            out, lse = _ring_forward(ring, q, k, v, scale, bool(causal), softcap, zigzag)
+            out, lse = _ring_forward(ring, q, k, v, scale, bool(causal), softcap, zigzag, fn)
     if pad:
         out = out[..., :d]
     return (out, lse) if return_lse else out

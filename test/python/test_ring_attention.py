@@ -71,14 +71,15 @@ def reference(q, k, v, dout, scale, causal, softcap):
 
 
 def _rel(x, ref):
-    return ((x.double() - ref.double()).norm() / ref.double().norm()).item()
+    x, ref = x.detach().cpu().double(), ref.detach().cpu().double()
+    return ((x - ref).norm() / ref.norm()).item()
 
 
-def _run_case(rank, name):
+def _run_case(rank, name, device):
     layout, causal, dtype, b, n, h, hk, d, softcap = CASES[name]
     dtype_t = getattr(torch, dtype)
     gen = torch.Generator().manual_seed(1234 + sum(map(ord, name)))  # same inputs on every rank
-    q, k, v, dout = (torch.randn(b, n, heads, d, generator=gen).to(dtype_t)
+    q, k, v, dout = (torch.randn(b, n, heads, d, generator=gen).to(dtype_t).to(device)
                      for heads in (h, hk, hk, h))
     scale = 1 / math.sqrt(d)
     shard = (lambda x: td.zigzag_shard(x, rank, WORLD)) if layout == "zigzag" else \
@@ -107,10 +108,10 @@ def _run_case(rank, name):
             errors[f"{gname}_vs_tilec"] = _rel(got, shard(tl_grad))
             errors[f"{gname}_vs_f64"] = _rel(got, shard(r))
     # The lse of the full sequence, sharded like the output (dim 2).
-    sl = torch.logsumexp(_scores(q, k, scale, causal, softcap), -1)
+    sl = torch.logsumexp(_scores(q.cpu(), k.cpu(), scale, causal, softcap), -1)
     lse_ref = td.zigzag_shard(sl, rank, WORLD, dim=2) if layout == "zigzag" else \
         td.ring_shard(sl, rank, WORLD, dim=2)
-    errors["lse_max_abs"] = (lse.double() - lse_ref).abs().max().item()
+    errors["lse_max_abs"] = (lse.cpu().double() - lse_ref).abs().max().item()
     return errors
 
 
@@ -125,14 +126,18 @@ def _scores(q, k, scale, causal, softcap):
     return s
 
 
-def _worker(rank, store, outdir):
+def _worker(rank, store, outdir, device="cpu"):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+        device = f"cuda:{rank}"
+    dist.init_process_group("nccl" if device != "cpu" else "gloo", init_method=f"file://{store}",
+                            rank=rank, world_size=WORLD)
     results = {}
     try:
         for name in CASES:
             try:
-                results[name] = _run_case(rank, name)
+                results[name] = _run_case(rank, name, device)
             except Exception:  # recorded; the test for this case fails with it
                 results[name] = {"error": traceback.format_exc()}
             dist.barrier()
@@ -142,12 +147,11 @@ def _worker(rank, store, outdir):
         dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def ring_results():
+def _spawn(device):
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="tilec-ring.") as tmp:
-        mp.spawn(_worker, args=(os.path.join(tmp, "store"), tmp), nprocs=WORLD, join=True)
+        mp.spawn(_worker, args=(os.path.join(tmp, "store"), tmp, device), nprocs=WORLD, join=True)
         out = []
         for r in range(WORLD):
             with open(os.path.join(tmp, f"rank{r}.json")) as f:
@@ -155,10 +159,24 @@ def ring_results():
     return out
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_ring_matches_full_sequence(ring_results, name):
+@pytest.fixture(scope="module")
+def ring_results():
+    return _spawn("cpu")
+
+
+@pytest.fixture(scope="module")
+def ring_results_gpu():
+    if not torch.cuda.is_available() or torch.cuda.device_count() < WORLD:
+        pytest.skip(f"needs {WORLD} CUDA GPUs (NCCL), found "
+                    f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}")
+    if not dist.is_nccl_available():
+        pytest.skip("torch.distributed has no NCCL")
+    return _spawn("cuda")
+
+
+def _judge(all_results, name):
     dtype = CASES[name][2]
-    for rank, results in enumerate(ring_results):
+    for rank, results in enumerate(all_results):
         errors = results[name]
         assert "error" not in errors, f"rank {rank}: {errors.get('error')}"
         for what, err in errors.items():
@@ -168,15 +186,30 @@ def test_ring_matches_full_sequence(ring_results, name):
                 assert err < REL_TOL[dtype], f"rank {rank} {name}: {what} relative error {err:.2e}"
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_ring_matches_full_sequence(ring_results, name):
+    _judge(ring_results, name)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_ring_gpu_nccl_matches_full_sequence(ring_results_gpu, name):
+    """The same cases on WORLD GPUs with NCCL (skipped on fewer GPUs)."""
+    _judge(ring_results_gpu, name)
+
+
 # -- one process: no process group, the pieces ---------------------------------------------------
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_world_of_one_is_flash_attn(causal):
+def test_world_of_one_is_flash_attn(causal, device):
     """Without an initialised process group the ring is one block: the same
-    kernels as flash_attn_func, so equal to it to f32-merge rounding, and
-    gradients too."""
-    q, k, v, dout = (torch.randn(1, 70, h, 32, dtype=torch.bfloat16) for h in (4, 2, 2, 4))
+    kernels as flash_attn_func and a merge that is exact for one block, so
+    bitwise equal to it, gradients too."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    q, k, v, dout = (torch.randn(1, 70, h, 32, dtype=torch.bfloat16, device=device)
+                     for h in (4, 2, 2, 4))
     ref = [x.clone().requires_grad_() for x in (q, k, v)]
     want = tilec.flash_attn_func(*ref, causal=causal)
     want.backward(dout)
@@ -186,6 +219,28 @@ def test_world_of_one_is_flash_attn(causal):
     assert torch.equal(got, want)
     for g, r in zip(got_in, ref):
         assert torch.equal(g.grad, r.grad)
+
+
+def test_softcap_backward_follows_flash_attn():
+    """softcap's backward: whatever flash_attn_func's does (today it raises
+    NotImplementedError; once tilec's backward has softcap, the ring's
+    gradients must equal flash_attn_func's)."""
+    q, k, v, dout = (torch.randn(1, 40, h, 32, dtype=torch.float16) for h in (2, 1, 1, 2))
+    outcomes = []
+    for fn in (tilec.flash_attn_func, td.ring_flash_attn_func):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        out = fn(*leaves, causal=True, softcap=4.0)
+        try:
+            out.backward(dout)
+            outcomes.append([x.grad for x in leaves])
+        except NotImplementedError as e:
+            assert "softcap" in str(e)
+            outcomes.append(None)
+    if outcomes[0] is None or outcomes[1] is None:
+        assert outcomes == [None, None]
+    else:
+        for g, r in zip(*outcomes[::-1]):
+            assert torch.equal(g, r)
 
 
 def test_merge_is_flash_attn_combine():
@@ -232,3 +287,5 @@ def test_errors_name_the_problem():
         td.ring_flash_attn_func(q, q, q, softcap=-1.0)
     with pytest.raises(NotImplementedError, match="dropout"):
         td.ring_flash_attn_func(q, q, q, dropout_p=0.1)
+    with pytest.raises(TypeError, match="zigzag_ring_flash_attn_func: 'q' must be float16 or bfloat16"):
+        td.zigzag_ring_flash_attn_func(q[:, :6].float(), q[:, :6].float(), q[:, :6].float())
