@@ -22,7 +22,8 @@ rank runs it at once on its own GPU; the slowest). Strong-scaling efficiency
 With world size 1 the ring is one block (no communication), so the
 efficiency measures the ring's own overhead (the f32 merge, the copies).
 
---check (default on; --no-check) compares, at --check-seqlen tokens, the
+"p2p alone" is the time of the same exchanges without the attention (what
+overlap must hide). --check (default on; --no-check) compares, at --check-seqlen tokens, the
 ring's output and gradients on every rank's shard with the single-GPU
 full-sequence result (relative error, bf16 level expected).
 --record appends the table to bench/RESULTS.md.
@@ -81,6 +82,24 @@ def slowest(value, world):
     t = torch.tensor([value], dtype=torch.float64, device=DEVICE)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
+
+
+def p2p_ms(k, v, reps, warmup, world):
+    """The exchanges of one forward+backward without the attention: world−1
+    K/V hops (forward), world−1 K/V hops and world dK/dV (f32) hops
+    (backward), each waited for before the next."""
+    if world == 1:
+        return 0.0
+    ring = td._Ring(None)
+    dk, dv = k.float(), v.float()
+
+    def run():
+        for _ in range(2 * (world - 1)):
+            ring.wait(ring.start([k, v], td._KV))
+        for _ in range(world):
+            ring.wait(ring.start([dk, dv], td._DKV))
+
+    return time_ms(run, reps, warmup, world)
 
 
 def time_ms(fn, reps, warmup, world):
@@ -180,9 +199,9 @@ def main():
             say(f"check at {args.check_seqlen} tokens, {mode}: worst relative error of out/dq/dk/dv "
                 f"against one GPU {err:.2e}")
     rows = []
-    header = ("| tokens | mode | 1 GPU full (ms) | ring on %d (ms) | efficiency |" % world)
+    header = ("| tokens | mode | 1 GPU full (ms) | ring on %d (ms) | efficiency | p2p alone (ms) |" % world)
     say(header)
-    say("|---|---|---|---|---|")
+    say("|---|---|---|---|---|---|")
     for seqlen in seqlens:
         q, k, v, dout = inputs(args, seqlen, seqlen)
         for mode in args.modes:
@@ -196,8 +215,9 @@ def main():
             t_ring = time_ms(run_ring, args.reps, args.warmup, world)
             del run_ring
             eff = t_full / (world * t_ring)
+            t_p2p = p2p_ms(lk, lv, args.reps, args.warmup, world)
             tokens = f"{seqlen // 1024}k" if seqlen % 1024 == 0 else str(seqlen)
-            row = f"| {tokens} | {mode} | {t_full:.1f} | {t_ring:.1f} | {eff:.3f} |"
+            row = f"| {tokens} | {mode} | {t_full:.1f} | {t_ring:.1f} | {eff:.3f} | {t_p2p:.1f} |"
             rows.append(row)
             say(row)
         del q, k, v, dout
@@ -209,7 +229,7 @@ def main():
                     f"`bench/bench_ring.py`: {name}, batch 1, {args.heads}/"
                     f"{args.kv_heads} heads x {args.head_dim}, forward+backward, median of {args.reps}; "
                     "efficiency = 1-GPU full-sequence time / (GPUs x ring time).\n\n"
-                    + header + "\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+                    + header + "\n|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
     if world > 1:
         dist.destroy_process_group()
 
