@@ -390,6 +390,21 @@ def _ring_attention(fn, q, k, v, causal, softmax_scale, group, softcap, return_l
     return (out, lse) if return_lse else out
 
 
+_EAGER = None
+
+
+def _eager_ring_attention(*args):
+    """_ring_attention, run eagerly under torch.compile (one graph break):
+    the ring's point-to-point exchanges and kernel launches stay outside
+    the traced graph."""
+    global _EAGER
+    if _EAGER is None:
+        import torch
+
+        _EAGER = torch.compiler.disable(_ring_attention, recursive=True)
+    return _EAGER(*args)
+
+
 def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None, softcap=0.0, *,
                          return_lse=False, dropout_p=0.0, deterministic=False):
     """Attention of this rank's queries over the whole sequence, whose K/V
@@ -403,7 +418,7 @@ def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None, 
     (out, lse (batch, heads, seqlen_local) f32, +inf for rows that see no
     key). The backward is deterministic (no atomics; `deterministic` is
     accepted for flash_attn's signature)."""
-    return _ring_attention("ring_flash_attn_func", q, k, v, causal, softmax_scale, group, softcap,
+    return _eager_ring_attention("ring_flash_attn_func", q, k, v, causal, softmax_scale, group, softcap,
                            return_lse, False, dropout_p)
 
 
@@ -415,5 +430,5 @@ def zigzag_ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group
     same. Non-causal attention does not depend on the key order, so it runs
     the plain ring's schedule on the same shards. Output and lse in the
     same zigzag layout (zigzag_unshard reassembles them)."""
-    return _ring_attention("zigzag_ring_flash_attn_func", q, k, v, causal, softmax_scale, group,
+    return _eager_ring_attention("zigzag_ring_flash_attn_func", q, k, v, causal, softmax_scale, group,
                            softcap, return_lse, True, dropout_p)

@@ -289,3 +289,25 @@ def test_errors_name_the_problem():
         td.ring_flash_attn_func(q, q, q, dropout_p=0.1)
     with pytest.raises(TypeError, match="zigzag_ring_flash_attn_func: 'q' must be float16 or bfloat16"):
         td.zigzag_ring_flash_attn_func(q[:, :6].float(), q[:, :6].float(), q[:, :6].float())
+
+
+def test_torch_compile_breaks_once_around_the_ring():
+    """Under torch.compile the ring runs eagerly (torch.compiler.disable):
+    one graph break, and the same out and gradients as eager."""
+    import torch._dynamo
+
+    def f(q, k, v):
+        return td.zigzag_ring_flash_attn_func(q * 1.0, k, v, causal=True).float().sum()
+
+    q, k, v = (torch.randn(1, 64, h, 32, dtype=torch.bfloat16) for h in (2, 1, 1))
+    explained = torch._dynamo.explain(f)(q, k, v)
+    assert explained.graph_break_count == 1, [str(b.reason) for b in explained.break_reasons]
+    eager = [x.clone().requires_grad_() for x in (q, k, v)]
+    compiled = [x.clone().requires_grad_() for x in (q, k, v)]
+    want = f(*eager)
+    want.backward()
+    got = torch.compile(f)(*compiled)
+    got.backward()
+    assert torch.equal(got, want)
+    for a, b in zip(compiled, eager):
+        assert torch.equal(a.grad, b.grad)
