@@ -413,7 +413,8 @@ def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None, 
     kv_heads, d), heads a multiple of kv_heads; f16 or bf16; the same shapes
     on every rank. causal masks over the whole sequence (rank r's token i is
     position r·seqlen_local + i). softcap > 0 caps the scores as
-    flash_attn_func (forward only until tilec's backward has softcap).
+    flash_attn_func (its gradients need tilec's softcap backward, branch bwdvar;
+    without it the backward raises NotImplementedError).
     Differentiable in q, k, v. Returns out (like q) or, with return_lse,
     (out, lse (batch, heads, seqlen_local) f32, +inf for rows that see no
     key). The backward is deterministic (no atomics; `deterministic` is
