@@ -53,6 +53,7 @@ def tilec_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
                             sliding_window: int | None = None, softcap: float | None = None,
                             is_causal: bool | None = None, **kwargs):
     """transformers' attention interface on tilec.flash_attn_func."""
+    extra = {}
     if attention_mask is not None and not _HAS_VARLEN:
         raise NotImplementedError(
             "tilec attention: padded batches (an attention mask with padding) need the varlen "
@@ -64,7 +65,6 @@ def tilec_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
             f"{tuple(attention_mask.shape)}; attn_implementation='sdpa' takes 4-D masks")
     if dropout:  # attention_dropout in training: flash_attn's dropout (torch's generator)
         extra["dropout_p"] = float(dropout)
-    extra = {}
     q_len, kv_len = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     causal = bool(is_causal) and q_len > 1
