@@ -3,6 +3,8 @@ written as plain tile arithmetic, on the CPU runner, against Random123's
 known-answer vectors and a numpy model of the generator; and the DSL's
 integer shifts it needs."""
 
+from __future__ import annotations  # kernel annotations may name constexprs (ON below)
+
 import numpy as np
 import pytest
 
@@ -146,3 +148,26 @@ def test_shift_of_a_float_is_an_error():
 
     with pytest.raises(tilec.CompilationError, match=r"'>>' needs integers"):
         bad.specialize()
+
+
+def test_parameters_annotated_none_are_absent():
+    """`x: T if FLAG else None`: a parameter only of the specializations
+    whose annotation is a type (how the DROPOUT kernels add theirs without
+    changing the others' signatures); using it where it is absent is an
+    error naming it."""
+
+    @tilec.jit(grid=(1,))
+    def k(out: tl.ptr(tl.float32), extra: tl.float32 if ON else None, ON: tl.constexpr = False,
+          USE: tl.constexpr = False):
+        v = tl.zeros((16,), tl.float32)
+        if ON or USE:
+            v = v + extra
+        tl.store(tl.view(out, (16,), (1,)), (0,), v)
+
+    assert [n for n, _ in k.specialize().params] == ["out"]
+    assert [n for n, _ in k.specialize(ON=True).params] == ["out", "extra"]
+    out = np.zeros(16, np.float32)
+    k.specialize(ON=True).run_cpu(out, 2.5, grid=(1,))
+    assert (out == 2.5).all()
+    with pytest.raises(tilec.CompilationError, match=r"name 'extra' is not defined"):
+        k.specialize(USE=True)
