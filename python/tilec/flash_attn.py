@@ -153,7 +153,8 @@ def _select(dtype, head_dim, causal, window, softcap, alibi, varlen=False, arch=
     hit = _KERNELS.get(key)
     if hit is None:
         config = strategy.flash_fwd_config(arch=arch, dtype=dtype, head_dim=head_dim, causal=causal,
-                                           window=window, softcap=softcap, alibi=alibi)
+                                           window=window, softcap=softcap, alibi=alibi,
+                                           dropout=dropout)
         kernel = flash_fwd_kernel().specialize(
             DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=head_dim,
             CAUSAL=causal, WINDOW=window, SOFTCAP=softcap, ALIBI=alibi, VARLEN=varlen,

@@ -13,7 +13,7 @@ and the measured numbers are recorded in bench/RESULTS.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import compiler
 
@@ -161,18 +161,28 @@ assert not any(c.lowering_options for c in TABLE.values()), "TABLE entries take 
 assert not any(c.lowering_options for c in VARIANT_TABLE.values())
 
 
+# Dropout regenerates a Philox number per element of P (10 rounds, 4 live
+# words): the table's 128x64 blocks (64 elements per thread) spilled 1.5-3.8 KB
+# at d64/d128 (ptxas sm_80, 2026-12-01); 64x64 over 4 warps spills none.
+DROPOUT_BLOCKS = (64, 64, 4)
+
+
 def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, window=False,
-                     softcap=False, alibi=False):
+                     softcap=False, alibi=False, dropout=False):
     """The configuration to compile flash_fwd with (dtype does not change the
     choice today; it is an argument so it can). The dense kernels (causal or
     not) come from TABLE; with a window, softcap or ALiBi VARIANT_TABLE's
     entry for the head dim wins where there is one."""
     # Every arch runs the mma.sync (sm_80) code path today.
+    config = None
     if window or softcap or alibi:
         config = VARIANT_TABLE.get(("sm_80", int(head_dim)))
-        if config is not None:
-            return config
-    return TABLE.get(("sm_80", int(head_dim), bool(causal)), DEFAULT)
+    if config is None:
+        config = TABLE.get(("sm_80", int(head_dim), bool(causal)), DEFAULT)
+    if dropout and int(head_dim) <= 128:
+        bm, bn, nw = DROPOUT_BLOCKS
+        config = replace(config, block_m=bm, block_n=bn, num_warps=nw)
+    return config
 
 
 # -- backward (kernels/flash_bwd.py) ------------------------------------------
@@ -219,9 +229,13 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 BWD_TABLE = {}
 
 
-def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False):
-    """The configuration of the backward kernels."""
+def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, dropout=False):
+    """The configuration of the backward kernels. Dropout: the dq kernel's
+    64x64 blocks spilled 72-172 bytes at d64/d128 (its Philox numbers), 64
+    queries x 32 keys none."""
     config = BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)))
     if config is None:
         config = BWD_WIDE if int(head_dim) > 128 else BWD_DEFAULT
+    if dropout and int(head_dim) <= 128:
+        config = replace(config, dq=replace(config.dq, block_n=32))
     return config
