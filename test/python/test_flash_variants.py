@@ -10,6 +10,7 @@ to f16: measured ||out-ref||/||ref|| 2.2e-4..2.8e-4 and lse within 1.1e-6
 (softcap and ALiBi alike); bf16 2e-3. The asserted bounds leave a margin."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -366,3 +367,16 @@ def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
     assert rewritten == [True]
     check(out, lse, *attention_batch(q, k, v, 128 ** -0.5, opts.get("causal", False),
                                      opts.get("window_size", (-1, -1))))
+
+
+def test_varlen_programs_past_their_sequence_skip_the_loop():
+    """The varlen kernel's early exit (row0 >= seqlen_q) wraps the K/V loop
+    and the stores: it was dropped (an empty scf.if before them), so the
+    programs past a short sequence ran its whole key loop -- half the work of
+    64 documents of 100..4000 tokens (bench/probe_varlen.py)."""
+    kernel, _ = fa._select("float16", 64, True, False, False, False, varlen=True)
+    exit_if = re.search(r"scf.if %\w+ \{\n\s*\} else \{\n", kernel.ir)
+    assert exit_if, "no early exit with the kernel's work in its else branch"
+    after = kernel.ir[exit_if.end():]
+    assert "scf.for" in after and after.count("tile.store") == 2
+    assert "scf.for" not in kernel.ir[:exit_if.start()]
