@@ -395,6 +395,61 @@ def test_varlen_launches_the_varlen_kernel(monkeypatch):
     assert args_varlen[-4] is cu_q and args_varlen[-3] is cu_k and args_varlen[-1] == 0
 
 
+@pytest.mark.parametrize("lens_q, lens_k, hq, hk, d, kw", [
+    ([10, 0, 130], [10, 0, 130], 4, 4, 64, dict(causal=True)),
+    ([5, 70], [90, 30], 4, 2, 128, dict(window_size=(12, 4), softcap=6.0)),     # GQA, window, softcap
+    ([33], [47], 2, 1, 32, dict(seqused_k=True)),                                # MQA, seqused_k
+])
+def test_gpu_varlen_fast_path_launches_what_the_general_path_does(monkeypatch, lens_q, lens_k, hq, hk, d,
+                                                                  kw):
+    """The varlen fast path (no read of cu_seqlens) launches the general
+    path's kernel with its arguments; the general path runs on the same
+    call (the fast path's result dropped), with the values check on."""
+    from tilec import flash_attn
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    used_fast = []
+    fast = flash_attn._gpu_varlen_fast_path
+    monkeypatch.setattr(flash_attn, "_gpu_varlen_fast_path",
+                        lambda *a, **k: used_fast.append(fast(*a, **k) is not None) or None)
+    kw = dict(kw)
+    cu_q = cuda(torch.tensor(np.cumsum([0] + lens_q), dtype=torch.int32))
+    cu_k = cuda(torch.tensor(np.cumsum([0] + lens_k), dtype=torch.int32))
+    used = cuda(torch.tensor([min(3, n) for n in lens_k], dtype=torch.int32)) if kw.pop("seqused_k", 0) \
+        else None
+    q = cuda(torch.randn(sum(lens_q), hq, d).half())
+    k, v = (cuda(torch.randn(sum(lens_k), hk, d).half()) for _ in range(2))
+    flash_attn._flash_attn_forward(q, k, v, None, kw.pop("causal", False), *kw.pop("window_size", (-1, -1)),
+                                   cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
+                                   max_seqlen_k=max(lens_k), seqused_k=used, **kw)
+    assert used_fast == [True] and len(caught) == 2
+    (key_fast, args_fast, _), (key_general, args_general, _) = caught
+    assert key_fast == key_general and key_fast[6] is True
+    assert _launch_signature(args_fast) == _launch_signature(args_general)
+    assert args_fast[30] is cu_q and args_fast[31] is cu_k and (used is None or args_fast[32] is used)
+
+
+def test_gpu_varlen_reads_no_cu_seqlens_unless_asked(monkeypatch):
+    """On CUDA the values of cu_seqlens are not read back (a device sync per
+    call) on the fast path or the general one (head_dim 20: padded);
+    CHECK_CUDA_VARLEN_VALUES = True reads and checks them."""
+    from tilec import flash_attn
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    reads = []
+    host_ints = flash_attn._host_ints
+    monkeypatch.setattr(flash_attn, "_host_ints", lambda t: reads.append(t) or host_ints(t))
+    bad = cuda(torch.tensor([0, 7, 5], dtype=torch.int32))  # not non-decreasing
+    for d in (64, 20):
+        q = cuda(torch.randn(10, 2, d).half())
+        tilec.flash_attn_varlen_func(q, q, q, bad, bad, 7, 7)
+    assert len(caught) == 2 and not reads
+    monkeypatch.setattr(flash_attn, "CHECK_CUDA_VARLEN_VALUES", True)
+    with pytest.raises(ValueError, match=r"'cu_seqlens_q' must be non-decreasing"):
+        tilec.flash_attn_varlen_func(q, q, q, bad, bad, 7, 7)
+    assert reads and len(caught) == 2
+
+
 @needs_cpu
 def test_custom_op_opcheck_with_grad():
     """The op's registered autograd (tilec::flash_attn_backward) passes
