@@ -201,6 +201,10 @@ VARLEN = [
     ([40, 80], [90, 30], 2, 2, 48, dict(window_size=(12, 4), softcap=6.0)),
     ([30, 0, 64], [30, 5, 64], 4, 1, 64, dict(window_size=(-1, 0), alibi="h")),
     ([7, 20], [0, 33], 2, 1, 59, dict(causal=True)),                   # no keys; head_dim padded
+    # max_seqlen 300 (3 row blocks of 128): the programs past the 1-, 0- and
+    # 129-token sequences exit early (and must not skip the long one's rows).
+    ([1, 300, 0, 129], [50, 300, 7, 200], 4, 2, 64, dict(causal=True)),
+    ([1, 300, 0, 129], [50, 300, 7, 200], 4, 1, 64, dict(window_size=(30, 0))),
 ]
 
 
