@@ -241,7 +241,8 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
     1/sqrt(d). window -1 is unbounded; softcap 0 is off; alibi_slopes (hq,) or
     (b, hq) f32 or None. Checks are O(1) except varlen's values (cu_seqlens
     non-decreasing, within the tensors and max_seqlen; seqused_k within its
-    sequence), read on the host unless a CUDA graph is being captured.
+    sequence), read on the host for CPU inputs, for CUDA ones only with
+    CHECK_CUDA_VARLEN_VALUES (and never while a CUDA graph is captured).
     """
     if _torch_compiling():
         # torch.compile/torch.export trace the custom op (tilec/ops.py), whose
@@ -611,8 +612,8 @@ CHECK_CUDA_VARLEN_VALUES = False
 def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
                          max_seqlen_q, max_seqlen_k):
     """The values of cu_seqlens (and seqused_k), read on the host: one copy of
-    batch + 1 ints (a synchronization for CUDA tensors, skipped while a CUDA
-    graph is captured)."""
+    batch + 1 ints (for CUDA tensors a synchronization, so only with
+    CHECK_CUDA_VARLEN_VALUES and not while a CUDA graph is captured)."""
     cu_q, cu_k = _host_ints(cu_seqlens_q), _host_ints(cu_seqlens_k)
     _check_seqlens(fn, "cu_seqlens_q", cu_q, total_q, max_seqlen_q, "q")
     len_k = _check_seqlens(fn, "cu_seqlens_k", cu_k, total_k, max_seqlen_k, "k")
