@@ -15,7 +15,7 @@ Then the call as users see it (GPU idle before each call, host work counts)
 for 64 x 512 and the mixed case, and the mixed case's error against the
 per-document dense outputs. TFLOP/s over visible scores (causal).
 
-    python3 bench/probe_varlen.py [--iters 30]
+    python3 bench/probe_varlen.py [--iters 30] [--configs 64x64w4,128x128w8]
 """
 import argparse
 import math
@@ -54,6 +54,24 @@ def per_doc_ms(lens, tensors, iters):
     return total
 
 
+def config_call(lens, tensors, block_m, block_n, warps):
+    """The varlen kernel with another block configuration, launched directly
+    with the arguments flash_attn_varlen_func's fast path passes."""
+    from tilec import flash_attn as fa
+    from tilec import language as tl
+
+    kernel = fa.flash_fwd_kernel().specialize(
+        DTYPE=tl.bfloat16, HEAD_DIM=D, CAUSAL=True, VARLEN=True, BLOCK_M=block_m, BLOCK_N=block_n,
+        NUM_WARPS=warps, NUM_STAGES=2, SMEM_EPILOGUE=False, COPY_BOUNDS="row")
+    cu, q, k, v = tensors
+    o, lse = torch.empty_like(q), torch.empty(H, q.shape[0], device="cuda", dtype=torch.float32)
+    slopes, ints = torch.zeros(4, device="cuda"), torch.zeros(4, device="cuda", dtype=torch.int32)
+    s0, row_ = q.stride(0), H * D
+    args = (q, k, v, o, lse, max(lens), max(lens), H, len(lens), 1, s0, s0, D, s0, s0, D, s0, s0, D,
+            row_, row_, D, 1, q.shape[0], 1.0 / math.sqrt(D), 0, 0, 1.0, slopes, 0, cu, cu, ints, 0)
+    return lambda: kernel(*args)
+
+
 def row(name, ms, lens, extra=""):
     print(f"| {name} | {ms:.3f} | {flops(lens) / ms / 1e9:.0f} | {extra} |", flush=True)
 
@@ -61,6 +79,9 @@ def row(name, ms, lens, extra=""):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--configs", default="64x64w4",
+                        help="other BLOCK_MxBLOCK_Nw(warps) configurations to time on the mixed case "
+                             "('' for none; the table's is 128x64w4)")
     args = parser.parse_args()
     kernel_ms = lambda fn: median_ms(fn, args.iters, 3, busy=True)  # noqa: E731
     user_ms = lambda fn: median_ms(fn, args.iters, 3, busy=False)  # noqa: E731
@@ -88,6 +109,11 @@ def main():
                         ("lengths rounded up to 128", [-(-n // 128) * 128 for n in lens])):
         t = kernel_ms(varlen_call(order))
         row(f"varlen 64 x 100..4000, {name}", t, order, f"{t_mixed / t:.2f}x shuffled")
+    for cfg in filter(None, args.configs.split(",")):
+        bm, rest = cfg.split("x")
+        bn, warps = rest.split("w")
+        t = kernel_ms(config_call(lens, tensors, int(bm), int(bn), int(warps)))
+        row(f"varlen 64 x 100..4000, {cfg} blocks", t, lens, f"{t_mixed / t:.2f}x the table's")
     # Work the grid holds: programs with rows (the rest exit after 4 scalar loads).
     blocks = math.ceil(max(lens) / 128)
     real = sum(math.ceil(n / 128) for n in lens)
