@@ -20,19 +20,81 @@ How a call runs:
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass
 
 from . import kernel_files
 from . import language as tl
 from .flash_attn import _is_torch, _rows_aligned, _strides
 
-# Kernels are specialized by BLOCK_N: a paged block of keys must lie in one page.
-_BLOCK_N = 64
 _MAX_SPLITS = 128
 # What num_splits=0 assumes without a GPU to ask (an H100/H200).
 _DEFAULT_SMS = 132
 # A window side of -1 (unbounded) reaches the kernel as this many keys.
 _UNBOUNDED = 1 << 30
+
+# The GPU plan's tile: (BLOCK_M, BLOCK_N, NUM_STAGES); warps = BLOCK_M / 16.
+# A module setting so that bench/bench_decode.py --tile can sweep it.
+GPU_TILE = (64, 64, 2)
+
+# What the split rule knows of an SM (H100/H200; sm_80 code): shared memory
+# and registers per SM, the registers per thread the decode kernel takes at
+# d128 (ptxas: 208 at 64 rows), and the bytes of K/V copies that must be in
+# flight per SM to cover HBM latency (Little's law: ~4 TB/s × ~1.3 µs over
+# 132 SMs; the usual 40 KB).
+_SMEM_PER_SM = 228 * 1024
+_SMEM_PER_CTA_RESERVED = 1024
+_REGS_PER_SM = 65536
+_REGS_PER_THREAD = 208
+_IN_FLIGHT_PER_SM = 40 * 1024
+# A program's fixed cost in key blocks: its Q load and the first block's
+# latency (nothing overlaps them), the epilogue and its share of the combine.
+_FIXED_BLOCKS = 2
+
+
+def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS):
+    """The split count for num_splits=0: the one place the rule lives.
+
+    A decode kernel is bound by HBM, so what a split count changes is how
+    evenly the key blocks land on the SMs and whether each SM has enough
+    copies in flight. With s splits each program reads per = ⌈n_blocks/s⌉
+    blocks and programs·⌈n_blocks/per⌉ programs do work; the busiest SM runs
+    c = ⌈working/sms⌉ of them. An SM moves bytes at full speed once
+    `saturating` programs are resident on it (their copies in flight cover
+    the latency), at c/saturating of it below. So the time is
+
+        cost(s) = max(c, saturating) · (per + _FIXED_BLOCKS)
+
+    in units of one block at one SM's full speed; the rule takes the s in
+    1..min(max_splits, n_blocks) of least cost (the smallest on ties).
+    Examples at 132 SMs, saturating 2, 64-key blocks, d128: batch 1 with
+    8 KV heads at 32k keys → 32 splits (256 programs, 2 per SM); 32 KV heads
+    → 8; batch 16 × 8 KV heads at 8k → 2; batch 64 × 8 at 4k → 1. Compare
+    num_splits_heuristic, flash_attn 2's rule, which counts wave efficiency
+    alone (29 splits in the first case: 100 SMs run two programs, 32 one)."""
+    cdiv = lambda a, b: -(-a // b)
+    best, best_cost = 1, None
+    for s in range(1, max(1, min(max_splits, n_blocks)) + 1):
+        per = cdiv(n_blocks, s)
+        working = programs * cdiv(n_blocks, per)
+        cost = max(cdiv(working, sms), saturating) * (per + _FIXED_BLOCKS)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = s, cost
+    return best
+
+
+def residency(block_m, block_n, stages, head_dim, elem_bytes=2):
+    """(programs resident per SM, programs per SM that saturate it) for a
+    decode tile: shared memory (Q, and `stages` buffers of K and V) and
+    registers bound the first; the second is how many programs' copies
+    (stages − 1 blocks of K and V each) make _IN_FLIGHT_PER_SM."""
+    d = max(16, 1 << (head_dim - 1).bit_length())
+    smem = (block_m + 2 * stages * block_n) * d * elem_bytes + _SMEM_PER_CTA_RESERVED
+    threads = 32 * max(1, block_m // 16)
+    resident = max(1, min(_SMEM_PER_SM // smem, _REGS_PER_SM // (_REGS_PER_THREAD * threads), 32))
+    in_flight = max(1, stages - 1) * 2 * block_n * d * elem_bytes
+    return resident, max(1, min(resident, -(-_IN_FLIGHT_PER_SM // in_flight)))
 
 
 def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS):
@@ -58,21 +120,33 @@ def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS
     return 1
 
 
-# The values of cache_seqlens, cache_batch_idx and cache_leftpad are read back
-# and checked before anything is written: on CUDA one device sync per call.
-# Off, a serving loop saves the sync and bad values are not caught (on the
-# CPU the runner still reports accesses outside a buffer). Skipped while a
-# CUDA graph is being captured.
-CHECK_VALUES = True
+# The values of cache_seqlens, cache_batch_idx, cache_leftpad (and on the
+# CPU the block table's page numbers) are read and checked before anything is
+# written. None (the default): on the CPU only. On CUDA the check is a
+# device-to-host copy and a sync per call, which flash_attn does not do, so
+# it is opt-in: True here, or TILEC_CHECK_VALUES=1 in the environment (a
+# debugging aid; never while a CUDA graph is being captured). Unchecked, the
+# kernel still reads only inside the cache: it clamps each sequence's length
+# to the capacity and each page number to the pool (a bad value gives a wrong
+# answer, not a fault). False: no check anywhere.
+CHECK_VALUES = None
 
 # The CPU runner's Q tile: None for the smallest that holds the packed rows
 # (fast to run), or a GPU size, for tests of the GPU configuration's numerics.
 CPU_BLOCK_M = None
 
 
+def _check_values(on_gpu):
+    """Whether this call reads the int32 tensors' values back to check them
+    (CHECK_VALUES)."""
+    if CHECK_VALUES is None:
+        return not on_gpu or os.environ.get("TILEC_CHECK_VALUES", "") not in ("", "0")
+    return bool(CHECK_VALUES)
+
+
 @dataclass(frozen=True)
 class DecodePlan:
-    """How one call runs: tiles, warps and the split count."""
+    """How one call runs: tiles, warps, stages and the split count."""
     seqlen_q: int
     group: int
     head_dim: int
@@ -82,6 +156,8 @@ class DecodePlan:
     num_warps: int
     m_blocks: int
     num_splits: int
+    page_block: int = 0     # paged: keys per sub-tile (one page's share of a block)
+    num_stages: int = 2
 
     def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
                    per_batch=False, batch_idx=False, leftpad=False):
@@ -93,36 +169,42 @@ class DecodePlan:
                     SPLIT=split, CAUSAL=bool(causal), WINDOW=bool(window), ALIBI=bool(alibi),
                     SOFTCAP=bool(softcap),
                     PAGED=bool(paged), PAGE_SIZE=self.page_size if paged else 64,
+                    PAGE_BLOCK=self.page_block if paged else 64,
                     PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
-                    QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps)
+                    QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps,
+                    NUM_STAGES=self.num_stages)
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
                 on_gpu=True, sms=_DEFAULT_SMS):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
-    seqlen_q); on the GPU it is 64 rows over 4 warps even for one row, as
-    flash_attn 2's split kernel: the warps that compute padding rows still
-    share the K/V copies, and a decode kernel is bound by those. Key blocks
-    are 64 keys, or the largest power of two dividing the page size (a block
-    must lie in one page). num_splits=0: num_splits_heuristic over the
-    programs (batch × KV heads × row blocks), two per SM, and the cache
-    capacity in 128-key blocks (flash_attn 2's count at head_dim <= 128)."""
+    seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
+    row, as flash_attn 2's split kernel: the warps that compute padding rows
+    still share the K/V copies, and a decode kernel is bound by those). Key
+    blocks are 64 keys; with pages, a block is up to 4 sub-tiles of the
+    largest power of two dividing the page size (pages of 16: four, each from
+    its own page), so a block stays 64 keys at any page size. num_splits=0:
+    num_splits_rule over the programs (batch × KV heads × row blocks) and the
+    capacity in key blocks."""
     rows_q = heads // heads_k * seqlen_q
-    block_n = _BLOCK_N
-    if page_size:
-        while page_size % block_n:
-            block_n //= 2
     if on_gpu:
-        block_m = 64
+        block_m, block_n, stages = GPU_TILE
     else:
         block_m = CPU_BLOCK_M or min(64, max(16, 1 << (rows_q - 1).bit_length()))
+        block_n, stages = GPU_TILE[1], GPU_TILE[2]
+    page_block = 0
+    if page_size:
+        page_block = min(block_n, page_size & -page_size)
+        while block_n > 4 * page_block:      # the kernel reads up to 4 sub-tiles per block
+            block_n //= 2
     m_blocks = -(-rows_q // block_m)
     if num_splits == 0:
-        n_blocks = -(-capacity // (128 if head_dim <= 128 else 64))
-        num_splits = num_splits_heuristic(batch * heads_k * m_blocks, 2 * sms, max(n_blocks, 1))
+        n_blocks = max(1, -(-capacity // block_n))
+        _, saturating = residency(block_m, block_n, stages, head_dim)
+        num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating)
     num_splits = min(num_splits, _MAX_SPLITS)
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
-                      block_m // 16, m_blocks, num_splits)
+                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages)
 
 
 def _sm_count(device):
@@ -374,10 +456,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             _int32_vector(name, t, batch, on_gpu, device)
     if not paged and cache_batch_idx is None and batch_cache < batch:
         _fail(f"'k_cache' holds {batch_cache} sequences, the batch is {batch}")
-    # The values of the int32 tensors: read once (one device sync on CUDA,
-    # unless CHECK_VALUES is off) and checked before anything is written.
+    # The values of the int32 tensors: read once and checked before anything
+    # is written (on CUDA only when asked: CHECK_VALUES, one device sync).
     # Never while a CUDA graph is captured (a read-back cannot be captured).
-    check_values = CHECK_VALUES and not (on_gpu and ops.t.cuda.is_current_stream_capturing())
+    check_values = _check_values(on_gpu) and not (on_gpu and ops.t.cuda.is_current_stream_capturing())
     lens_host = None if per_batch else [int(cache_seqlens)] * batch
     if check_values:
         lens_v, bidx_v, pad_v = _read_ints(ops, cache_seqlens if per_batch else None, cache_batch_idx,
@@ -554,6 +636,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
             cache_leftpad if cache_leftpad is not None else dummy_i,
             alibi_rows, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
+            capacity, k_cache.shape[0],
             qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             sbt, ab[0], ab[1], scale, softcap or 1.0)
     kernel = decode_kernel().specialize(**plan.constexprs(
@@ -612,7 +695,7 @@ def _launch(kernel, args, grid, on_gpu):
 def combine_constexprs(dtype, head_dim):
     """The combine kernel's constexprs for an output dtype and head_dim."""
     return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
-                HEAD_DIM=head_dim, BLOCK_M=16, NUM_WARPS=4)
+                HEAD_DIM=head_dim, BLOCK_M=4, NUM_WARPS=4)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):

@@ -16,7 +16,7 @@ import pytest
 
 import tilec
 from tilec import compiler
-from tilec.flash_decode import num_splits_heuristic
+from tilec.flash_decode import num_splits_heuristic, num_splits_rule, residency
 
 HAVE_NATIVE = compiler.available()
 HAVE_CPU = HAVE_NATIVE and getattr(compiler.native(), "has_cpu_runner", False)
@@ -228,6 +228,91 @@ def test_num_splits_heuristic_is_flash_attn_2s_rule():
     # batch 1 x 8 KV heads (pack-GQA): 33 splits fill one wave exactly.
     s = num_splits_heuristic(8, 264, 256)
     assert 8 * s / 264 / math.ceil(8 * s / 264) >= 0.85
+
+
+def test_split_rule_balances_blocks_over_the_sms():
+    """num_splits_rule (what num_splits=0 uses): 64-key blocks, 132 SMs, two
+    resident programs saturate an SM (the d128 GPU tile)."""
+    assert residency(64, 64, 2, 128) == (2, 2)
+    # batch 1 x 8 KV heads at 32k keys: 32 splits, 256 programs of 16 blocks (2 per SM),
+    # where flash_attn 2's rule takes 29 (232 programs: 100 SMs run two, 32 one).
+    assert num_splits_rule(8, 512, 132, 2) == 32
+    assert num_splits_heuristic(8, 264, 256) == 29
+    assert num_splits_rule(32, 512, 132, 2) == 8           # MHA batch 1
+    assert num_splits_rule(128, 128, 132, 2) == 2          # batch 16 x 8 KV heads at 8k
+    assert num_splits_rule(512, 64, 132, 2) == 1           # batch 64 x 8 at 4k: enough programs
+    assert num_splits_rule(1, 3, 132, 2) == 3              # never more splits than blocks
+    assert num_splits_rule(1, 1, 132, 2) == 1
+    # The chosen count is no worse, in the rule's cost, than any other.
+    cdiv = lambda a, b: -(-a // b)
+    cost = lambda p, n, s: max(cdiv(p * cdiv(n, cdiv(n, s)), 132), 2) * (cdiv(n, s) + 2)
+    for programs, n in ((8, 2048), (3, 700), (40, 100)):
+        best = num_splits_rule(programs, n, 132, 2)
+        assert all(cost(programs, n, best) <= cost(programs, n, s) for s in range(1, min(128, n) + 1))
+
+
+@needs_cpu
+def test_combine_of_more_splits_than_one_lse_tile():
+    """130 splits (more than the combine's 128-split lse tile, not a multiple
+    of its 8-split unroll), some rows with empty splits."""
+    rng = np.random.default_rng()
+    s, b, n, h, d = 130, 1, 3, 2, 32
+    o_part = rng.standard_normal((s, b, n, h, d)).astype(np.float32)
+    l_part = (rng.standard_normal((s, b, n, h)) * 3).astype(np.float32)
+    l_part[::7, 0, 1, 0] = -np.inf
+    l_part[129, 0, 2, 1] = 40.0                   # the largest lse in the last split
+    out, lse = tilec.flash_attn_combine(o_part, l_part)
+    l64 = l_part.astype(np.float64)
+    m = l64.max(0)
+    w = np.exp(l64 - m)
+    ref = (w[..., None] * o_part).sum(0) / w.sum(0)[..., None]
+    assert rel_err(out, ref) < 1e-6
+    assert np.abs(lse - (m + np.log(w.sum(0)))).max() < 1e-5
+
+
+@needs_cpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_unchecked_bad_values_stay_inside_the_cache(monkeypatch, paged):
+    """With the value checks off (the CUDA default), lengths past the
+    capacity and page numbers outside the pool are clamped in the kernel: the
+    CPU runner, which fails on any access outside a buffer, runs the call,
+    and the answer is attention over the clamped keys."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    rng = np.random.default_rng()
+    heads, heads_k, d, page = 4, 2, 32, 16
+    lens = [40, 64]                                    # both past a 48-key capacity
+    cap = 48
+    q = f16(rng, 2, 1, heads, d)
+    if paged:
+        kp, vp = f16(rng, 7, page, heads_k, d), f16(rng, 7, page, heads_k, d)
+        table = np.array([[3, 0, 5], [6, 1, 99]], np.int32)   # 99: outside the pool of 7
+        lens = [40, 100]
+        used = [[3, 0, 5], [6, 1, 6]]                  # 99 reads as the pool's last page
+        keys = [np.concatenate([kp[p] for p in used[b]])[:min(n, cap)] for b, n in enumerate(lens)]
+        values = [np.concatenate([vp[p] for p in used[b]])[:min(n, cap)] for b, n in enumerate(lens)]
+        out = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                            block_table=table, num_splits=2)
+    else:
+        kc, vc = f16(rng, 2, cap, heads_k, d), f16(rng, 2, cap, heads_k, d)
+        keys = [kc[b, :min(n, cap)] for b, n in enumerate(lens)]
+        values = [vc[b, :min(n, cap)] for b, n in enumerate(lens)]
+        out = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                            num_splits=2)
+    ref, _ = reference(q, keys, values, 1 / math.sqrt(d))
+    assert rel_err(out, ref) < REL_TOL
+
+
+def test_value_checks_are_opt_in_on_cuda(monkeypatch):
+    from tilec import flash_decode
+
+    monkeypatch.delenv("TILEC_CHECK_VALUES", raising=False)
+    assert flash_decode._check_values(on_gpu=False) and not flash_decode._check_values(on_gpu=True)
+    monkeypatch.setenv("TILEC_CHECK_VALUES", "1")
+    assert flash_decode._check_values(on_gpu=True)
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    assert not flash_decode._check_values(on_gpu=False)
 
 
 # --- argument checks ------------------------------------------------------------
