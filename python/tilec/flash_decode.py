@@ -378,6 +378,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
     lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
     """
+    if (k is None and rotary_cos is None and rotary_sin is None and cache_batch_idx is None
+            and cache_leftpad is None and alibi_slopes is None and _is_torch(q) and q.is_cuda):
+        fast = _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
+                              window_size, softcap, num_splits, return_softmax_lse)
+        if fast is not None:
+            return fast
     on_gpu = _is_torch(q) and q.device.type == "cuda"
     device = q.device if on_gpu else None
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
@@ -456,6 +462,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             _int32_vector(name, t, batch, on_gpu, device)
     if not paged and cache_batch_idx is None and batch_cache < batch:
         _fail(f"'k_cache' holds {batch_cache} sequences, the batch is {batch}")
+    # The kernel reads these int32 tensors with unit stride: a strided view is copied.
+    if per_batch and _strides(cache_seqlens)[0] != 1 and batch > 1:
+        cache_seqlens = ops.contiguous(cache_seqlens)
+    if cache_batch_idx is not None and _strides(cache_batch_idx)[0] != 1 and batch > 1:
+        cache_batch_idx = ops.contiguous(cache_batch_idx)
+    if cache_leftpad is not None and _strides(cache_leftpad)[0] != 1 and batch > 1:
+        cache_leftpad = ops.contiguous(cache_leftpad)
+    if paged and _strides(block_table)[1] != 1:
+        block_table = ops.contiguous(block_table)
     # The values of the int32 tensors: read once and checked before anything
     # is written (on CUDA only when asked: CHECK_VALUES, one device sync).
     # Never while a CUDA graph is captured (a read-back cannot be captured).
@@ -569,6 +584,166 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     return (out, lse) if return_softmax_lse else out
 
 
+def _build_fast_plan(key):
+    """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
+    combine) launcher and the grids of one call shape."""
+    (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
+     device, _) = key
+    plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
+                       _sm_count(device))
+    kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
+                                                          paged=page_size > 0, per_batch=per_batch))
+    split = plan.num_splits > 1
+    combine = None
+    if split:
+        combine = combine_kernel().specialize(**combine_constexprs(dtype, head_dim)).launcher(device=device)
+    rows = heads
+    return (kernel.launcher(device=device), combine, plan.num_splits,
+            (plan.num_splits, plan.m_blocks * heads_k, batch),
+            (-(-rows // combine_constexprs(dtype, head_dim)["BLOCK_M"]), batch, 1))
+
+
+#: the call shape -> (decode launcher, combine launcher or None, splits, grid, combine grid).
+_FAST_PLANS = None
+_FAST_DTYPES = {}
+_FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
+
+
+def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
+                   softcap, num_splits, return_lse=True):
+    """The serving call in O(1): one query token, CUDA tensors of one type,
+    f16/bf16, contiguous or paged, an int or int32 cache_seqlens, scale > 0,
+    no append, rotary, ALiBi, cache_batch_idx or cache_leftpad; its checks a
+    few integer tests and no value read-back. One cache lookup of the
+    launchers (specialized, compiled and loaded on the first call of a
+    shape), two allocations (four with splits) and one or two launches.
+    Returns out, or (out, lse) with return_lse, or None for anything else: the general path then
+    runs it, or raises the error that names the problem. Same kernels and
+    arguments as the general path, so the same bits."""
+    global _FAST_PLANS
+    torch = sys.modules["torch"]
+    if not _FAST_DTYPES:
+        _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    kind = type(q)
+    if type(k_cache) is not kind or type(v_cache) is not kind or type(window_size) not in (tuple, list) \
+            or len(window_size) != 2 or type(num_splits) is not int or num_splits < 0:
+        return None
+    left, right = window_size
+    if type(left) is not int or type(right) is not int or left < -1 or right < -1:
+        return None
+    dt = q.dtype
+    dtype = _FAST_DTYPES.get(dt)
+    if dtype is None or k_cache.dtype != dt or v_cache.dtype != dt:
+        return None
+    shape_q, shape_k = q.shape, k_cache.shape
+    if len(shape_q) != 4 or len(shape_k) != 4 or v_cache.shape != shape_k:
+        return None
+    batch, seqlen_q, heads, head_dim = shape_q
+    heads_k = shape_k[2]
+    if (seqlen_q != 1 or shape_k[3] != head_dim or head_dim & 7 or not 8 <= head_dim <= 256
+            or not (batch and heads and heads_k and shape_k[0] and shape_k[1]) or heads % heads_k):
+        return None
+    device = q.get_device()
+    if k_cache.get_device() != device or v_cache.get_device() != device:
+        return None
+    if block_table is not None:
+        if (type(block_table) is not kind or block_table.dtype != torch.int32 or block_table.dim() != 2
+                or block_table.get_device() != device or block_table.shape[0] != batch
+                or not block_table.shape[1] or block_table.stride(1) != 1 or shape_k[1] & 15):
+            return None
+        page_size = shape_k[1]
+        capacity = block_table.shape[1] * page_size
+    else:
+        if shape_k[0] < batch:
+            return None
+        page_size, capacity = 0, shape_k[1]
+    per_batch = cache_seqlens is not None and type(cache_seqlens) is not int
+    if cache_seqlens is None:
+        uniform = capacity
+    elif not per_batch:
+        uniform = cache_seqlens
+        if not 0 <= uniform <= capacity:
+            return None
+    else:
+        if (type(cache_seqlens) is not kind or cache_seqlens.dtype != torch.int32 or cache_seqlens.dim() != 1
+                or cache_seqlens.shape[0] != batch or cache_seqlens.get_device() != device
+                or (batch > 1 and cache_seqlens.stride(0) != 1)):
+            return None
+        uniform = 0
+    sq, sk, sv = q.stride(), k_cache.stride(), v_cache.stride()
+    # Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+    if (sq[3] != 1 or sk[3] != 1 or sv[3] != 1
+            or (sq[0] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7
+            or (q.data_ptr() | k_cache.data_ptr() | v_cache.data_ptr()) & 15):
+        return None
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    softcap = float(softcap)
+    if not scale > 0 or not 0 <= softcap < math.inf:
+        return None
+    if causal:
+        right = 0
+    window = left >= 0 or right > 0       # one query token: causal alone hides no key
+    if _FAST_PLANS is None:
+        from .jit import LaunchCache
+
+        _FAST_PLANS = LaunchCache(_build_fast_plan)
+    launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
+                                                        page_size, num_splits, per_batch, window,
+                                                        softcap > 0, device, GPU_TILE)]
+    dummies = _FAST_DUMMIES.get(device)
+    if dummies is None:
+        dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
+                                           q.new_zeros((1,), dtype=torch.float32))
+    ints, floats = dummies
+    group = heads // heads_k
+    hd = heads * head_dim
+    out = q.new_empty((batch, 1, heads, head_dim))
+    # One f32 allocation for the partials (O, lse) and lse, each part
+    # starting 64-byte aligned; lse is handed out as a view of it.
+    parts = splits if splits > 1 else 0
+    o_elems = parts * batch * hd
+    l_at = o_elems
+    lse_at = l_at + (parts * batch * heads + 15) // 16 * 16
+    scratch = q.new_empty((lse_at + batch * heads,), dtype=torch.float32)
+    base = scratch.data_ptr()
+    # The kernel's view of q and out: (batch, heads, 1, d) rows, a KV head's
+    # group of query heads one head stride apart (pack-GQA).
+    if parts:
+        dest_o, dest_l = base, base + 4 * l_at
+        o_strides = (batch * hd, hd, group * head_dim, head_dim)
+        l_strides = (batch * heads, heads, group)
+    else:
+        dest_o, dest_l = out, base + 4 * lse_at
+        o_strides = (0, hd, group * head_dim, head_dim)
+        l_strides = (0, heads, group)
+    args = (q, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
+            block_table if page_size else ints, ints, ints, floats,
+            group, 1, uniform, heads_k, batch, splits,
+            left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
+            capacity, shape_k[0],
+            sq[0], group * sq[2], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
+            block_table.stride(0) if page_size else 0, 0, 0, scale, softcap or 1.0)
+    runtime = _runtime or _import_runtime()
+    stream = runtime.raw_stream(device)
+    runtime.launch_on(device, launch, args, stream, grid)
+    if parts:
+        runtime.launch_on(device, combine, (base, base + 4 * l_at, out, base + 4 * lse_at, splits, heads,
+                                            batch, batch * hd, hd, head_dim, batch * heads, heads, hd,
+                                            head_dim, heads), stream, cgrid)
+    return (out, scratch[lse_at:].view(batch, heads, 1)) if return_lse else out
+
+
+_runtime = None
+
+
+def _import_runtime():
+    global _runtime
+    from . import runtime
+
+    _runtime = runtime
+    return runtime
+
+
 def _positions(ops, lens, rows):
     """(batch, n) positions lens[b] + rows."""
     if ops.torch:
@@ -594,13 +769,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     block_m, m_blocks, num_splits = plan.block_m, plan.m_blocks, plan.num_splits
     split = num_splits > 1
 
-    out_dtype = dtype
-    if on_gpu:
-        import torch
-        tdt = getattr(torch, dtype)
-        obuf = torch.empty((batch, heads, seqlen_q, head_dim), dtype=tdt, device=q.device)
-    else:
-        obuf = ops.empty((batch, heads, seqlen_q, head_dim), out_dtype)
+    obuf = ops.empty((batch, heads, seqlen_q, head_dim), dtype)
     lse = ops.empty((batch, heads, seqlen_q), "float32")
     if split:
         o_part = ops.empty((num_splits, batch, heads, seqlen_q, head_dim), "float32")

@@ -709,3 +709,100 @@ def test_query_with_strided_last_dimension():
     out = tilec.flash_attn_with_kvcache(q_strided, kc, vc, cache_seqlens=np.array([9, 30], np.int32))
     ref, _ = reference(q, keys, values, 1 / math.sqrt(64))
     assert rel_err(out, ref) < REL_TOL
+
+
+@needs_cpu
+def test_strided_block_table_and_lengths():
+    """A block table and cache_seqlens that are strided views (every other
+    column / entry of a wider array): the kernel reads them with unit
+    stride, so the call copies them."""
+    rng = np.random.default_rng()
+    lens, page, heads_k, d = [20, 50], 16, 2, 32
+    keys = [f16(rng, n, heads_k, d) for n in lens]
+    values = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page)
+    wide = np.full((2, 2 * table.shape[1]), 10**6, np.int32)
+    wide[:, ::2] = table
+    lens_wide = np.array([lens[0], -1, lens[1], -1], np.int32)
+    q = f16(rng, 2, 1, 4, d)
+    out = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens_wide[::2], block_table=wide[:, ::2],
+                                        num_splits=2)
+    assert rel_err(out, reference(q, keys, values, 1 / math.sqrt(d))[0]) < REL_TOL
+
+
+# --- the GPU fast path (no GPU needed: tensors posing as CUDA, launches caught) ---
+
+
+def _posing_as_cuda(torch):
+    class Cuda(torch.Tensor):
+        __torch_function__ = torch._C._disabled_torch_function_impl
+        __module__ = "torch.posing"
+        is_cuda = property(lambda self: True)
+        device = property(lambda self: torch.device("cuda", 0))
+
+        def get_device(self):
+            return 0
+
+    return lambda t: t.as_subclass(Cuda)
+
+
+@pytest.mark.parametrize("case", [
+    dict(batch=1, heads=32, heads_k=8, cap=4096, page=0, lens="tensor"),      # GQA, splits
+    dict(batch=3, heads=8, heads_k=8, cap=640, page=16, lens="tensor"),       # MHA, pages of 16
+    dict(batch=64, heads=8, heads_k=1, cap=256, page=256, lens="int"),        # MQA, one split
+    dict(batch=2, heads=4, heads_k=2, cap=300, page=0, lens=None, window=(40, 0), softcap=5.0,
+         num_splits=3, causal=True, scale=0.3),
+])
+def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
+    """The O(1) path of a serving call hands the kernels the same scalars,
+    strides, grids and inputs as the general path (whose numerics the CPU
+    tests check), for contiguous and paged caches, GQA/MHA/MQA, split and
+    not, windows and softcap."""
+    torch = pytest.importorskip("torch")
+    import sys
+
+    from tilec import flash_decode as fd, runtime
+
+    jit = sys.modules["tilec.jit"]      # the module (tilec.jit is also the decorator)
+
+    cuda = _posing_as_cuda(torch)
+    b, h, hk, cap, page = case["batch"], case["heads"], case["heads_k"], case["cap"], case["page"]
+    q = cuda(torch.randn(b, 1, h, 64, dtype=torch.float16))
+    table = None
+    if page:
+        width = -(-cap // page)
+        k = cuda(torch.randn(b * width + 1, page, hk, 64, dtype=torch.float16))
+        table = cuda(torch.randperm(b * width).view(b, width).to(torch.int32))
+    else:
+        k = cuda(torch.randn(b + 1, cap, hk, 64, dtype=torch.float16))
+    v = cuda(torch.randn_like(k))
+    lens = {"tensor": cuda(torch.full((b,), cap - 3, dtype=torch.int32)), "int": cap - 5, None: None}[case["lens"]]
+    kwargs = dict(cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
+                  softcap=case.get("softcap", 0.0), num_splits=case.get("num_splits", 0),
+                  causal=case.get("causal", False), softmax_scale=case.get("scale"))
+
+    caught = []
+    monkeypatch.setattr(jit.Kernel, "launcher", lambda self, arch=None, device=None: self.name)
+    monkeypatch.setattr(runtime, "launch_on", lambda device, launch, args, stream, grid=None:
+                        caught.append((launch, args, tuple(grid))))
+    monkeypatch.setattr(runtime, "_raw_stream", lambda index: 0)
+    monkeypatch.setattr(fd, "_FAST_PLANS", None)
+    out = tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
+    fast = caught[:]
+    assert fast and out.shape == (b, 1, h, 64)
+
+    general = []
+    monkeypatch.setattr(fd, "_gpu_fast_path", lambda *a, **kw: None)
+    monkeypatch.setattr(fd._Arrays, "empty", lambda self, shape, dtype: torch.empty(shape, dtype=getattr(torch, dtype)))
+    monkeypatch.setattr(fd._Arrays, "zeros", lambda self, shape, dtype: torch.zeros(shape, dtype=getattr(torch, dtype)))
+    monkeypatch.setattr(fd, "_dummies", {})
+    monkeypatch.setattr(fd, "_launch", lambda kernel, args, grid, on_gpu: general.append((kernel.name, args, tuple(grid))))
+    tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
+    assert [(name, grid) for name, _, grid in fast] == [(name, grid) for name, _, grid in general]
+    pointers = {"flash_decode": 10, "flash_combine": 4}
+    for (name, fa, _), (_, ga, _) in zip(fast, general):
+        n = next(v for p, v in pointers.items() if name.startswith(p))
+        assert fa[n:] == ga[n:], name                   # every scalar and stride
+        if name.startswith("flash_decode"):
+            for i in (0, 1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()):
+                assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
