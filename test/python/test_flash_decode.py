@@ -806,3 +806,114 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
         if name.startswith("flash_decode"):
             for i in (0, 1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+
+
+# --- speculative decoding / chunked prefill: seqlen_q > 1 with every variant ----
+
+
+VARIANTS = {
+    "causal": dict(causal=True),
+    "window": dict(window_size=(20, 3)),
+    "causal_window": dict(causal=True, window_size=(12, -1)),
+    "softcap": dict(causal=True, softcap=4.0),
+    "alibi": dict(causal=True, alibi=True),
+    "all": dict(causal=True, window_size=(30, -1), softcap=6.0, alibi=True),
+}
+
+
+@needs_cpu
+@pytest.mark.parametrize("seqlen_q", [1, 2, 5, 8])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_speculative_tokens_appended_and_attended(seqlen_q, variant):
+    """seqlen_q draft tokens appended to a paged cache (pages of 16,
+    shuffled, one shared between two sequences) and attended with causal,
+    windows, softcap, ALiBi and their mix, GQA 8/2, the cache lengths 0, 1,
+    page − 1, page, page + 1 and 300, splits chosen by the rule."""
+    rng = np.random.default_rng()
+    opts = dict(VARIANTS[variant])
+    heads, heads_k, d, page = 8, 2, 32, 16
+    lens = [0, 1, page - 1, page, page + 1, 300]
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    b = len(lens)
+    kn, vn = f16(rng, b, seqlen_q, heads_k, d), f16(rng, b, seqlen_q, heads_k, d)
+    keys = [np.concatenate([old_k[i], kn[i]]) for i in range(b)]
+    values = [np.concatenate([old_v[i], vn[i]]) for i in range(b)]
+    # The pool holds the old keys (the shared first page of sequences 3 and 4,
+    # both at least a page long, is the same memory).
+    kp, vp, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], page,
+                               width=-(-(300 + seqlen_q) // page) + 1)
+    table[4, 0] = table[3, 0]
+    for src, dst in ((old_k, keys), (old_v, values)):
+        dst[4][:page] = src[3][:page]
+    q = f16(rng, b, seqlen_q, heads, d)
+    if opts.get("softcap"):
+        q = (q * 3).astype(np.float16)
+    slopes = rng.uniform(0.02, 0.3, heads).astype(np.float32) if opts.pop("alibi", False) else None
+    out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, alibi_slopes=slopes, return_softmax_lse=True,
+                                             **opts)
+    ref = reference(q, keys, values, 1 / math.sqrt(d), opts.get("causal", False), opts.get("window_size", (-1, -1)),
+                    None if slopes is None else np.broadcast_to(slopes, (b, heads)), opts.get("softcap", 0.0))
+    check(out, lse, *ref)
+
+
+@needs_cpu
+@pytest.mark.parametrize("heads,heads_k", [(4, 4), (8, 2), (16, 2), (32, 1)])
+def test_gqa_ratios_with_draft_tokens(heads, heads_k):
+    """GQA ratios 1, 4, 8 and 32 with 3 causal query tokens (32 × 3 = 96
+    packed rows: two row blocks of the GPU's 64-row tile), paged, split."""
+    from tilec import flash_decode
+
+    rng = np.random.default_rng()
+    d, page, lens = 32, 16, [5, 70]
+    keys = [f16(rng, n, heads_k, d) for n in lens]
+    values = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page)
+    q = f16(rng, 2, 3, heads, d)
+    for block_m in (None, 64):
+        flash_decode.CPU_BLOCK_M = block_m
+        try:
+            out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                                     block_table=table, causal=True, num_splits=3,
+                                                     return_softmax_lse=True)
+        finally:
+            flash_decode.CPU_BLOCK_M = None
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
+
+
+@needs_cpu
+@pytest.mark.parametrize("num_splits", [1, 2, 7, 40, 128])
+def test_split_counts_one_to_many(num_splits):
+    """1 … 128 splits of 300 keys (5 blocks: from 6 splits on, some see
+    nothing), GQA 4/1, two causal tokens."""
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 2, 4, 1, 32, [300, 64], 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array([300, 64], np.int32),
+                                             causal=True, num_splits=num_splits, return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(32), True))
+
+
+@needs_cpu
+@pytest.mark.parametrize("page", [0, 16, 48])
+def test_long_cache_32k_plus_17(page):
+    """A cache of 32k + 17 keys (the issue's longest length), contiguous and
+    in shuffled pages of 16 and 48 (16-row sub-tiles; a 64-key block's four
+    straddle two pages of 48), with
+    one appended token; the rule's split count and a fixed one."""
+    rng = np.random.default_rng()
+    n, heads, heads_k, d = 32768 + 17, 4, 1, 16
+    old_k, old_v = f16(rng, n, heads_k, d), f16(rng, n, heads_k, d)
+    kn, vn = f16(rng, 1, 1, heads_k, d), f16(rng, 1, 1, heads_k, d)
+    keys, values = [np.concatenate([old_k, kn[0]])], [np.concatenate([old_v, vn[0]])]
+    if page:
+        kc, vc, table = paged_pool(rng, [old_k.copy()], [old_v.copy()], page)
+    else:
+        kc, vc, table = f16(rng, 1, n + 5, heads_k, d), f16(rng, 1, n + 5, heads_k, d), None
+        kc[0, :n], vc[0, :n] = old_k, old_v
+    q = f16(rng, 1, 1, heads, d)
+    for splits in (0, 5):
+        kc2, vc2 = kc.copy(), vc.copy()
+        out, lse = tilec.flash_attn_with_kvcache(q, kc2, vc2, k=kn, v=vn, cache_seqlens=np.array([n], np.int32),
+                                                 block_table=table, num_splits=splits, return_softmax_lse=True)
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d)))

@@ -60,7 +60,7 @@ def reference(q, keys, values, scale, causal):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("heads,heads_k", [(32, 32), (32, 8), (8, 1)])
-@pytest.mark.parametrize("page", [0, 16, 256])
+@pytest.mark.parametrize("page", [0, 16, 32, 256])
 @pytest.mark.parametrize("seqlen_q,num_splits", [(1, 0), (1, 1), (4, 3), (4, 0)])
 def test_decode_gpu(dtype, heads, heads_k, page, seqlen_q, num_splits, monkeypatch):
     if not ON_GPU:
@@ -109,3 +109,30 @@ def test_decode_gpu(dtype, heads, heads_k, page, seqlen_q, num_splits, monkeypat
     assert (~seen).any() == (seqlen_q > 1)
     assert (lse[~seen] == math.inf).all()
     assert (lse.double()[seen] - ref_lse[seen]).abs().max().item() < 1e-3
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("page,heads_k", [(0, 8), (16, 8), (256, 32), (32, 1)])
+def test_fast_path_is_the_general_path_bit_for_bit(page, heads_k, monkeypatch):
+    """The serving call's O(1) path and the general path give the same bits
+    (same kernels, same arguments), split and not."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    batch, heads, d, cap = 3, 32, 128, 3000
+    q = torch.randn(batch, 1, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    if page:
+        width = -(-cap // page)
+        kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
+    else:
+        kc = torch.randn(batch, cap, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        table = None
+    vc = torch.randn_like(kc)
+    lens = torch.tensor([1, 1700, cap], dtype=torch.int32, device="cuda")
+    for splits in (0, 1):
+        fast = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
+                                              num_splits=splits, return_softmax_lse=True)
+        with monkeypatch.context() as m:
+            m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
+            general = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
+                                                     num_splits=splits, return_softmax_lse=True)
+        assert torch.equal(fast[0], general[0]) and torch.equal(fast[1], general[1])
