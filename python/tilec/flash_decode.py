@@ -600,7 +600,7 @@ def _build_fast_plan(key):
     rows = heads
     return (kernel.launcher(device=device), combine, plan.num_splits,
             (plan.num_splits, plan.m_blocks * heads_k, batch),
-            (-(-rows // combine_constexprs(dtype, head_dim)["BLOCK_M"]), batch, 1))
+            (rows, batch, 1))
 
 
 #: the call shape -> (decode launcher, combine launcher or None, splits, grid, combine grid).
@@ -836,11 +836,10 @@ def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     if sl[2] != 1 or slse[1] != 1:
         raise ValueError("flash_attn_combine: lse rows must be contiguous")
     consts = combine_constexprs(dtype, head_dim)
-    block_m = consts["BLOCK_M"]
     kernel = combine_kernel().specialize(**consts)
     args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
             sout[0], sout[1], slse[0])
-    _launch(kernel, args, (-(-rows // block_m), outer, 1), on_gpu)
+    _launch(kernel, args, (rows, outer, 1), on_gpu)           # one program per row
 
 
 def _launch(kernel, args, grid, on_gpu):
@@ -864,7 +863,7 @@ def _launch(kernel, args, grid, on_gpu):
 def combine_constexprs(dtype, head_dim):
     """The combine kernel's constexprs for an output dtype and head_dim."""
     return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
-                HEAD_DIM=head_dim, BLOCK_M=4, NUM_WARPS=4)
+                HEAD_DIM=head_dim, SPLITS_TILE=32, NUM_WARPS=4)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
