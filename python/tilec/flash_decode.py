@@ -19,6 +19,7 @@ How a call runs:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -177,6 +178,15 @@ class DecodePlan:
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
                 on_gpu=True, sms=_DEFAULT_SMS):
+    """Tiles and splits for a call (_decode_plan, cached: the split rule is a
+    loop over the candidate counts)."""
+    return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
+                        on_gpu, sms, GPU_TILE, CPU_BLOCK_M)
+
+
+@functools.lru_cache(maxsize=1024)
+def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
+                 gpu_tile, cpu_block_m):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
@@ -188,10 +198,10 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
     capacity in key blocks."""
     rows_q = heads // heads_k * seqlen_q
     if on_gpu:
-        block_m, block_n, stages = GPU_TILE
+        block_m, block_n, stages = gpu_tile
     else:
-        block_m = CPU_BLOCK_M or min(64, max(16, 1 << (rows_q - 1).bit_length()))
-        block_n, stages = GPU_TILE[1], GPU_TILE[2]
+        block_m = cpu_block_m or min(64, max(16, 1 << (rows_q - 1).bit_length()))
+        block_n, stages = gpu_tile[1], gpu_tile[2]
     page_block = 0
     if page_size:
         page_block = min(block_n, page_size & -page_size)

@@ -917,3 +917,31 @@ def test_long_cache_32k_plus_17(page):
         out, lse = tilec.flash_attn_with_kvcache(q, kc2, vc2, k=kn, v=vn, cache_seqlens=np.array([n], np.int32),
                                                  block_table=table, num_splits=splits, return_softmax_lse=True)
         check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d)))
+
+
+@needs_native
+@pytest.mark.parametrize("page,nsub", [(16, 4), (32, 2), (256, 1)])
+def test_paged_sub_tiles_are_prefetched_together(page, nsub):
+    """The GPU plan's paged kernel: a 64-key block is `nsub` page sub-tiles;
+    tile-pipeline prefetches all of their K and V tiles (no load left
+    un-rotated), and the next block's block-table entries are read under one
+    guard before any of its copies."""
+    import re
+
+    from tilec import flash_decode as fd
+
+    plan = fd.decode_plan(1, 1, 32, 8, 128, 32768, page, 0, True, 132)
+    assert (plan.block_n, plan.block_n // plan.page_block) == (64, nsub)
+    kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", paged=True, per_batch=True))
+    ir = compiler.run_pipeline(kernel.ir, "tile-optimize,tile-pipeline")
+    assert "not prefetched" not in ir
+    loops = re.findall(r"scf.for .*?\{tile.blocks = \"\w+\"\}", ir, re.S)
+    assert loops
+    for loop in loops:
+        body = loop.split("{", 1)[1]
+        top = body[:body.index("tile.dot")]
+        assert top.count("tile.load %") == 2 * nsub
+        first_copy = top.index("tile.load %")
+        assert top[:first_copy].count("tile.load_scalar") == nsub
+        if nsub > 1:
+            assert re.search(r"scf.if %\w+ -> \(" + ", ".join(["i32"] * nsub) + r"\)", top[:first_copy])
