@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from . import kernel_files
 from . import language as tl
-from .flash_attn import _is_torch, _rows_aligned, _strides
+from .flash_attn import _is_torch, _pad_head_dim, _rows_aligned, _strides
 
 _MAX_SPLITS = 128
 # What num_splits=0 assumes without a GPU to ask (an H100/H200).
@@ -425,8 +425,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _fail(f"'v_cache' has shape {tuple(v_cache.shape)}, 'k_cache' {tuple(k_cache.shape)}")
     if dk != head_dim:
         _fail(f"'k_cache' has head_dim {dk}, 'q' has {head_dim}")
-    if head_dim % 8 or not 8 <= head_dim <= 256:
-        _fail(f"head_dim {head_dim} is not supported (a multiple of 8 from 8 to 256)")
+    if not 1 <= head_dim <= 256:
+        _fail(f"head_dim {head_dim} is not supported (1 to 256)")
     if heads_k == 0 or heads % heads_k:
         _fail(f"'q' has {heads} heads, not a multiple of the cache's {heads_k} KV heads")
     if batch == 0 or seqlen_q == 0 or heads == 0:
@@ -548,12 +548,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if rotary_cos.shape[0] < reach:
             _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
 
+    # The kernel moves rows as 16-byte vectors: head dims that are not a
+    # multiple of 8 (and, on CUDA, caches whose rows do not start 16-byte
+    # aligned) attend over zero-padded copies of the cache, made after the
+    # append (which writes the caller's cache), and the output is sliced
+    # back, as flash_attn pads. A copy of the cache per call: correct, not fast.
+    padded = -(-head_dim // 8) * 8
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         if _strides(t)[-1] != 1:
             _fail(f"'{name}' must be contiguous in its last dimension (strides {_strides(t)})")
-        if on_gpu and not _rows_aligned(t):
-            _fail(f"'{name}' rows must start 16-byte aligned (strides {_strides(t)}); the cache is "
-                  "written in place, so it is not copied")
+    copy_cache = padded != head_dim or (on_gpu and not (_rows_aligned(k_cache) and _rows_aligned(v_cache)))
 
     # Everything checked: from here on, arrays are written. Host-side steps
     # use the caller's kind of array (numpy, or torch on its device); only
@@ -587,10 +591,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     elif scale == 0:
         q, scale = q * 0, 1.0
 
+    if copy_cache:
+        q, k_cache, v_cache = (_pad_head_dim(t, padded) for t in (q, k_cache, v_cache))
     out, lse = _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
                        lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
                        page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
                        left, right, alibi_slopes, softcap, num_splits, dtype)
+    if padded != head_dim:
+        out = ops.contiguous(out[..., :head_dim])
     return (out, lse) if return_softmax_lse else out
 
 

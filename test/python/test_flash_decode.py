@@ -945,3 +945,36 @@ def test_paged_sub_tiles_are_prefetched_together(page, nsub):
         assert top[:first_copy].count("tile.load_scalar") == nsub
         if nsub > 1:
             assert re.search(r"scf.if %\w+ -> \(" + ", ".join(["i32"] * nsub) + r"\)", top[:first_copy])
+
+
+@needs_cpu
+@pytest.mark.parametrize("d", [4, 59, 80, 111])
+@pytest.mark.parametrize("paged", [False, True])
+def test_any_head_dim_appends_into_the_callers_cache(d, paged):
+    """Head dims up to 256 that are not multiples of 8 (upstream's kvcache
+    test uses 59, 80, 111): the new keys go into the caller's cache, the
+    kernel attends over zero-padded copies, the output has d columns."""
+    rng = np.random.default_rng()
+    lens, new, heads, heads_k = [0, 17, 40], 2, 4, 2
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    kn, vn = f16(rng, 3, new, heads_k, d), f16(rng, 3, new, heads_k, d)
+    q = f16(rng, 3, new, heads, d)
+    if paged:
+        kc, vc, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], 16)
+    else:
+        kc, vc, table = f16(rng, 3, 48, heads_k, d), f16(rng, 3, 48, heads_k, d), None
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = old_k[b], old_v[b]
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, causal=True, num_splits=2,
+                                             return_softmax_lse=True)
+    assert out.shape == q.shape
+    keys = [np.concatenate([old_k[b], kn[b]]) for b in range(3)]
+    values = [np.concatenate([old_v[b], vn[b]]) for b in range(3)]
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), causal=True))
+    for b, n in enumerate(lens):
+        for i in range(new):
+            slot = (table[b, (n + i) // 16], (n + i) % 16) if paged else (b, n + i)
+            np.testing.assert_array_equal(kc[slot], kn[b, i])
+            np.testing.assert_array_equal(vc[slot], vn[b, i])
