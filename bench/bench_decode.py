@@ -267,7 +267,6 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
     capacity = -(-cap // page) * page if page else cap
     plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms)
     row["auto"] = plan.num_splits
-    bm, bn, stages = fd.GPU_TILE
     row["fa2"] = fd.num_splits_heuristic(batch * heads_k * plan.m_blocks, 2 * sms, max(1, -(-capacity // 128)))
     if not args.no_sweep:
         kc, vc, table = caches.get(page) or paged(k, v, lens, page, gen)
