@@ -111,7 +111,8 @@ def main():
     print("| " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * (len(cols) - 1))
     for r in rows:
-        print("| " + " | ".join(str(r[c]) if not isinstance(r[c], float) else f"{r[c]:.1f}" for c in cols) + " |")
+        print("| " + " | ".join("n/a" if r[c] is None else f"{r[c]:.1f}" if isinstance(r[c], float) else str(r[c])
+                                for c in cols) + " |")
 
 
 if __name__ == "__main__":
