@@ -881,7 +881,7 @@ def _launch(kernel, args, grid, on_gpu):
 def combine_constexprs(dtype, head_dim):
     """The combine kernel's constexprs for an output dtype and head_dim."""
     return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
-                HEAD_DIM=head_dim, SPLITS_TILE=32, NUM_WARPS=4)
+                HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):

@@ -253,7 +253,7 @@ def test_split_rule_balances_blocks_over_the_sms():
 
 @needs_cpu
 def test_combine_of_more_splits_than_one_lse_tile():
-    """130 splits (more than four of the combine's 32-split tiles, not a
+    """130 splits (more than two of the combine's 64-split tiles, not a
     multiple of it), some rows with empty splits."""
     rng = np.random.default_rng()
     s, b, n, h, d = 130, 1, 3, 2, 32
