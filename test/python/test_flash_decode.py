@@ -670,6 +670,9 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
     combine = fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", 128))
     assert f".entry {combine.name}" in combine.compile("sm_80").ptx
+    append = fd.append_kernel("bfloat16", 128, 8, 16 if features.get("paged") else 0,
+                              features.get("per_batch", False), not features.get("paged"))
+    assert f".entry {append.name}" in append.compile("sm_80").ptx
 
 
 @needs_cpu
