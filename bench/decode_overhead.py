@@ -29,8 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 import host_overhead as ho  # noqa: E402
 
-# (batch, heads, heads_k, capacity, page size): issue 17's GQA b1 and b16 rows, MHA b1.
-CASES = [(1, 32, 8, 32768, 0), (1, 32, 8, 32768, 16), (16, 32, 8, 8192, 256), (1, 32, 32, 32768, 0)]
+# (batch, heads, heads_k, capacity, page size, new tokens appended): issue 17's GQA b1 and b16 rows,
+# MHA b1, and a serving step that appends its token (kv_append, then the attention).
+CASES = [(1, 32, 8, 32768, 0, 0), (1, 32, 8, 32768, 16, 0), (16, 32, 8, 8192, 256, 0), (1, 32, 32, 32768, 0, 0),
+         (16, 32, 8, 8192, 16, 1)]
 
 
 def measure(mock, iters):
@@ -40,7 +42,7 @@ def measure(mock, iters):
     from tilec import flash_decode as fd, runtime
 
     rows = []
-    for batch, heads, heads_k, cap, page in CASES:
+    for batch, heads, heads_k, cap, page, new in CASES:
         make = (lambda *s: ho.mock_cuda(torch.randn(*s).to(torch.bfloat16))) if mock else \
             (lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16))
         q = make(batch, 1, heads, 128)
@@ -51,14 +53,17 @@ def measure(mock, iters):
             table = torch.randperm(batch * width).view(batch, width).to(torch.int32)
         else:
             k, v = make(batch, cap, heads_k, 128), make(batch, cap, heads_k, 128)
-        lens = torch.full((batch,), cap, dtype=torch.int32)
+        lens = torch.full((batch,), cap - new, dtype=torch.int32)
+        kn = make(batch, new, heads_k, 128) if new else None
+        vn = make(batch, new, heads_k, 128) if new else None
         if mock:
             lens = ho.mock_cuda(lens)
             table = ho.mock_cuda(table) if table is not None else None
         else:
             lens = lens.cuda()
             table = table.cuda() if table is not None else None
-        call = lambda: tilec.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table)  # noqa
+        call = lambda: tilec.flash_attn_with_kvcache(q, k, v, k=kn, v=vn, cache_seqlens=lens,  # noqa
+                                                     block_table=table)
         sync = None if mock else torch.cuda.synchronize
         call()
         caught = []
@@ -74,7 +79,8 @@ def measure(mock, iters):
             for launch, args, stream, grid in caught:
                 launch(args, stream, grid)
 
-        row = {"case": f"b{batch} {heads}/{heads_k} kv {cap}" + (f" p{page}" if page else ""),
+        row = {"case": f"b{batch} {heads}/{heads_k} kv {cap}" + (f" p{page}" if page else "")
+               + (f" +{new} appended" if new else ""),
                "launches": len(caught)}
         row["fast path"] = ho.host_us(call, iters, sync)
         fast = fd._gpu_fast_path

@@ -95,7 +95,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  alibi_rows: tl.ptr(tl.float32),
                  rows_q: tl.int32, seqlen_q: tl.int32, seqlen_k_all: tl.int32, num_heads_k: tl.int32,
                  batch: tl.int32, num_splits: tl.int32, window_left: tl.int32, window_right: tl.int32,
-                 capacity: tl.int32, cache_slots: tl.int32,
+                 capacity: tl.int32, cache_slots: tl.int32, seqlen_add: tl.int32,
                  stride_qb: tl.int64, stride_qk: tl.int64, stride_qr: tl.int64,
                  stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
                  stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64,
@@ -121,7 +121,8 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     # This sequence's keys: cache rows [leftpad, seqlen) of cache batch bc.
     seqlen_k = seqlen_k_all
     if PER_BATCH:
-        seqlen_k = tl.minimum(tl.maximum(tl.load(cache_seqlens + b), 0), capacity)
+        # cache_seqlens counts the keys before this call's append (seqlen_add new ones).
+        seqlen_k = tl.minimum(tl.maximum(tl.load(cache_seqlens + b) + seqlen_add, 0), capacity)
     bc = b
     if BATCH_IDX:
         bc = tl.minimum(tl.maximum(tl.load(cache_batch_idx + b), 0), cache_slots - 1)
@@ -228,3 +229,56 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         tl.store(lv, (row0,), m + tl.log(l))                 # −inf where the split saw nothing
     else:
         tl.store(lv, (row0,), tl.where(seen, m + tl.log(l), float("inf")))
+
+
+def _append_name(DTYPE, HEAD_DIM, HEADS_K, PAGED, PAGE_SIZE, PER_BATCH, BATCH_IDX, **_):
+    flags = "".join(f for f, on in ((f"_page{PAGE_SIZE}", PAGED), ("_seqlens", PER_BATCH),
+                                    ("_bidx", BATCH_IDX)) if on)
+    return f"kv_append_{DTYPE.name}_d{HEAD_DIM}_h{HEADS_K}{flags}"
+
+
+@tilec.jit(grid=("seqlen_new", "batch", 1), name=_append_name, num_warps="NUM_WARPS",
+           variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM"})
+def kv_append(k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE),
+              cache_seqlens: tl.ptr(tl.int32), block_table: tl.ptr(tl.int32), cache_batch_idx: tl.ptr(tl.int32),
+              seqlen_new: tl.int32, batch: tl.int32, heads_k: tl.int32, seqlen_uniform: tl.int32,
+              capacity: tl.int32, cache_slots: tl.int32,
+              stride_knb: tl.int64, stride_kns: tl.int64, stride_knh: tl.int64,
+              stride_vnb: tl.int64, stride_vns: tl.int64, stride_vnh: tl.int64,
+              stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
+              stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64, stride_btb: tl.int64,
+              DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128, HEADS_K: tl.constexpr = 8,
+              PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
+              BATCH_IDX: tl.constexpr = False, NUM_WARPS: tl.constexpr = 4):
+    """flash_attn_with_kvcache's append: new key/value i of sequence b (every
+    KV head) goes to cache position cache_seqlens[b] + i, in its page
+    (block_table) or cache row (cache_batch_idx). One program per (i, b).
+    A position outside the cache (a bad cache_seqlens the host did not
+    check) writes nothing; rows and pages are clamped into the cache."""
+    i = tl.program_id(0)
+    b = tl.program_id(1)
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    n = seqlen_uniform
+    if PER_BATCH:
+        n = tl.load(cache_seqlens + b)
+    pos = n + i
+    inside = tl.minimum(tl.maximum(capacity - pos, 0), 1) * tl.minimum(tl.maximum(pos + 1, 0), 1)
+    rows = heads_k * inside                        # 0: the store writes nothing
+    at = tl.minimum(tl.maximum(pos, 0), capacity - 1)
+    if PAGED:
+        page = tl.load(block_table + (b * stride_btb + at // PAGE_SIZE))
+        page = tl.minimum(tl.maximum(page, 0), cache_slots - 1)
+        kbase = page * stride_kb + (at % PAGE_SIZE) * stride_ks
+        vbase = page * stride_vb + (at % PAGE_SIZE) * stride_vs
+    else:
+        bc = b
+        if BATCH_IDX:
+            bc = tl.minimum(tl.maximum(tl.load(cache_batch_idx + b), 0), cache_slots - 1)
+        kbase = bc * stride_kb + at * stride_ks
+        vbase = bc * stride_vb + at * stride_vs
+    kn = tl.view(k_new + (b * stride_knb + i * stride_kns), (heads_k, HEAD_DIM), (stride_knh, 1))
+    vn = tl.view(v_new + (b * stride_vnb + i * stride_vns), (heads_k, HEAD_DIM), (stride_vnh, 1))
+    kd = tl.view(k + kbase, (rows, HEAD_DIM), (stride_kh, 1))
+    vd = tl.view(v + vbase, (rows, HEAD_DIM), (stride_vh, 1))
+    tl.store(kd, (0, 0), tl.load(kn, (0, 0), (HEADS_K, D)))
+    tl.store(vd, (0, 0), tl.load(vn, (0, 0), (HEADS_K, D)))

@@ -388,10 +388,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
     lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
     """
-    if (k is None and rotary_cos is None and rotary_sin is None and cache_batch_idx is None
+    if (rotary_cos is None and rotary_sin is None and cache_batch_idx is None
             and cache_leftpad is None and alibi_slopes is None and _is_torch(q) and q.is_cuda):
         fast = _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
-                              window_size, softcap, num_splits, return_softmax_lse)
+                              window_size, softcap, num_splits, return_softmax_lse, k, v)
         if fast is not None:
             return fast
     on_gpu = _is_torch(q) and q.device.type == "cuda"
@@ -563,7 +563,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # use the caller's kind of array (numpy, or torch on its device); only
     # the CPU runner's launches see numpy views of torch CPU tensors.
     lens = cache_seqlens if per_batch else None
-    if lens is None and (rotary or seqlen_new):
+    if lens is None and rotary:
         lens = ops.full((batch,), lens_host[0], "int32")      # made on the device, no copy
     if rotary:
         rows = ops.arange(seqlen_q)[None, :] if (causal or window) else ops.arange(seqlen_q)[None, :] * 0
@@ -572,19 +572,28 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             k = _rotary(ops, k, rotary_cos, rotary_sin, _positions(ops, lens, ops.arange(seqlen_new)[None, :]),
                         rotary_interleaved)
     if k is not None and seqlen_new:
-        pos = _positions(ops, lens, ops.arange(seqlen_new)[None, :])    # (batch, seqlen_new)
-        if paged:
-            rows_b = ops.arange(batch)[:, None]
-            page = block_table[rows_b, pos // page_size]
-            page = page.long() if ops.torch else page
-            k_cache[page, pos % page_size] = k
-            v_cache[page, pos % page_size] = v
+        if not copy_cache:
+            # One kernel (kernels/flash_decode.py kv_append) for k and v.
+            _append(ops, on_gpu, k, v, k_cache, v_cache, cache_seqlens if per_batch else None,
+                    0 if per_batch else lens_host[0], block_table if paged else None, cache_batch_idx,
+                    page_size if paged else 0, capacity, dtype)
         else:
-            rows_b = cache_batch_idx if cache_batch_idx is not None else ops.arange(batch)
-            rows_b = rows_b.reshape(batch, 1)
-            rows_b = rows_b.long() if ops.torch else rows_b
-            k_cache[rows_b, pos] = k
-            v_cache[rows_b, pos] = v
+            # Rows not 16-byte vectors (head dims not a multiple of 8, unaligned
+            # caches): host-side indexing.
+            lens_t = lens if lens is not None else ops.full((batch,), lens_host[0], "int32")
+            pos = _positions(ops, lens_t, ops.arange(seqlen_new)[None, :])    # (batch, seqlen_new)
+            if paged:
+                rows_b = ops.arange(batch)[:, None]
+                page = block_table[rows_b, pos // page_size]
+                page = page.long() if ops.torch else page
+                k_cache[page, pos % page_size] = k
+                v_cache[page, pos % page_size] = v
+            else:
+                rows_b = cache_batch_idx if cache_batch_idx is not None else ops.arange(batch)
+                rows_b = rows_b.reshape(batch, 1)
+                rows_b = rows_b.long() if ops.torch else rows_b
+                k_cache[rows_b, pos] = k
+                v_cache[rows_b, pos] = v
 
     if scale < 0:
         q, scale = -q, -scale
@@ -625,16 +634,18 @@ def _build_fast_plan(key):
 _FAST_PLANS = None
 _FAST_DTYPES = {}
 _FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
+_FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, device) -> kv_append launcher
 
 
 def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
-                   softcap, num_splits, return_lse=True):
+                   softcap, num_splits, return_lse=True, k=None, v=None):
     """The serving call in O(1): one query token, CUDA tensors of one type,
     f16/bf16, contiguous or paged, an int or int32 cache_seqlens, scale > 0,
-    no append, rotary, ALiBi, cache_batch_idx or cache_leftpad; its checks a
-    few integer tests and no value read-back. One cache lookup of the
-    launchers (specialized, compiled and loaded on the first call of a
-    shape), two allocations (four with splits) and one or two launches.
+    new k/v appended or not, no rotary, ALiBi, cache_batch_idx or
+    cache_leftpad; its checks a few integer tests and no value read-back.
+    One cache lookup of the launchers (specialized, compiled and loaded on
+    the first call of a shape), two allocations, one launch for the append
+    (kv_append), one or two for the attention (decode, combine).
     Returns out, or (out, lse) with return_lse, or None for anything else: the general path then
     runs it, or raises the error that names the problem. Same kernels and
     arguments as the general path, so the same bits."""
@@ -675,12 +686,25 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         if shape_k[0] < batch:
             return None
         page_size, capacity = 0, shape_k[1]
+    seqlen_new = 0
+    if k is not None:
+        if (type(k) is not kind or type(v) is not kind or k.dtype != dt or v.dtype != dt or k.dim() != 4
+                or v.shape != k.shape or k.shape[0] != batch or k.shape[2] != heads_k or k.shape[3] != head_dim
+                or cache_seqlens is None or k.get_device() != device or v.get_device() != device):
+            return None
+        skn, svn = k.stride(), v.stride()
+        if (skn[3] != 1 or svn[3] != 1 or (skn[0] | skn[1] | skn[2] | svn[0] | svn[1] | svn[2]) & 7
+                or (k.data_ptr() | v.data_ptr()) & 15):
+            return None
+        seqlen_new = k.shape[1]
+    elif v is not None:
+        return None
     per_batch = cache_seqlens is not None and type(cache_seqlens) is not int
     if cache_seqlens is None:
         uniform = capacity
     elif not per_batch:
         uniform = cache_seqlens
-        if not 0 <= uniform <= capacity:
+        if not 0 <= uniform <= capacity - seqlen_new:
             return None
     else:
         if (type(cache_seqlens) is not kind or cache_seqlens.dtype != torch.int32 or cache_seqlens.dim() != 1
@@ -736,13 +760,21 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         l_strides = (0, heads, group)
     args = (q, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
             block_table if page_size else ints, ints, ints, floats,
-            group, 1, uniform, heads_k, batch, splits,
+            group, 1, uniform + seqlen_new, heads_k, batch, splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
-            capacity, shape_k[0],
+            capacity, shape_k[0], seqlen_new,
             sq[0], group * sq[2], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             block_table.stride(0) if page_size else 0, 0, 0, scale, softcap or 1.0)
     runtime = _runtime or _import_runtime()
     stream = runtime.raw_stream(device)
+    if seqlen_new:
+        append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device))
+        if append is None:
+            append = _FAST_APPENDS[(dtype, head_dim, heads_k, page_size, per_batch, device)] = append_kernel(
+                dtype, head_dim, heads_k, page_size, per_batch, False).launcher(device=device)
+        runtime.launch_on(device, append, _append_args(
+            k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
+            block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))
     runtime.launch_on(device, launch, args, stream, grid)
     if parts:
         runtime.launch_on(device, combine, (base, base + 4 * l_at, out, base + 4 * lse_at, splits, heads,
@@ -796,8 +828,6 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         o_part, l_part = obuf, lse
     dummy_i = _dummy(ops, "int32")
     seqlens_arg = lens if per_batch else dummy_i
-    if per_batch and seqlen_new:
-        seqlens_arg = (lens + seqlen_new).to(ops.t.int32) if ops.torch else (lens + seqlen_new).astype("int32")
     alibi_rows = _dummy(ops, "float32")
     if alibi_slopes is not None:
         a = alibi_slopes if len(alibi_slopes.shape) == 2 else alibi_slopes.reshape(1, heads)
@@ -823,7 +853,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
             cache_leftpad if cache_leftpad is not None else dummy_i,
             alibi_rows, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
-            capacity, k_cache.shape[0],
+            capacity, k_cache.shape[0], seqlen_new,
             qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             sbt, ab[0], ab[1], scale, softcap or 1.0)
     kernel = decode_kernel().specialize(**plan.constexprs(
@@ -844,6 +874,42 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     elif not ops.torch:
         out = out.reshape(batch, 1, heads, head_dim)
     return out, lse
+
+
+def append_kernel(dtype, head_dim, heads_k, page_size, per_batch, batch_idx):
+    """The kv_append specialization for these features."""
+    tdt = {"float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
+    return _load_kernel("flash_decode").kv_append.specialize(
+        DTYPE=tdt, HEAD_DIM=head_dim, HEADS_K=1 << (heads_k - 1).bit_length(), PAGED=page_size > 0,
+        PAGE_SIZE=page_size or 64, PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx),
+        NUM_WARPS=4)
+
+
+def _append_args(k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, capacity, dummy):
+    """kv_append's arguments (k/v rows contiguous in their last dimension)."""
+    batch, seqlen_new, heads_k, _ = k.shape
+    sn, svn, sk, sv = _strides(k), _strides(v), _strides(k_cache), _strides(v_cache)
+    return (k, v, k_cache, v_cache, lens if lens is not None else dummy,
+            block_table if block_table is not None else dummy,
+            cache_batch_idx if cache_batch_idx is not None else dummy,
+            seqlen_new, batch, heads_k, uniform, capacity, k_cache.shape[0],
+            sn[0], sn[1], sn[2], svn[0], svn[1], svn[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
+            _strides(block_table)[0] if block_table is not None else 0)
+
+
+def _append(ops, on_gpu, k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, page_size,
+            capacity, dtype):
+    """k, v (batch, seqlen_new, heads_k, d) into the cache at cache_seqlens +
+    i, in place, by the kv_append kernel."""
+    batch, seqlen_new, heads_k, head_dim = k.shape
+    if _strides(k)[-1] != 1 or (on_gpu and not _rows_aligned(k)):
+        k = ops.contiguous(k)
+    if _strides(v)[-1] != 1 or (on_gpu and not _rows_aligned(v)):
+        v = ops.contiguous(v)
+    kernel = append_kernel(dtype, head_dim, heads_k, page_size, lens is not None, cache_batch_idx is not None)
+    args = _append_args(k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, capacity,
+                        _dummy(ops, "int32"))
+    _launch(kernel, args, (seqlen_new, batch, 1), on_gpu)
 
 
 def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):

@@ -670,6 +670,9 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
     combine = fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", 128))
     assert f".entry {combine.name}" in combine.compile("sm_80").ptx
+    append = fd.append_kernel("bfloat16", 128, 8, 16 if features.get("paged") else 0,
+                              features.get("per_batch", False), not features.get("paged"))
+    assert f".entry {append.name}" in append.compile("sm_80").ptx
 
 
 @needs_cpu
@@ -752,6 +755,8 @@ def _posing_as_cuda(torch):
     dict(batch=64, heads=8, heads_k=1, cap=256, page=256, lens="int"),        # MQA, one split
     dict(batch=2, heads=4, heads_k=2, cap=300, page=0, lens=None, window=(40, 0), softcap=5.0,
          num_splits=3, causal=True, scale=0.3),
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", new=2),   # appends (kv_append)
+    dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", new=1),
 ])
 def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
     """The O(1) path of a serving call hands the kernels the same scalars,
@@ -777,7 +782,10 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
         k = cuda(torch.randn(b + 1, cap, hk, 64, dtype=torch.float16))
     v = cuda(torch.randn_like(k))
     lens = {"tensor": cuda(torch.full((b,), cap - 3, dtype=torch.int32)), "int": cap - 5, None: None}[case["lens"]]
-    kwargs = dict(cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
+    new = case.get("new", 0)
+    kn = cuda(torch.randn(b, new, hk, 64, dtype=torch.float16)) if new else None
+    vn = cuda(torch.randn(b, new, hk, 64, dtype=torch.float16)) if new else None
+    kwargs = dict(k=kn, v=vn, cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
                   softcap=case.get("softcap", 0.0), num_splits=case.get("num_splits", 0),
                   causal=case.get("causal", False), softmax_scale=case.get("scale"))
 
@@ -799,13 +807,17 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
     monkeypatch.setattr(fd, "_launch", lambda kernel, args, grid, on_gpu: general.append((kernel.name, args, tuple(grid))))
     tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     assert [(name, grid) for name, _, grid in fast] == [(name, grid) for name, _, grid in general]
-    pointers = {"flash_decode": 10, "flash_combine": 4}
+    pointers = {"flash_decode": 10, "flash_combine": 4, "kv_append": 7}
     for (name, fa, _), (_, ga, _) in zip(fast, general):
         n = next(v for p, v in pointers.items() if name.startswith(p))
         assert fa[n:] == ga[n:], name                   # every scalar and stride
         if name.startswith("flash_decode"):
             for i in (0, 1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+        if name.startswith("kv_append"):
+            for i in (0, 1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
+                assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+    assert any(name.startswith("kv_append") for name, _, _ in fast) == bool(new)
 
 
 # --- speculative decoding / chunked prefill: seqlen_q > 1 with every variant ----
@@ -978,3 +990,36 @@ def test_any_head_dim_appends_into_the_callers_cache(d, paged):
             slot = (table[b, (n + i) // 16], (n + i) % 16) if paged else (b, n + i)
             np.testing.assert_array_equal(kc[slot], kn[b, i])
             np.testing.assert_array_equal(vc[slot], vn[b, i])
+
+
+@needs_cpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_unchecked_append_past_the_capacity_writes_nothing(monkeypatch, paged):
+    """With the value checks off, new keys whose position falls past the
+    cache (cache_seqlens too large) are dropped by the append kernel; the
+    ones inside land, and nothing else in the cache changes (the CPU runner
+    would fail on a write outside the buffer)."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    rng = np.random.default_rng()
+    heads_k, d, page = 2, 32, 16
+    kn, vn = f16(rng, 2, 2, heads_k, d), f16(rng, 2, 2, heads_k, d)
+    q = f16(rng, 2, 1, 4, d)
+    if paged:
+        kc, vc = f16(rng, 4, page, heads_k, d), f16(rng, 4, page, heads_k, d)
+        table = np.array([[2, 0], [3, 1]], np.int32)
+    else:
+        kc, vc, table = f16(rng, 2, 32, heads_k, d), f16(rng, 2, 32, heads_k, d), None
+    before_k, before_v = kc.copy(), vc.copy()
+    lens = np.array([31, 3], np.int32)              # sequence 0: position 32 is past the 32-key cache
+    tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=lens, block_table=table)
+    want_k, want_v = before_k.copy(), before_v.copy()
+    for b, n in enumerate(lens):
+        for i in range(2):
+            p = n + i
+            if p < 32:
+                slot = (table[b, p // page], p % page) if paged else (b, p)
+                want_k[slot], want_v[slot] = kn[b, i], vn[b, i]
+    np.testing.assert_array_equal(kc, want_k)
+    np.testing.assert_array_equal(vc, want_v)
