@@ -33,6 +33,9 @@
 //   ConvertLayout.cpp  tile.convert_layout, expand_dims/broadcast/trans
 //   Elementwise.cpp    elementwise ops, GPU math, the unit-rescale vote
 //   ControlFlow.cpp    scf.for (prefetch rings, carried addresses), scf.if
+//   TargetInfo.h       the per-architecture primitives they emit through
+//                      (TargetInfoSm80.cpp, TargetInfoSm90.cpp), selected by
+//                      `arch`; hardware numbers in tilec/Target/TargetDescription.h
 //
 //===----------------------------------------------------------------------===//
 #include "ConvertTileToNVVM/Lowering.h"
@@ -62,6 +65,12 @@ std::string elementName(Type type) {
 }
 
 LogicalResult KernelLowering::lowerOp(Operation *op) {
+  if (failed(dispatchOp(op)))
+    return failure();
+  return checkSharedBudget(op);
+}
+
+LogicalResult KernelLowering::dispatchOp(Operation *op) {
   b.setLoc(op->getLoc());
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
     Value v;
@@ -72,25 +81,18 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       // mask — start first, so the tail of the grid is short blocks
       // (FlashAttention-2's ordering). Programs are independent, so any
       // bijection is correct.
-      Value block = NVVM::BlockIdXOp::create(b, b.getI32Type());
-      Value count = NVVM::GridDimXOp::create(b, b.getI32Type());
+      Value block = target.blockId(b, 0);
+      Value count = target.gridDim(b, 0);
       v = arith::SubIOp::create(b, arith::SubIOp::create(b, count, i32(1)), block);
       break;
     }
-    case 1: v = NVVM::BlockIdYOp::create(b, b.getI32Type()); break;
-    default: v = NVVM::BlockIdZOp::create(b, b.getI32Type()); break;
+    default: v = target.blockId(b, pid.getAxis()); break;
     }
     mapping.map(pid.getResult(), v);
     return success();
   }
   if (auto num = dyn_cast<NumProgramsOp>(op)) {
-    Value v;
-    switch (num.getAxis()) {
-    case 0: v = NVVM::GridDimXOp::create(b, b.getI32Type()); break;
-    case 1: v = NVVM::GridDimYOp::create(b, b.getI32Type()); break;
-    default: v = NVVM::GridDimZOp::create(b, b.getI32Type()); break;
-    }
-    mapping.map(num.getResult(), v);
+    mapping.map(num.getResult(), target.gridDim(b, num.getAxis()));
     return success();
   }
   if (auto addptr = dyn_cast<AddPtrOp>(op)) {
@@ -194,7 +196,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     // The last prefetch of a pipelined loop may still be in flight; PTX does
     // not define exiting with outstanding cp.async copies.
     if (committedGroups > 0)
-      NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(0));
+      target.asyncWait(b, 0);
     LLVM::ReturnOp::create(b, ValueRange{});
     return success();
   }
@@ -335,7 +337,7 @@ LogicalResult KernelLowering::run() {
     if (isa<PtrType>(oldArg.getType()))
       pointerParam[oldArg] = {oldArg.getArgNumber(), 0};
   }
-  threadId = NVVM::ThreadIdXOp::create(b, b.getI32Type());
+  threadId = target.threadIdX(b);
   laneId = arith::RemUIOp::create(b, threadId, i32(kWarpSize));
   warpId = arith::DivUIOp::create(b, threadId, i32(kWarpSize));
   smemBase = LLVM::AddressOfOp::create(b, smemGlobal);
@@ -391,8 +393,12 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (arch != "sm_80" && arch != "sm_90a" && arch != "sm_90" && arch != "sm_86" && arch != "sm_89") {
-      module.emitError() << "unsupported arch '" << arch << "': expected sm_80, sm_86, sm_89, sm_90 or sm_90a";
+    // --arch picks the target implementation (TargetInfo.h) and its
+    // hardware numbers.
+    std::string unsupported;
+    std::unique_ptr<TargetInfo> target = createTargetInfo(arch, unsupported);
+    if (!target) {
+      module.emitError() << unsupported;
       return signalPassFailure();
     }
     SmallVector<func::FuncOp> kernels;
@@ -408,7 +414,8 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
       smem = LLVM::GlobalOp::create(builder, module.getLoc(),
                                     LLVM::LLVMArrayType::get(builder.getI8Type(), 0),
                                     /*isConstant=*/false, LLVM::Linkage::External, kSharedSymbol,
-                                    Attribute(), kSharedAlignment, kSharedAddressSpace);
+                                    Attribute(), target->description().sharedAlignment,
+                                    kSharedAddressSpace);
     std::optional<CopyBounds> bounds = llvm::StringSwitch<std::optional<CopyBounds>>(copyBounds)
                                            .Case("chunk", CopyBounds::Chunk)
                                            .Case("tile", CopyBounds::Tile)
@@ -430,7 +437,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
       return signalPassFailure();
     }
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, arch, smemEpilogue, skipUnitRescale, *bounds,
+      if (failed(KernelLowering(func, smem, *target, smemEpilogue, skipUnitRescale, *bounds,
                                 storeTranspose, carryRingAddresses, *xorPhases)
                      .run()))
         return signalPassFailure();

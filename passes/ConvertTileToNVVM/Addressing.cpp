@@ -165,10 +165,10 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
   // swizzled chunk is chunk_0 ^ cl) and nothing else in the address has a
   // bit where the chunk sits: rows, the region, the twin distance and the
   // shared window's alignment (128) are multiples of the swizzle period.
-  int64_t period = kChunkBytes << tile.swizzleBits;
+  int64_t period = hw.chunkBytes << tile.swizzleBits;
   if (xorShifts && tile.delta && chunkRuntimeIsBit && chunkLow != 0 && chunkLow % 2 == 0 &&
       rowBytes % period == 0 && tile.offset % period == 0 && tile.twinDistance % period == 0 &&
-      kSharedAlignment % period == 0) {
+      hw.sharedAlignment % period == 0) {
     auto [first, constant] =
         sharedChunkBase(tile, rowRuntime, rowConst, chunkRuntime, chunkConst & ~mask, true);
     // -chunkLow: apart from the ring-shifted bases' keys (below).
@@ -180,7 +180,7 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
       if (b.getInsertionBlock() != first.getParentBlock())
         b.setInsertionPointAfterValue(first);
       Value address = LLVM::PtrToIntOp::create(b, b.getI32Type(), first);
-      address = arith::XOrIOp::create(b, address, i32(chunkLow * kChunkBytes));
+      address = arith::XOrIOp::create(b, address, i32(chunkLow * hw.chunkBytes));
       derived = LLVM::IntToPtrOp::create(b, ptrType(kSharedAddressSpace), address);
     }
     return {derived, constant};
@@ -200,12 +200,12 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
     if (mask)
       chunk = arith::XOrIOp::create(b, chunk, arith::AndIOp::create(b, rowRuntime, i32(mask)));
     Value bytes = arith::AddIOp::create(b, arith::MulIOp::create(b, rowRuntime, i32(rowBytes)),
-                                        arith::MulIOp::create(b, chunk, i32(kChunkBytes)));
+                                        arith::MulIOp::create(b, chunk, i32(hw.chunkBytes)));
     bytes = arith::AddIOp::create(b, bytes, i32(tile.offset));
     base = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), smemBase,
                                ValueRange{bytes});
   }
-  int64_t constant = rowConst * rowBytes + chunkHigh * kChunkBytes;
+  int64_t constant = rowConst * rowBytes + chunkHigh * hw.chunkBytes;
   if (!tile.delta)
     return {base, constant};
   // A ring tile: the loop-invariant base plus this iteration's delta, once
@@ -226,7 +226,7 @@ std::pair<Value, int64_t> KernelLowering::sharedChunkBase(const SharedTile &tile
 /// Byte address of element (row, col) of a swizzled row-major shared tile:
 /// the 16-byte chunk index is XORed with the row's low bits.
 Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Value col) {
-  int64_t elemsPerChunk = kChunkBytes / tile.elemBytes;
+  int64_t elemsPerChunk = hw.chunkBytes / tile.elemBytes;
   Value chunk = arith::DivUIOp::create(b, col, i32(elemsPerChunk));
   Value within = arith::RemUIOp::create(b, col, i32(elemsPerChunk));
   if (tile.swizzleBits > 0) {
@@ -236,7 +236,7 @@ Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Va
   int64_t rowBytes = tile.cols * tile.elemBytes;
   Value bytes = arith::AddIOp::create(
       b, arith::AddIOp::create(b, arith::MulIOp::create(b, row, i32(rowBytes)),
-                               arith::MulIOp::create(b, chunk, i32(kChunkBytes))),
+                               arith::MulIOp::create(b, chunk, i32(hw.chunkBytes))),
       arith::MulIOp::create(b, within, i32(tile.elemBytes)));
   bytes = arith::AddIOp::create(b, bytes, i32(tile.offset));
   if (tile.delta)
@@ -247,11 +247,7 @@ Value KernelLowering::sharedElementAddress(const SharedTile &tile, Value row, Va
 
 Operation *KernelLowering::inlinePtx(TypeRange results, ValueRange operands, StringRef text,
                                      StringRef constraints) {
-  return LLVM::InlineAsmOp::create(b, results, operands, text, constraints,
-                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
-                                   ArrayAttr());
+  return TargetInfo::inlinePtx(b, results, operands, text, constraints);
 }
 
 /// The most elements along the view's last dimension one access may move
@@ -265,7 +261,7 @@ int KernelLowering::viewWidthLimit(const ViewInfo &view, ValueRange offsets, Typ
   unsigned last = view.sizes.size() - 1;
   if (constantInt(view.strides[last]) != 1)
     return 1;
-  int width = kChunkBytes / (elemType.getIntOrFloatBitWidth() / 8);
+  int width = hw.chunkBytes / (elemType.getIntOrFloatBitWidth() / 8);
   auto size = constantInt(view.sizes[last]);
   auto offset = constantInt(offsets[last]);
   while (width > 1 && (!size || !offset || *size % width || *offset % width))
@@ -288,7 +284,7 @@ int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view
   for (const auto &basis : layout.regBases()) {
     tilec::Coord unit(layout.rank(), 0);
     unit[last] = width;
-    if (basis != unit || (width * 2) * elemBytes > kChunkBytes)
+    if (basis != unit || (width * 2) * elemBytes > hw.chunkBytes)
       break;
     width *= 2;
   }

@@ -26,11 +26,11 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   auto reused = reuseRegion.find(op.getResult());
   SharedTile tile = reused != reuseRegion.end() ? reused->second : allocateShared(type);
   int64_t rowBytes = tile.cols * tile.elemBytes;
-  if (rowBytes % kChunkBytes != 0)
+  if (rowBytes % hw.chunkBytes != 0)
     return op.emitError() << "rows of a shared tile must be whole 16-byte chunks, got "
                           << rowBytes << " bytes";
-  int64_t elemsPerChunk = kChunkBytes / tile.elemBytes;
-  int64_t chunksPerRow = rowBytes / kChunkBytes;
+  int64_t elemsPerChunk = hw.chunkBytes / tile.elemBytes;
+  int64_t chunksPerRow = rowBytes / hw.chunkBytes;
   int64_t totalChunks = tile.rows * chunksPerRow;
   int64_t threads = numWarps * kWarpSize;
 
@@ -63,9 +63,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   std::optional<int64_t> insideConst = inside ? getConstantIntValue(inside) : std::optional<int64_t>(0);
   auto copyChunk = [&](int64_t first, Value dst, Value src, Value srcBytes) {
     auto emit = [&] {
-      NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(kChunkBytes),
-                              NVVM::LoadCacheModifierKindAttr::get(ctx, NVVM::LoadCacheModifierKind::CG),
-                              srcBytes);
+      target.asyncCopy(b, dst, src, srcBytes);
     };
     if (totalChunks % threads == 0 || first + threads <= totalChunks)
       return emit();
@@ -97,7 +95,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     return inlinePtx(next.getType(), next, "mov.b64 $0, $1;", "=l,l")->getResult(0);
   };
   auto uncheckedCopies = [&] {
-    Value srcBytes = i32(kChunkBytes), src;
+    Value srcBytes = i32(hw.chunkBytes), src;
     Value passStep; // elements between a thread's chunks in consecutive passes
     if (constantStride)
       passStep = arith::MulIOp::create(b, view.strides[0], i64(rowsPerPass));
@@ -124,7 +122,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
       Value colOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalCol, view.sizes[1]);
       Value colsLeft = arith::SubIOp::create(b, view.sizes[1], globalCol);
       Value bytesLeft = arith::MulIOp::create(b, colsLeft, i32(tile.elemBytes));
-      bytesLeft = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, bytesLeft, i32(kChunkBytes)), i32(0));
+      bytesLeft = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, bytesLeft, i32(hw.chunkBytes)), i32(0));
       Value srcBytes = arith::SelectOp::create(b, arith::AndIOp::create(b, rowOk, colOk), bytesLeft, i32(0));
       Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, srcBytes, i32(0));
       // Never form an address outside the view, even for a zero-byte copy.
@@ -146,7 +144,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
       Value globalRow = arith::AddIOp::create(b, firstRow, i32(first / chunksPerRow));
       // Unsigned: negative rows are outside too.
       Value rowOk = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, globalRow, view.sizes[0]);
-      Value srcBytes = arith::SelectOp::create(b, rowOk, i32(kChunkBytes), i32(0));
+      Value srcBytes = arith::SelectOp::create(b, rowOk, i32(hw.chunkBytes), i32(0));
       src = first == 0 ? elementAddress(view, {firstRow, arith::AddIOp::create(b, col, colOffset)})
                        : nextPassPointer(src, passStep);
       copyChunk(first, chunkDst(first, nullptr, nullptr), src, srcBytes);
@@ -170,8 +168,8 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
     checkedCopies();
   }
-  noteAccess(view, kChunkBytes);
-  NVVM::CpAsyncCommitGroupOp::create(b);
+  noteAccess(view, hw.chunkBytes);
+  target.asyncCommitGroup(b);
   tile.pendingGroup = committedGroups++;
   recordWriter(tile.offset, tile.pendingGroup, tile.bytes());
   if (tile.delta) // a ring tile: it went to one of its two regions

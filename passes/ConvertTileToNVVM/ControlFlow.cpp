@@ -220,7 +220,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   for (bool popped = true; popped;) {
     popped = false;
     for (auto [offset, bytes] : dead)
-      if (offset + bytes == sharedBytes || (offset < sharedBytes && int64_t(llvm::alignTo(offset + bytes, kSharedAlignment)) == sharedBytes)) {
+      if (offset + bytes == sharedBytes || (offset < sharedBytes && int64_t(llvm::alignTo(offset + bytes, hw.sharedAlignment)) == sharedBytes)) {
         sharedBytes = offset;
         popped = true;
       }

@@ -9,30 +9,10 @@
 
 namespace tilec::nvvm {
 
-/// ldmatrix.x{num}[.trans] at [base + offset], as inline PTX with the offset
-/// in the instruction text. Why not nvvm.ldmatrix: every one of a dot's
-/// ldmatrix addresses is loop-invariant, so LLVM's LICM hoists each
-/// base+offset out of the K/V loop, pinning one 64-bit register per ldmatrix
-/// (over 100 registers and spills at head_dim 128). With the offset in the
-/// immediate field only the few bases stay live. Side effects keep it from
-/// being hoisted itself (it reads shared memory that changes every
-/// iteration) and ordered with the barriers and cp.async waits around it.
+/// ldmatrix through the target (TargetInfo::ldmatrix); it reads shared memory.
 Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpose) {
   sharedAccessSinceBarrier = true;
-  std::string regs;
-  for (int i = 0; i < num; ++i)
-    regs += (i ? ", $" : "$") + std::to_string(i);
-  std::string text = "ldmatrix.sync.aligned.m8n8.x" + std::to_string(num) +
-                     (transpose ? ".trans" : "") + ".shared.b16 {" + regs + "}, [$" +
-                     std::to_string(num) + "+" + std::to_string(offset) + "];";
-  std::string constraints;
-  for (int i = 0; i < num; ++i)
-    constraints += "=r,";
-  // Shared addresses are 32-bit: lib/Target builds the NVPTX target with
-  // short pointers (nvptx-short-ptr).
-  constraints += "r";
-  auto type = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(num, b.getI32Type()));
-  return inlinePtx(type, base, text, constraints)->getResult(0);
+  return target.ldmatrix(b, base, offset, num, transpose);
 }
 
 /// mma.sync m16n8k16: A from registers (split-Q fragment layout), B from a
@@ -57,7 +37,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   waitFor(op.getB());
 
   int64_t rowsPerWarp = m / numWarps;
-  int64_t mTiles = rowsPerWarp / 16, nTiles = n / 8, kTiles = k / 16;
+  int64_t mTiles = rowsPerWarp / hw.mmaM, nTiles = n / hw.mmaN, kTiles = k / hw.mmaK;
   int kBits = tilec::log2Exact(kTiles), nBits = tilec::log2Exact(nTiles);
   SmallVector<Value> aRegs = aShared ? SmallVector<Value>() : regs[op.getA()];
   SmallVector<Value> acc = regs[op.getAcc()];
@@ -143,13 +123,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
           ArrayRef<Value> aFrag = aFrags[mi];
           int64_t cBase = (nTile << 2) | (mi << (2 + nBits));
           SmallVector<Value> cFrag = {acc[cBase], acc[cBase + 1], acc[cBase + 2], acc[cBase + 3]};
-          auto resultType = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, b.getF32Type()));
-          std::array<NVVM::MMATypes, 2> ptxTypes = {bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16,
-                                                    bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16};
-          auto mma = NVVM::MmaOp::create(
-              b, resultType, aFrag, ValueRange{bFrag[0], bFrag[1]}, cFrag, {16, 8, 16},
-              std::nullopt, std::nullopt, ptxTypes,
-              std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+          Value mma = target.mma(b, aFrag, ValueRange{bFrag[0], bFrag[1]}, cFrag, bf16);
           for (int i = 0; i < 4; ++i)
             acc[cBase + i] = LLVM::ExtractValueOp::create(b, mma, i);
         }

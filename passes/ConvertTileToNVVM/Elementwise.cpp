@@ -9,22 +9,6 @@
 
 namespace tilec::nvvm {
 
-Value KernelLowering::exp2(Value x) {
-  // ex2.approx.ftz: ~2 ulp, exp2(-inf) = +0; what FlashAttention uses.
-  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
-                                       b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
-                                       ValueRange{x})
-      .getResult(0);
-}
-
-Value KernelLowering::log2(Value x) {
-  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
-                                       b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"), ValueRange{x})
-      .getResult(0);
-}
-
-/// Math ops the NVPTX backend selects as they are (for every float type the
-/// tile IR has): cloned per register, converted by MathToLLVM later.
 static bool isNativeGpuMath(Operation *op) {
   return isa<math::AbsFOp, math::AbsIOp, math::SqrtOp, math::RsqrtOp, math::FmaOp, math::FloorOp,
              math::CeilOp, math::TruncOp, math::RoundEvenOp, math::RoundOp, math::CopySignOp,
@@ -77,13 +61,13 @@ LogicalResult KernelLowering::lowerMath(Operation *op, ValueRange operands,
   };
   Value x = operands[0];
   if (isa<math::Exp2Op>(op)) {
-    results.push_back(exp2(x));
+    results.push_back(target.exp2Approx(b, x));
   } else if (isa<math::ExpOp>(op)) {
-    results.push_back(exp2(arith::MulFOp::create(b, x, f32(llvm::numbers::log2e))));
+    results.push_back(target.exp2Approx(b, arith::MulFOp::create(b, x, f32(llvm::numbers::log2e))));
   } else if (isa<math::Log2Op>(op)) {
-    results.push_back(log2(x));
+    results.push_back(target.log2Approx(b, x));
   } else if (isa<math::LogOp>(op)) {
-    results.push_back(arith::MulFOp::create(b, log2(x), f32(llvm::numbers::ln2)));
+    results.push_back(arith::MulFOp::create(b, target.log2Approx(b, x), f32(llvm::numbers::ln2)));
   } else if (isa<math::TanhOp>(op)) {
     // llvm.tanh with `afn` selects tanh.approx.f32 (sm_75+; one MUFU op,
     // relative error about 2^-11); without it NVPTX has no pattern at all.
@@ -137,8 +121,7 @@ bool KernelLowering::lowerRescale(arith::MulFOp op) {
       Value ne = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, v, one);
       notOne = notOne ? arith::OrIOp::create(b, notOne, ne).getResult() : ne;
     }
-    Value warpNeeds = NVVM::VoteSyncOp::create(
-        b, b.getI1Type(), i32(-1), notOne, NVVM::VoteSyncKindAttr::get(ctx, NVVM::VoteSyncKind::any));
+    Value warpNeeds = target.voteAny(b, notOne);
     SmallVector<Value> x = regs[other];
     auto ifOp = scf::IfOp::create(b, SmallVector<Type>(x.size(), b.getF32Type()), warpNeeds,
                                   /*withElseRegion=*/true);

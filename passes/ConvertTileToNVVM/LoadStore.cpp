@@ -156,9 +156,8 @@ void KernelLowering::widenRowRuns(LinearLayout &layout, SmallVector<Value> &valu
     }
     words[w] = packed.getType() == i32Type ? packed : LLVM::BitcastOp::create(b, i32Type, packed);
   }
-  Value fullMask = i32(-1), clamp = i32(0x1f);
   bool changed = false;
-  while (run * elemBytes < kChunkBytes && run * 2 <= maxRun) {
+  while (run * elemBytes < hw.chunkBytes && run * 2 <= maxRun) {
     const auto &lanes = layout.laneBases();
     auto laneIt = llvm::find(lanes, tilec::Coord{0, run});
     if (laneIt == lanes.end())
@@ -182,9 +181,7 @@ void KernelLowering::widenRowRuns(LinearLayout &layout, SmallVector<Value> &valu
         continue;
       int64_t w1 = w | (int64_t(1) << wordBit);
       Value send = arith::SelectOp::create(b, x, words[w], words[w1]);
-      Value got = NVVM::ShflOp::create(b, i32Type, fullMask, send, i32(int64_t(1) << laneBit),
-                                       clamp, NVVM::ShflKindAttr::get(ctx, NVVM::ShflKind::bfly),
-                                       UnitAttr());
+      Value got = target.shuffleXor(b, send, int64_t(1) << laneBit);
       Value w0New = arith::SelectOp::create(b, x, got, words[w]);
       Value w1New = arith::SelectOp::create(b, x, words[w1], got);
       words[w] = w0New;
@@ -238,9 +235,9 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
   int width = vectorWidth(layout, view, op.getOffsets(), elemType);
   SmallVector<Value> values = regs[value];
-  if (smemEpilogue && width * elemBytes < kChunkBytes && succeeded(lowerStoreThroughShared(op)))
+  if (smemEpilogue && width * elemBytes < hw.chunkBytes && succeeded(lowerStoreThroughShared(op)))
     return success();
-  if (storeTranspose && width * elemBytes < kChunkBytes) {
+  if (storeTranspose && width * elemBytes < hw.chunkBytes) {
     widenRowRuns(layout, values, elemType, viewWidthLimit(view, op.getOffsets(), elemType));
     width = vectorWidth(layout, view, op.getOffsets(), elemType);
   }
@@ -357,7 +354,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
   if (type.getRank() != 2 || type.getElementTypeBitWidth() % 8 != 0 || elemBytes > 4)
     return failure();
   int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
-  int64_t chunkElems = kChunkBytes / elemBytes;
+  int64_t chunkElems = hw.chunkBytes / elemBytes;
   int64_t chunksPerRow = cols / chunkElems;
   std::optional<int64_t> size1 = constantInt(view.sizes[1]);
   std::optional<int64_t> offset1 = constantInt(op.getOffsets()[1]);
@@ -379,7 +376,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
   if (colThreadBits % run != 0)
     return failure();
 
-  unsigned swizzleBits = std::min(3, tilec::log2Exact(chunksPerRow));
+  unsigned swizzleBits = std::min<int>(hw.maxSwizzleBits, tilec::log2Exact(chunksPerRow));
   int64_t mask = (int64_t(1) << swizzleBits) - 1;
   for (int64_t r = 0; r < layout.numRegs(); r += run)
     if (layout.regCoord(r)[0] & mask)
@@ -452,7 +449,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     Value globalRow = arith::AddIOp::create(b, row, rowOffset);
     Value globalCol = arith::AddIOp::create(b, arith::MulIOp::create(b, chunk, i32(chunkElems)), colOffset);
     ok = arith::AndIOp::create(b, ok, inBounds(view, {globalRow, globalCol}));
-    Value data = LLVM::LoadOp::create(b, chunkType, src, kChunkBytes);
+    Value data = LLVM::LoadOp::create(b, chunkType, src, hw.chunkBytes);
     Value address;
     if (wholeRows && passAddress) {
       address = passAddress = LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType,
@@ -466,9 +463,9 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
         passStep = arith::MulIOp::create(b, view.strides[0], i64(threads / chunksPerRow));
       }
     }
-    storeGlobalIf(ok, address, data, kChunkBytes);
+    storeGlobalIf(ok, address, data, hw.chunkBytes);
   }
-  noteAccess(view, kChunkBytes);
+  noteAccess(view, hw.chunkBytes);
   // The chunk reads above: the next fill of this space needs a barrier.
   sharedAccessSinceBarrier = true;
   sharedBytes = sharedMark;

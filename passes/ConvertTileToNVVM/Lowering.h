@@ -14,6 +14,8 @@
 #include "dialects/Tile/TileDialect.h"
 #include "tilec/Passes.h"
 
+#include "TargetInfo.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -36,13 +38,12 @@ using namespace mlir;
 using namespace mlir::tile;
 using tilec::LinearLayout;
 
-constexpr int64_t kWarpSize = 32;
-constexpr int64_t kChunkBytes = 16; // cp.async and ldmatrix move 16-byte rows
-constexpr unsigned kGlobalAddressSpace = 1;
-constexpr unsigned kSharedAddressSpace = 3;
+/// Lanes per warp: the same on every target (TargetDescription::warpSize,
+/// static_assert in TargetInfoSm80.cpp). The other hardware numbers are the
+/// target's: `hw` below.
+constexpr int64_t kWarpSize = kTargets[0].warpSize;
+/// The dynamic shared-memory window every kernel's shared tiles live in.
 constexpr llvm::StringLiteral kSharedSymbol = "tile_dynamic_smem";
-/// Alignment of the shared window's start and of every tile region in it.
-constexpr int64_t kSharedAlignment = 128;
 
 /// A view: base pointer plus runtime sizes (i32) and strides (i64).
 struct ViewInfo {
@@ -99,10 +100,11 @@ enum class XorRingPhases {
 
 class KernelLowering {
 public:
-  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, StringRef arch, bool smemEpilogue,
+  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, const TargetInfo &target, bool smemEpilogue,
                  bool skipUnitRescale, CopyBounds copyBounds, bool storeTranspose,
                  bool carryRingAddresses, XorRingPhases xorRingPhases)
-      : func(func), smemGlobal(smem), arch(arch), smemEpilogue(smemEpilogue),
+      : func(func), smemGlobal(smem), target(target), hw(target.description()),
+        smemEpilogue(smemEpilogue),
         skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), storeTranspose(storeTranspose),
         carryRingAddresses(carryRingAddresses), xorRingPhases(xorRingPhases),
         ctx(func.getContext()),
@@ -146,8 +148,6 @@ private:
                                             int64_t rowConst, Value chunkRuntime,
                                             int64_t chunkConst, bool chunkRuntimeIsBit = false);
   Value ldmatrix(Value base, int64_t offset, int num, bool transpose);
-  Value exp2(Value x);
-  Value log2(Value x);
   Value combine(ReduceKind kind, Value a, Value b);
   int vectorWidth(const LinearLayout &layout, const ViewInfo &view, ValueRange offsets,
                   Type elemType);
@@ -178,6 +178,9 @@ private:
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
   SharedTile allocateShared(RankedTensorType type);
+  /// An error at `op` when the shared tiles live so far take more than the
+  /// target allows one block (the peak is reached while lowering `op`).
+  LogicalResult checkSharedBudget(Operation *op);
   /// The next region of the shared-memory stack, 128-byte aligned.
   SharedTile allocateRegion(int64_t rows, int64_t cols, int64_t elemBytes, unsigned swizzleBits);
   /// Inline PTX with side effects (kept in order with barriers and waits).
@@ -186,7 +189,9 @@ private:
 
   // --- ops ----------------------------------------------------------------
   LogicalResult lowerBlock(Block &block);
+  /// Lowers `op` (dispatchOp) and checks the shared-memory budget after it.
   LogicalResult lowerOp(Operation *op);
+  LogicalResult dispatchOp(Operation *op);
   LogicalResult lowerLoad(LoadOp op);
   LogicalResult lowerLoadToShared(LoadOp op);
   LogicalResult lowerStore(StoreOp op);
@@ -207,7 +212,9 @@ private:
 
   func::FuncOp func;
   LLVM::GlobalOp smemGlobal;
-  std::string arch;
+  /// The architecture's primitives and hardware numbers (TargetInfo.h).
+  const TargetInfo &target;
+  const TargetDescription &hw;
   /// Store narrow register tiles through shared memory (16-byte chunks).
   bool smemEpilogue;
   /// Multiply by a broadcast only where a factor differs from 1 (see

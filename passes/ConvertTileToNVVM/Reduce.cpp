@@ -46,7 +46,6 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
     }
     partial[key] = list.front();
   }
-  Value fullMask = i32(-1), clamp = i32(0x1f);
   for (size_t i = 0; i < in.laneBases().size(); ++i) {
     const tilec::Coord &basis = in.laneBases()[i];
     if (basis[axis] == 0)
@@ -55,9 +54,7 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
       return op.emitError() << "lane bit " << i << " moves along the reduced axis and another "
                                "axis at once; cannot reduce with shuffles";
     for (auto &[key, value] : partial) {
-      Value other = NVVM::ShflOp::create(b, value.getType(), fullMask, value, i32(1 << i), clamp,
-                                         NVVM::ShflKindAttr::get(ctx, NVVM::ShflKind::bfly),
-                                         UnitAttr());
+      Value other = target.shuffleXor(b, value, int64_t(1) << i);
       value = combine(op.getKind(), value, other);
     }
   }

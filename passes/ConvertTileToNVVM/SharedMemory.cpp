@@ -17,7 +17,7 @@ namespace tilec::nvvm {
 SharedTile KernelLowering::allocateShared(RankedTensorType type) {
   int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
   int64_t elemBytes = type.getElementTypeBitWidth() / 8;
-  int64_t chunksPerRow = cols * elemBytes / kChunkBytes;
+  int64_t chunksPerRow = cols * elemBytes / hw.chunkBytes;
   auto encoding = cast<SharedLayoutAttr>(type.getEncoding());
   return allocateRegion(rows, cols, elemBytes,
                         std::min<unsigned>(encoding.getSwizzle(), std::max(0, tilec::log2Exact(chunksPerRow))));
@@ -30,10 +30,21 @@ SharedTile KernelLowering::allocateRegion(int64_t rows, int64_t cols, int64_t el
   tile.cols = cols;
   tile.elemBytes = elemBytes;
   tile.swizzleBits = swizzleBits;
-  tile.offset = llvm::alignTo(sharedBytes, kSharedAlignment);
+  tile.offset = llvm::alignTo(sharedBytes, hw.sharedAlignment);
   sharedBytes = tile.offset + tile.bytes();
   sharedPeak = std::max(sharedPeak, sharedBytes);
   return tile;
+}
+
+LogicalResult KernelLowering::checkSharedBudget(Operation *op) {
+  // Nested ops are checked first, so the error lands on the innermost op
+  // whose tiles pushed the stack past the limit.
+  if (sharedPeak <= hw.maxSharedBytesPerBlock)
+    return success();
+  return op->emitError() << "the shared tiles live here take " << sharedPeak << " bytes, but "
+                         << hw.arch << " allows at most " << hw.maxSharedBytesPerBlock
+                         << " bytes of shared memory per block (fewer pipeline stages, smaller "
+                            "blocks or no shared-memory epilogue need less)";
 }
 
 void KernelLowering::waitFor(Value tileValue) {
@@ -43,7 +54,7 @@ void KernelLowering::waitFor(Value tileValue) {
   if (tile.pendingGroup > completeThrough) {
     // Groups committed after this one may stay in flight.
     int64_t newer = std::max<int64_t>(0, committedGroups - tile.pendingGroup - 1);
-    NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(newer));
+    target.asyncWait(b, newer);
     completeThrough = tile.pendingGroup;
   }
   // Each thread waited for its own copies; the barrier shows them to all.
@@ -53,7 +64,7 @@ void KernelLowering::waitFor(Value tileValue) {
 }
 
 void KernelLowering::barrier() {
-  NVVM::Barrier0Op::create(b);
+  target.barrier(b);
   visibleThrough = completeThrough;
   sharedAccessSinceBarrier = false;
 }
@@ -92,8 +103,7 @@ void KernelLowering::drainRegion(const SharedTile &tile) {
         latest = std::max(latest, writer.first);
   if (latest > completeThrough) {
     assert(latest < committedGroups && "a region's writer is a committed group");
-    NVVM::CpAsyncWaitGroupOp::create(
-        b, b.getI32IntegerAttr(std::max<int64_t>(0, committedGroups - latest - 1)));
+    target.asyncWait(b, std::max<int64_t>(0, committedGroups - latest - 1));
     completeThrough = latest;
     // Each thread waited for its own copies only; the refill (which follows
     // every drain) must wait for everyone's, behind a barrier.
