@@ -193,10 +193,7 @@ LogicalResult KernelLowering::dispatchOp(Operation *op) {
     }
   }
   if (isa<func::ReturnOp>(op)) {
-    // The last prefetch of a pipelined loop may still be in flight; PTX does
-    // not define exiting with outstanding cp.async copies.
-    if (committedGroups > 0)
-      target.asyncWait(b, 0);
+    waitForAllBeforeExit();
     LLVM::ReturnOp::create(b, ValueRange{});
     return success();
   }

@@ -1,4 +1,4 @@
-//===- Addressing.cpp - convert-tile-to-nvvm: thread coordinates, global and shared addresses, access widths ---===//
+//===- Addressing.cpp - thread coordinates and addresses ------------------===//
 //
 // Where a thread's registers sit in a tile (threadCoords, elementCoords),
 // the addresses of global elements and of swizzled shared chunks

@@ -1,4 +1,4 @@
-//===- AsyncCopy.cpp - convert-tile-to-nvvm: global -> shared tiles by cp.async ---===//
+//===- AsyncCopy.cpp - global -> shared by cp.async -----------------------===//
 //
 // tile.load into a shared tile: 16-byte cp.async copies (zero-filled past
 // the view, by the copy-bounds mode), one commit group per tile.
@@ -169,11 +169,7 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     checkedCopies();
   }
   noteAccess(view, hw.chunkBytes);
-  target.asyncCommitGroup(b);
-  tile.pendingGroup = committedGroups++;
-  recordWriter(tile.offset, tile.pendingGroup, tile.bytes());
-  if (tile.delta) // a ring tile: it went to one of its two regions
-    recordWriter(tile.offset + tile.twinDistance, tile.pendingGroup, tile.bytes());
+  commitGroup(tile);
   sharedTiles[op.getResult()] = tile;
   return success();
 }

@@ -1,4 +1,4 @@
-//===- ControlFlow.cpp - convert-tile-to-nvvm: scf.for and scf.if ------===//
+//===- ControlFlow.cpp - scf.for and scf.if -------------------------------===//
 //
 // Loops and branches carry register tiles as flattened value lists. lowerFor
 // also decides how a loop-carried shared tile is refilled (in place, or a
@@ -100,18 +100,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     parityInit = from;
     firstRing = false;
   }
-  // Shared tiles filled before the loop and read inside it (Q, say) are
-  // waited for once, here, instead of on every iteration.
-  SmallVector<Value> invariantShared;
-  op.getBody()->walk([&](Operation *inner) {
-    for (Value operand : inner->getOperands())
-      if (isShared(operand) && !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
-          sharedTiles.count(operand) && sharedTiles[operand].pendingGroup >= 0 &&
-          !llvm::is_contained(invariantShared, operand))
-        invariantShared.push_back(operand);
-  });
-  for (Value tile : invariantShared)
-    waitFor(tile);
+  waitForLoopInvariantTiles(op);
   SmallVector<Value> inits = flatten(op.getInitArgs());
   if (hasRing) // parity: which region of each ring holds the carried tile
     inits.push_back(parityInit ? parityInit : i32(0));
@@ -119,13 +108,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
                                    scalar(op.getStep()), inits);
   mapping.map(op.getInductionVar(), newFor.getInductionVar());
   unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
-  int64_t sharedMark = sharedBytes;
-  // Waits inside the body may never run (zero trips): they prove nothing
-  // after the loop, and neither does the body's count of commits.
-  int64_t completeBefore = completeThrough, visibleBefore = visibleThrough;
-  auto pendingBefore = pendingSnapshot();
-  bool bodyFills = false;
-  op.getBody()->walk([&](LoadOp load) { bodyFills |= isShared(load.getResult()); });
+  LoopSchedule schedule = beginLoopSchedule(op);
   // carry-ring-addresses (on): carry the ring's ldmatrix addresses
   // (carryRingShifts; one per tile, the other swizzle phases XOR-derived in
   // sharedChunkBase) where an accumulator takes 128 or more registers per
@@ -145,28 +128,15 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       body->getTerminator()->erase();
     b.setInsertionPointToEnd(body);
 
-    // At the top of an iteration after the first, the previous iteration's
-    // copies are the newest groups, numbered here as the last one committed
-    // (committedGroups - 1): waiting for that group waits for them all. They
-    // may have written any region the body fills, and none of them is known
-    // complete or visible yet.
-    if (bodyFills) {
-      int64_t previousIteration = committedGroups - 1;
-      for (auto &[offset, writer] : lastWriter)
-        writer.first = std::max(writer.first, previousIteration);
-      recordWriter(sharedMark, previousIteration, std::numeric_limits<int32_t>::max());
-      completeThrough = std::min(completeThrough, previousIteration - 1);
-      visibleThrough = std::min(visibleThrough, previousIteration - 1);
-    }
-    sharedAccessSinceBarrier = true; // the previous iteration's reads
+    beginIterationSchedule(schedule);
 
     Value parity = hasRing ? body->getArguments().back() : Value();
     for (Carried &c : carried) {
       Value init = op.getInitArgs()[c.index];
       SharedTile tile = sharedTiles[init];
       // Its copy was committed before the body starts (before the loop, or
-      // in the previous iteration): see above.
-      tile.pendingGroup = committedGroups - 1;
+      // in the previous iteration): see beginIterationSchedule.
+      tile.pendingGroup = newestGroup();
       SharedTile fill = tile;
       if (c.ring) {
         Value twin = i32(tile.twinDistance);
@@ -187,13 +157,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   int64_t loopResults = newFor.getNumResults(); // before carried bases are added
   if (hasRing)
     carryRingShifts(newFor, inits.back());
-  sharedBytes = sharedMark;
-  completeThrough = completeBefore;
-  visibleThrough = visibleBefore;
-  sharedAccessSinceBarrier = true;
-  assumeCommittedLast(pendingBefore);
-  if (bodyFills) // zero trips commit nothing: indices shift between paths
-    renumberPendingWriters();
+  endLoopSchedule(schedule);
   unflatten(op.getResults(), newFor.getResults().take_front(loopResults - (hasRing ? 1 : 0)));
 
   // The regions of carried tiles nothing reads after the loop (the first
@@ -207,7 +171,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       after.delta = arith::MulIOp::create(b, after.parity, i32(after.twinDistance));
     }
     // Uses after the loop wait for everything committed before they run.
-    after.pendingGroup = committedGroups - 1;
+    after.pendingGroup = newestGroup();
     sharedTiles[op.getResult(c.index)] = after;
     const SharedTile &first = sharedTiles[init];
     int64_t bytes = first.bytes();
@@ -217,14 +181,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
         dead.push_back({first.offset + first.twinDistance, bytes});
     }
   }
-  for (bool popped = true; popped;) {
-    popped = false;
-    for (auto [offset, bytes] : dead)
-      if (offset + bytes == sharedBytes || (offset < sharedBytes && int64_t(llvm::alignTo(offset + bytes, hw.sharedAlignment)) == sharedBytes)) {
-        sharedBytes = offset;
-        popped = true;
-      }
-  }
+  popRegions(dead);
   return success();
 }
 
@@ -318,41 +275,13 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   }
   bool hasElse = !op.getElseRegion().empty();
   auto newIf = scf::IfOp::create(b, types, scalar(op.getCondition()), hasElse);
-  // Each branch starts from the state before the if; afterwards, commits
-  // are counted as on the longer branch and earlier pending tiles are waited
-  // for conservatively.
-  auto pendingBefore = pendingSnapshot();
-  int64_t committedBefore = committedGroups, committedAfter = committedGroups;
-  auto writersBefore = lastWriter;
-  auto writersAfter = lastWriter;
-  int64_t visibleBefore = visibleThrough;
-  bool accessBefore = sharedAccessSinceBarrier;
-  bool accessAfter = hasElse ? false : accessBefore; // a missing else keeps the state
+  BranchSchedule schedule = beginBranchSchedule(hasElse);
   for (auto [oldRegion, newRegion] :
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
       continue;
-    int64_t sharedMark = sharedBytes, completeBefore = completeThrough;
-    for (auto [value, group] : pendingBefore)
-      sharedTiles[value].pendingGroup = group;
-    committedGroups = committedBefore;
-    lastWriter = writersBefore; // the other branch's fills never happened here
-    visibleThrough = visibleBefore;
-    sharedAccessSinceBarrier = accessBefore;
-    llvm::scope_exit release([&] {
-      accessAfter |= sharedAccessSinceBarrier;
-      sharedBytes = sharedMark;
-      completeThrough = completeBefore;
-      visibleThrough = visibleBefore;
-      committedAfter = std::max(committedAfter, committedGroups);
-      for (auto &[offset, writer] : lastWriter)
-        if (writer.first >= committedBefore) {
-          auto [it, inserted] = writersAfter.try_emplace(offset, writer);
-          if (!inserted) // merged: neither branch's extent is lost
-            it->second = {std::max(it->second.first, writer.first),
-                          std::max(it->second.second, writer.second)};
-        }
-    });
+    beginPathSchedule(schedule);
+    llvm::scope_exit release([&] { endPathSchedule(schedule); });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
     if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
@@ -363,14 +292,7 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
         return failure();
     scf::YieldOp::create(b, flatten(oldRegion->front().getTerminator()->getOperands()));
   }
-  committedGroups = committedAfter;
-  sharedAccessSinceBarrier = accessAfter;
-  assumeCommittedLast(pendingBefore);
-  // Fills made in either branch count as the latest commit: the two
-  // branches numbered their groups from the same start.
-  lastWriter = writersAfter;
-  if (committedGroups != committedBefore) // a path with fewer commits shifts
-    renumberPendingWriters();
+  endBranchSchedule(schedule);
   unflatten(op.getResults(), newIf.getResults());
   return success();
 }

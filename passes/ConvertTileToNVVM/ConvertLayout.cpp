@@ -1,4 +1,4 @@
-//===- ConvertLayout.cpp - convert-tile-to-nvvm: layout conversions and shape plumbing ---===//
+//===- ConvertLayout.cpp - layout conversions -----------------------------===//
 //
 // tile.convert_layout (register remaps, or a round trip through a shared
 // scratch tile), and registerRemap, which expand_dims, broadcast and trans

@@ -1,4 +1,4 @@
-//===- Dot.cpp - convert-tile-to-nvvm: tile.dot as mma.sync m16n8k16 (MMAv2) ---===//
+//===- Dot.cpp - tile.dot as mma.sync (MMAv2) -----------------------------===//
 //
 // tile.dot: A from registers (or shared, by ldmatrix), B from shared by
 // ldmatrix(.trans), mma.sync m16n8k16 into the f32 accumulator fragment.

@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - convert-tile-to-nvvm: elementwise ops, GPU math and the unit-rescale vote ---===//
+//===- Elementwise.cpp - elementwise ops and GPU math ---------------------===//
 //
 // One scalar op per register; exp/exp2/log/log2/tanh expanded to the
 // approximate hardware instructions (lowerMath); O * alpha skipped in warps

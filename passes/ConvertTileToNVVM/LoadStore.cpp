@@ -1,4 +1,4 @@
-//===- LoadStore.cpp - convert-tile-to-nvvm: register-tile loads and stores, atomics, scalar loads ---===//
+//===- LoadStore.cpp - register loads, stores, atomics --------------------===//
 //
 // Global memory to and from register tiles: vector loads honouring the
 // copy-bounds mode, stores (direct, widened by lane exchanges, or through

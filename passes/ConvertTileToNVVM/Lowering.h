@@ -155,6 +155,10 @@ private:
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
   void waitFor(Value tile);
+  /// Closes the cp.async group of the copies just issued into `tile`.
+  void commitGroup(SharedTile &tile);
+  /// Before the kernel returns: no copy may be left in flight.
+  void waitForAllBeforeExit();
   /// Shared tiles with a copy not yet waited for, and their group indices.
   SmallVector<std::pair<Value, int64_t>> pendingSnapshot();
   /// After a loop or branch (which may run any number of times, or not at
@@ -162,6 +166,40 @@ private:
   /// committed last: a later wait covers every group committed so far.
   void assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending);
   void drainRegion(const SharedTile &tile);
+  /// The newest committed group: what a use waits for when the tile's own
+  /// group is not known on every path (after loops and branches).
+  int64_t newestGroup() const { return committedGroups - 1; }
+  /// The schedule across a loop (lowerFor): tiles filled before it and read
+  /// in it are waited for before it; at the top of its body the previous
+  /// iteration's copies are the newest group; after it, what the body
+  /// waited for is not known to have happened (zero trips) and its stack
+  /// space is popped.
+  struct LoopSchedule {
+    int64_t sharedMark = 0, completeBefore = -1, visibleBefore = -1;
+    SmallVector<std::pair<Value, int64_t>> pendingBefore;
+    bool bodyFills = false;
+  };
+  void waitForLoopInvariantTiles(scf::ForOp op);
+  LoopSchedule beginLoopSchedule(scf::ForOp op);
+  void beginIterationSchedule(const LoopSchedule &schedule);
+  void endLoopSchedule(const LoopSchedule &schedule);
+  /// Pops the regions (offset, bytes) that are on top of the stack.
+  void popRegions(ArrayRef<std::pair<int64_t, int64_t>> dead);
+  /// The schedule across an scf.if (lowerIf): each path starts from the
+  /// state before it; after it, commits count as on the longer path, fills
+  /// of either path as the newest group.
+  struct BranchSchedule {
+    SmallVector<std::pair<Value, int64_t>> pendingBefore;
+    int64_t committedBefore = 0, committedAfter = 0;
+    std::map<int64_t, std::pair<int64_t, int64_t>> writersBefore, writersAfter;
+    int64_t visibleBefore = -1;
+    bool accessBefore = false, accessAfter = false;
+    int64_t sharedMark = 0, completeBefore = -1; // of the path being lowered
+  };
+  BranchSchedule beginBranchSchedule(bool hasElse);
+  void beginPathSchedule(BranchSchedule &schedule);
+  void endPathSchedule(BranchSchedule &schedule);
+  void endBranchSchedule(const BranchSchedule &schedule);
   /// lastWriter[offset] = (group, bytes), merged with what is there (the
   /// later group, the larger extent) so no coverage is lost.
   void recordWriter(int64_t offset, int64_t group, int64_t bytes);

@@ -1,4 +1,4 @@
-//===- Reduce.cpp - convert-tile-to-nvvm: tile.reduce ------------------===//
+//===- Reduce.cpp - tile.reduce -------------------------------------------===//
 //
 // In-thread balanced trees, then butterfly shuffles over the lanes that
 // span the reduced axis (row reductions stay in a warp under split-Q).

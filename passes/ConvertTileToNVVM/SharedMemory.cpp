@@ -1,14 +1,34 @@
-//===- SharedMemory.cpp - convert-tile-to-nvvm: shared-memory regions, cp.async waits and barriers ---===//
+//===- SharedMemory.cpp - shared memory and the cp.async schedule ---------===//
 //
-// Shared tiles are regions of one dynamic buffer, allocated like a stack
-// (allocateRegion; lowerFor pops what its body allocated). The cp.async
-// schedule: waitFor defers a tile's wait to its first read, drainRegion
-// waits for a region's in-flight copies before it is refilled,
-// pendingSnapshot/assumeCommittedLast/renumberPendingWriters keep the
-// compile-time group count true across loops and branches (lowerFor,
-// lowerIf), and barrier/barrierBeforeFill emit bar.sync only where a thread
-// may see another's shared-memory access.
+// Where shared memory goes, and where cp.async waits and barriers are placed:
+// every decision of the schedule is made in this file; the op families call
+// it (AsyncCopy: commitGroup; Dot and the epilogue: waitFor, drainRegion,
+// barrierBeforeFill; ControlFlow: the Loop/Branch schedule around bodies).
 //
+// Allocation. Shared tiles are regions of one dynamic buffer, allocated like
+// a stack (allocateRegion): tiles made in a loop body or branch die with it
+// (endLoopSchedule, endPathSchedule pop them), so the masked and unmasked
+// loops tile-split-masked-loops makes reuse the space. Regions start at
+// multiples of the swizzle period (TargetDescription::sharedAlignment).
+//
+// Waits. Each tile filled by cp.async is one commit group (commitGroup),
+// numbered at compile time. A tile's wait is deferred to its first read
+// (waitFor: cp.async.wait_group N, N = the groups committed after it, so
+// K's and V's copies of one iteration overlap), hoisted in front of a loop
+// for tiles filled before it (waitForLoopInvariantTiles). A region about to
+// be refilled first waits for the last group that wrote it (drainRegion,
+// lastWriter). The count stays true path by path: each branch of an scf.if
+// starts from the state before it; after a loop or branch, tiles pending
+// before it are waited for as if committed last (the body may run any
+// number of times, or not at all); at the top of a loop body the previous
+// iteration's copies are the newest group, written to any region the body
+// fills (beginIterationSchedule). Before the kernel returns, every group.
+//
+// Barriers. A wait is followed by bar.sync unless one came after that
+// group's completion (visibleThrough); a refill gets one only if some
+// thread touched shared memory since the last (barrierBeforeFill).
+//
+// test/passes/lowering-hazards.mlir has a case per hazard this prevents.
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
 
@@ -63,6 +83,21 @@ void KernelLowering::waitFor(Value tileValue) {
   tile.pendingGroup = -1;
 }
 
+void KernelLowering::commitGroup(SharedTile &tile) {
+  target.asyncCommitGroup(b);
+  tile.pendingGroup = committedGroups++;
+  recordWriter(tile.offset, tile.pendingGroup, tile.bytes());
+  if (tile.delta) // a ring tile: it went to one of its two regions
+    recordWriter(tile.offset + tile.twinDistance, tile.pendingGroup, tile.bytes());
+}
+
+void KernelLowering::waitForAllBeforeExit() {
+  // The last prefetch of a pipelined loop may still be in flight; PTX does
+  // not define exiting with outstanding cp.async copies.
+  if (committedGroups > 0)
+    target.asyncWait(b, 0);
+}
+
 void KernelLowering::barrier() {
   target.barrier(b);
   visibleThrough = completeThrough;
@@ -109,6 +144,128 @@ void KernelLowering::drainRegion(const SharedTile &tile) {
     // every drain) must wait for everyone's, behind a barrier.
     sharedAccessSinceBarrier = true;
   }
+}
+
+//===----------------------------------------------------------------------===//
+// The schedule across loops and branches (called by lowerFor and lowerIf)
+//===----------------------------------------------------------------------===//
+
+void KernelLowering::waitForLoopInvariantTiles(scf::ForOp op) {
+  // Shared tiles filled before the loop and read inside it (Q, say) are
+  // waited for once, here, instead of on every iteration.
+  SmallVector<Value> invariantShared;
+  op.getBody()->walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands())
+      if (isShared(operand) && !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+          sharedTiles.count(operand) && sharedTiles[operand].pendingGroup >= 0 &&
+          !llvm::is_contained(invariantShared, operand))
+        invariantShared.push_back(operand);
+  });
+  for (Value tile : invariantShared)
+    waitFor(tile);
+}
+
+KernelLowering::LoopSchedule KernelLowering::beginLoopSchedule(scf::ForOp op) {
+  LoopSchedule schedule;
+  schedule.sharedMark = sharedBytes;
+  // Waits inside the body may never run (zero trips): they prove nothing
+  // after the loop, and neither does the body's count of commits.
+  schedule.completeBefore = completeThrough;
+  schedule.visibleBefore = visibleThrough;
+  schedule.pendingBefore = pendingSnapshot();
+  op.getBody()->walk([&](LoadOp load) { schedule.bodyFills |= isShared(load.getResult()); });
+  return schedule;
+}
+
+void KernelLowering::beginIterationSchedule(const LoopSchedule &schedule) {
+  // At the top of an iteration after the first, the previous iteration's
+  // copies are the newest groups, numbered here as the last one committed
+  // (committedGroups - 1): waiting for that group waits for them all. They
+  // may have written any region the body fills, and none of them is known
+  // complete or visible yet.
+  if (schedule.bodyFills) {
+    int64_t previousIteration = committedGroups - 1;
+    for (auto &[offset, writer] : lastWriter)
+      writer.first = std::max(writer.first, previousIteration);
+    recordWriter(schedule.sharedMark, previousIteration, std::numeric_limits<int32_t>::max());
+    completeThrough = std::min(completeThrough, previousIteration - 1);
+    visibleThrough = std::min(visibleThrough, previousIteration - 1);
+  }
+  sharedAccessSinceBarrier = true; // the previous iteration's reads
+}
+
+void KernelLowering::endLoopSchedule(const LoopSchedule &schedule) {
+  sharedBytes = schedule.sharedMark;
+  completeThrough = schedule.completeBefore;
+  visibleThrough = schedule.visibleBefore;
+  sharedAccessSinceBarrier = true;
+  assumeCommittedLast(schedule.pendingBefore);
+  if (schedule.bodyFills) // zero trips commit nothing: indices shift between paths
+    renumberPendingWriters();
+}
+
+void KernelLowering::popRegions(ArrayRef<std::pair<int64_t, int64_t>> dead) {
+  for (bool popped = true; popped;) {
+    popped = false;
+    for (auto [offset, bytes] : dead)
+      if (offset + bytes == sharedBytes ||
+          (offset < sharedBytes &&
+           int64_t(llvm::alignTo(offset + bytes, hw.sharedAlignment)) == sharedBytes)) {
+        sharedBytes = offset;
+        popped = true;
+      }
+  }
+}
+
+KernelLowering::BranchSchedule KernelLowering::beginBranchSchedule(bool hasElse) {
+  // Each branch starts from the state before the if; afterwards, commits
+  // are counted as on the longer branch and earlier pending tiles are waited
+  // for conservatively.
+  BranchSchedule schedule;
+  schedule.pendingBefore = pendingSnapshot();
+  schedule.committedBefore = schedule.committedAfter = committedGroups;
+  schedule.writersBefore = schedule.writersAfter = lastWriter;
+  schedule.visibleBefore = visibleThrough;
+  schedule.accessBefore = sharedAccessSinceBarrier;
+  schedule.accessAfter = hasElse ? false : schedule.accessBefore; // a missing else keeps the state
+  return schedule;
+}
+
+void KernelLowering::beginPathSchedule(BranchSchedule &schedule) {
+  schedule.sharedMark = sharedBytes;
+  schedule.completeBefore = completeThrough;
+  for (auto [value, group] : schedule.pendingBefore)
+    sharedTiles[value].pendingGroup = group;
+  committedGroups = schedule.committedBefore;
+  lastWriter = schedule.writersBefore; // the other branch's fills never happened here
+  visibleThrough = schedule.visibleBefore;
+  sharedAccessSinceBarrier = schedule.accessBefore;
+}
+
+void KernelLowering::endPathSchedule(BranchSchedule &schedule) {
+  schedule.accessAfter |= sharedAccessSinceBarrier;
+  sharedBytes = schedule.sharedMark;
+  completeThrough = schedule.completeBefore;
+  visibleThrough = schedule.visibleBefore;
+  schedule.committedAfter = std::max(schedule.committedAfter, committedGroups);
+  for (auto &[offset, writer] : lastWriter)
+    if (writer.first >= schedule.committedBefore) {
+      auto [it, inserted] = schedule.writersAfter.try_emplace(offset, writer);
+      if (!inserted) // merged: neither branch's extent is lost
+        it->second = {std::max(it->second.first, writer.first),
+                      std::max(it->second.second, writer.second)};
+    }
+}
+
+void KernelLowering::endBranchSchedule(const BranchSchedule &schedule) {
+  committedGroups = schedule.committedAfter;
+  sharedAccessSinceBarrier = schedule.accessAfter;
+  assumeCommittedLast(schedule.pendingBefore);
+  // Fills made in either branch count as the latest commit: the two
+  // branches numbered their groups from the same start.
+  lastWriter = schedule.writersAfter;
+  if (committedGroups != schedule.committedBefore) // a path with fewer commits shifts
+    renumberPendingWriters();
 }
 
 void KernelLowering::recordWriter(int64_t offset, int64_t group, int64_t bytes) {
