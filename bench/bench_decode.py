@@ -12,11 +12,18 @@ lengths · kv_heads · d · 2 bytes) / time. Per case, in the same run:
   cuDNN        torch SDPA restricted to SDPBackend.CUDNN_ATTENTION
   Flex         torch.compile(flex_attention) (enable_gqa), where it runs
 
-tilec's bandwidth columns run with tilec.flash_decode.CHECK_VALUES off (no
-read-back of cache_seqlens, so no device sync per call, as a serving loop
-would); "host us" is the host time per call so (GPU kept busy), "wall us
-(checked)" the wall time per call of back-to-back calls with the check on
-(each waits for the previous kernels).
+tilec's calls take the O(1) GPU fast path (no read-back of cache_seqlens:
+value checks are opt-in on CUDA); "host us" is the host time per call so
+(GPU kept busy), "wall us (checked)" the wall time per call of back-to-back
+calls with the opt-in check on (CHECK_VALUES = True: each call syncs).
+"auto" is num_splits_rule's count (num_splits=0), "fa2" flash_attn 2's rule
+for the same call, "sweep" the best fixed count of the sweep and its GB/s
+(the whole sweep is printed as it runs).
+
+Knobs for a GPU session: --pages 16,32,64,256 (the paged columns), --tile
+BMxBNxSTAGES (the GPU tile, default 64x64x2; e.g. 16x64x2: one warp,
+three programs per SM), --sweep-page P (sweep the split count on pages of
+P instead of the contiguous cache), --no-sweep.
 The peers get one length per batch (they have no per-sequence lengths), so
 the mixed-length rows (lengths uniform in 1k..32k, paged) have tilec only.
 Also: the device copy ceiling (a 2 GiB device-to-device copy, read + write
@@ -27,7 +34,7 @@ tilec output that differs from a float32 SDPA reference is marked '!'.
 
 The GPU host needs no LLVM: compile the kernels the cases launch here,
 
-    python3 bench/bench_decode.py --build build/artifacts/decode
+    python3 bench/bench_decode.py --build build/artifacts/decode [--pages ...] [--tile ...]
 
 carry build/artifacts, then there
 
@@ -76,17 +83,18 @@ def lengths(batch, kv, seed=0):
     return [rng.randint(1024, 32768) for _ in range(batch)]
 
 
-def kernels_for(batch, heads_k, kv):
+def kernels_for(batch, heads_k, kv, pages=PAGES):
     """The (decode kernel, combine kernel) specializations the cases launch:
-    every split count of the sweep and the heuristic's, contiguous and paged."""
+    every split count of the sweep and the rule's, contiguous and paged."""
     from tilec import flash_decode as fd
 
     lens = lengths(batch, kv)
     cap = max(lens)
     out = []
-    for page in (0,) + PAGES:
+    for page in (0,) + tuple(pages):
         capacity = -(-cap // page) * page if page else cap
-        for splits in (0,) + SWEEP:
+        fa2 = fd.num_splits_heuristic(batch * heads_k, 2 * H200_SMS, max(1, -(-capacity // 128)))
+        for splits in (0, fa2) + SWEEP:
             plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, splits, True, H200_SMS)
             out.append(fd.decode_kernel().specialize(**plan.constexprs(
                 "bfloat16", paged=bool(page), per_batch=True)))
@@ -94,7 +102,7 @@ def kernels_for(batch, heads_k, kv):
     return out
 
 
-def build(folder, arch, extra_sass):
+def build(folder, arch, extra_sass, pages=PAGES):
     """Compiles every kernel the cases use into `folder` (manifest, PTX,
     cubin, IR digest) for find_prebuilt on the GPU host."""
     from tilec import compiler
@@ -103,7 +111,7 @@ def build(folder, arch, extra_sass):
     folder.mkdir(parents=True, exist_ok=True)
     seen, failed = set(), 0
     for case in CASES:
-        for kernel in kernels_for(*case):
+        for kernel in kernels_for(*case, pages=pages):
             if kernel.name in seen:
                 continue
             seen.add(kernel.name)
@@ -210,8 +218,10 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
                                                      num_splits=splits)
 
     variants = [("tilec", (k, v, None))]
-    for page in PAGES:
-        variants.append((f"tilec p{page}", paged(k, v, lens, page, gen)))
+    caches = {0: (k, v, None)}
+    for page in args.pages:
+        caches[page] = paged(k, v, lens, page, gen)
+        variants.append((f"tilec p{page}", caches[page]))
     row["mismatch"] = []
     for name, (kc, vc, table) in variants:
         try:
@@ -249,22 +259,28 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
     best_peer = max((row.get(p) or 0) for p in ("FA2", "cuDNN", "Flex"))
     row["tilec/best"] = row["tilec"] / best_peer if row.get("tilec") and best_peer else None
 
-    # The split heuristic against fixed counts (contiguous cache).
+    # The split rule against fixed counts (the contiguous cache, or pages of --sweep-page).
     from tilec import flash_decode as fd
 
-    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, cap, 0, 0, True, torch.cuda.get_device_properties(
-        0).multi_processor_count)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    page = args.sweep_page
+    capacity = -(-cap // page) * page if page else cap
+    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms)
     row["auto"] = plan.num_splits
+    row["fa2"] = fd.num_splits_heuristic(batch * heads_k * plan.m_blocks, 2 * sms, max(1, -(-capacity // 128)))
     if not args.no_sweep:
+        kc, vc, table = caches.get(page) or paged(k, v, lens, page, gen)
         sweep = {}
-        for s in SWEEP:
+        for s in sorted(set(SWEEP) | {row["auto"], row["fa2"]}):
             try:
-                sweep[s] = bw(median_ms(tilec_call(k, v, None, s), max(5, args.iters // 4), 2))
-            except Exception:  # noqa: BLE001
-                pass
+                sweep[s] = bw(median_ms(tilec_call(kc, vc, table, s), max(5, args.iters // 4), 2))
+            except Exception as e:  # noqa: BLE001
+                print(f"  sweep {s} failed at {label}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         if sweep:
             best = max(sweep, key=sweep.get)
-            row["best fixed"] = f"{best}: {sweep[best]:,.0f}"
+            row["sweep"] = f"{best}: {sweep[best]:,.0f}"
+            print(f"  sweep {label}{f' p{page}' if page else ''} (GB/s by num_splits; rule {row['auto']}, "
+                  f"fa2 {row['fa2']}): " + ", ".join(f"{s}: {g:,.0f}" for s, g in sweep.items()))
     try:
         row["host us"] = host_us(tilec_call(k, v))
         fd.CHECK_VALUES = True
@@ -272,19 +288,23 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
     except Exception:  # noqa: BLE001
         row.setdefault("host us", None)
     finally:
-        fd.CHECK_VALUES = False
+        fd.CHECK_VALUES = None
     return row
 
 
 COLUMNS = ["case", "tilec", "tilec p16", "tilec p256", "FA2", "cuDNN", "Flex", "tilec/best",
-           "auto", "best fixed", "host us", "wall us (checked)"]
+           "auto", "fa2", "sweep", "host us", "wall us (checked)"]
+
+
+def columns(pages):
+    return COLUMNS[:2] + [f"tilec p{p}" for p in pages] + COLUMNS[4:]
 
 
 def fmt(row, column):
     value = row.get(column)
     if value is None:
         return "n/a"
-    if column in ("tilec", "tilec p16", "tilec p256", "FA2", "cuDNN", "Flex"):
+    if column in ("tilec", "FA2", "cuDNN", "Flex") or column.startswith("tilec p"):
         return f"{value:,.0f}" + ("!" if column in row["mismatch"] else "")
     if column == "tilec/best":
         return f"{value:.2f}"
@@ -293,11 +313,13 @@ def fmt(row, column):
     return str(value)
 
 
-def markdown(rows, ceiling):
-    lines = [f"Effective bandwidth, GB/s (K+V bytes / time); device copy ceiling {ceiling:,.0f} GB/s.",
-             "", "| " + " | ".join(COLUMNS) + " |",
-             "|" + "|".join("---" if c == "case" else "---:" for c in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(fmt(r, c) for c in COLUMNS) + " |" for r in rows]
+def markdown(rows, ceiling, pages, tile):
+    cols = columns(pages)
+    lines = [f"Effective bandwidth, GB/s (K+V bytes / time); device copy ceiling {ceiling:,.0f} GB/s; "
+             f"GPU tile {'x'.join(map(str, tile))} (BLOCK_M x BLOCK_N x stages).",
+             "", "| " + " | ".join(cols) + " |",
+             "|" + "|".join("---" if c == "case" else "---:" for c in cols) + "|"]
+    lines += ["| " + " | ".join(fmt(r, c) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -313,9 +335,20 @@ def main():
     parser.add_argument("--no-sweep", action="store_true", help="skip the num_splits sweep")
     parser.add_argument("--tilec-only", action="store_true")
     parser.add_argument("--record", action="store_true", help="append the table to bench/RESULTS.md")
+    parser.add_argument("--pages", default=",".join(map(str, PAGES)),
+                        help="page sizes of the paged columns (comma-separated; '' for none)")
+    parser.add_argument("--sweep-page", type=int, default=0, help="sweep num_splits on pages of this size")
+    parser.add_argument("--tile", default=None, help="GPU tile BLOCK_MxBLOCK_NxSTAGES (default 64x64x2)")
     args = parser.parse_args()
+    args.pages = tuple(int(p) for p in args.pages.split(",") if p)
+    from tilec import flash_decode
+
+    if args.tile:
+        bm, bn, st = (int(x) for x in args.tile.lower().split("x"))
+        flash_decode.GPU_TILE = (bm, bn, st)
     if args.build:
-        return build(args.build, args.arch, [a for a in args.extra_sass.split(",") if a])
+        return build(args.build, args.arch, [a for a in args.extra_sass.split(",") if a],
+                     args.pages + ((args.sweep_page,) if args.sweep_page else ()))
 
     import torch
 
@@ -331,16 +364,13 @@ def main():
             flex = torch.compile(flex_attention, dynamic=False)
         except Exception as e:  # noqa: BLE001
             print(f"Flex n/a: {e}")
-    from tilec import flash_decode
-
-    flash_decode.CHECK_VALUES = False
     ceiling = copy_ceiling()
     print(f"device copy ceiling: {ceiling:,.0f} GB/s")
     rows, failures = [], set()
     for case in QUICK if args.quick else CASES:
         rows.append(bench_case(*case, args, flex, failures))
-        print("  " + " | ".join(fmt(rows[-1], c) for c in COLUMNS), flush=True)
-    table = markdown(rows, ceiling)
+        print("  " + " | ".join(fmt(rows[-1], c) for c in columns(args.pages)), flush=True)
+    table = markdown(rows, ceiling, args.pages, flash_decode.GPU_TILE)
     print(table)
     if args.record:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -9,6 +9,8 @@ the peers of issue 15 in the same run (bf16, head_dim 128):
             mask), FA2 dense causal (for the skipped-blocks ratio)
   softcap   softcap 30, causal, seqlen 4k: tilec, Flex (tanh score_mod), FA2
             without softcap (the dense reference)
+  alibi     ALiBi (per-head slopes), causal, seqlen 4k: tilec, Flex (bias
+            score_mod), FA2 without ALiBi
   varlen    64 documents of 100..4000 tokens, causal: tilec varlen, Flex with a
             document mask over the packed tokens, FA2 one document at a time
             (summed)
@@ -141,6 +143,30 @@ def bench_softcap(tilec, flex, args):
     run("softcap", calls, flops, lambda: rel(tl_call(), ref) if ref is not None else float("nan"), args)
 
 
+def bench_alibi(tilec, flex, args):
+    b, s, h = 4, 4096, 16
+    q, k, v = (torch.randn(b, s, h, D, device="cuda", dtype=DT) for _ in range(3))
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    # Slopes as ALiBi's paper sets them for h heads: 2^(-8 (i+1) / h).
+    slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)], device="cuda",
+                          dtype=torch.float32)
+    flops = 4 * D * visible_pairs(s, s, True) * h * b
+    tl_call = lambda: tilec.flash_attn_func(q, k, v, causal=True, alibi_slopes=slopes)
+    calls = [("tilec", tl_call, contextlib.nullcontext),
+             ("FA2 no alibi", lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=True),
+              lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION))]
+    ref = None
+    if flex:
+        create_block_mask, compiled = flex
+        bm = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, s, s, device="cuda")
+        # flash_attn's bias: -slope * |i + sk - sq - j| (sq == sk here), added to the scaled score.
+        score_mod = lambda score, b_, h_, qi, ki: score - slopes[h_] * (qi - ki).abs()
+        flex_call = lambda: compiled(qt, kt, vt, score_mod=score_mod, block_mask=bm)
+        calls.append(("Flex", flex_call, contextlib.nullcontext))
+        ref = flex_call().transpose(1, 2)
+    run("alibi", calls, flops, lambda: rel(tl_call(), ref) if ref is not None else float("nan"), args)
+
+
 def bench_varlen(tilec, flex, args):
     gen = torch.Generator().manual_seed(0)
     lens = torch.randint(100, 4001, (64,), generator=gen).tolist()
@@ -176,7 +202,7 @@ def bench_varlen(tilec, flex, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--artifacts", default="build/artifacts")
-    parser.add_argument("--only", default="gqa,window,softcap,varlen")
+    parser.add_argument("--only", default="gqa,window,softcap,alibi,varlen")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--no-flex", action="store_true")

@@ -27,7 +27,7 @@
 #   TILEC_SANITIZE    compute-sanitizer tools, comma-separated (default
 #                     memcheck; e.g. memcheck,racecheck; "" to skip)
 #   TILEC_BENCH_VARIANTS  if 1, also time flash_attn's variants against their
-#                     peers (bench/bench_variants.py: GQA, window, softcap, varlen)
+#                     peers (bench/bench_variants.py: GQA, window, softcap, ALiBi, varlen)
 #   OUT               if set, logs, summaries and RESULTS.md are copied there
 set -euo pipefail
 export PYTHONUNBUFFERED=1

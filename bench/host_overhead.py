@@ -13,6 +13,7 @@ it never fills), median over many calls after a warm-up:
 
     python3 bench/host_overhead.py                # on a GPU
     python3 bench/host_overhead.py --mock         # anywhere: fake libcuda.so.1
+    python3 bench/host_overhead.py --varlen       # flash_attn_varlen_func (b4 s128 packed)
 
 --mock runs the same Python and C++ path on a machine without a GPU:
 test/runtime/fake_libcuda.c stands in for the driver (cuLaunchKernel is a
@@ -53,7 +54,7 @@ def host_us(fn, iters, sync=None, warmup=200):
     return statistics.median(times) / 1e3
 
 
-def measure(mock, iters, dtype_name, causal):
+def measure(mock, iters, dtype_name, causal, varlen=False):
     import torch
 
     import tilec
@@ -68,6 +69,12 @@ def measure(mock, iters, dtype_name, causal):
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
         sync = torch.cuda.synchronize
     call = lambda: tilec.flash_attn_func(q, k, v, causal=causal)  # noqa: E731
+    if varlen:  # the same tokens as `batch` sequences packed, cu_seqlens on the device
+        q, k, v = (torch.randn(b * s, h, d).to(dtype) for _ in range(3))
+        q, k, v = (mock_cuda(t) if mock else t.cuda() for t in (q, k, v))
+        cu = torch.arange(0, (b + 1) * s, s, dtype=torch.int32)
+        cu = mock_cuda(cu) if mock else cu.cuda()
+        call = lambda: tilec.flash_attn_varlen_func(q, k, v, cu, cu, s, s, causal=causal)  # noqa: E731
     call()
     # The launcher alone, with the arguments flash_attn_func passes it: caught
     # from one call (whatever the core's key and argument list are).
@@ -79,11 +86,19 @@ def measure(mock, iters, dtype_name, causal):
     finally:
         runtime.launch_on = launch_on
     launch, args, stream = caught[0]
+    api = "tilec.flash_attn_varlen_func" if varlen else "tilec.flash_attn_func"
     rows = {
-        "tilec.flash_attn_func": host_us(call, iters, sync),
+        api: host_us(call, iters, sync),
         "tilec launcher only": host_us(lambda: launch(args, stream, None), iters, sync),
     }
-    rows["overhead beyond launch"] = rows["tilec.flash_attn_func"] - rows["tilec launcher only"]
+    rows["overhead beyond launch"] = rows[api] - rows["tilec launcher only"]
+    if varlen:
+        from tilec import flash_attn
+
+        flash_attn.CHECK_CUDA_VARLEN_VALUES = True
+        rows["with CHECK_CUDA_VARLEN_VALUES (reads cu_seqlens back)"] = host_us(call, iters, sync)
+        flash_attn.CHECK_CUDA_VARLEN_VALUES = False
+        return rows
     if not mock:
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -161,17 +176,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mock", action="store_true", help="no GPU: a fake driver, CPU tensors posing as CUDA")
     parser.add_argument("--iters", type=int, default=5000)
+    parser.add_argument("--varlen", action="store_true",
+                        help="time flash_attn_varlen_func instead: the batch's sequences packed "
+                             "(b4 s128), cu_seqlens on the device; also with its values checked")
     args = parser.parse_args()
     if args.mock and not os.environ.get("TILEC_HOST_OVERHEAD_CHILD"):
         sys.exit(spawn_mock(sys.argv[1:]))
     sys.path.insert(0, str(REPO / "python"))
     if args.mock:
         install_mock()
+    if args.varlen:
+        SHAPE["batch"] = 4
     b, s, h, d = SHAPE.values()
     where = "fake driver, CPU tensors posing as CUDA (--mock)" if args.mock else "GPU"
-    print(f"host time per call, us (median of {args.iters}); b{b} s{s} h{h} d{d}; {where}")
+    what = "flash_attn_varlen_func, " if args.varlen else ""
+    print(f"host time per call, us (median of {args.iters}); {what}b{b} s{s} h{h} d{d}; {where}")
     cases = [("float16", False), ("bfloat16", True)]
-    results = [measure(args.mock, args.iters, dt, causal) for dt, causal in cases]
+    results = [measure(args.mock, args.iters, dt, causal, args.varlen) for dt, causal in cases]
     names = list(results[0])
     print("| call | " + " | ".join(f"{dt} {'causal' if c else 'non-causal'}" for dt, c in cases) + " |")
     print("|---|" + "---:|" * len(cases))

@@ -11,11 +11,22 @@ the split saw no key). They merge exactly:
 A row that no split saw (every lse_i = −inf) gets out = 0 and lse = +inf,
 flash_attn's convention for a row with no visible key.
 
-Rows are addressed as (outer, row): program (pid_m, o) merges rows
-pid_m·BLOCK_M ... of outer slice o. FA3's layout (splits, batch, seqlen,
-heads, d) is outer = batch and row = seqlen × heads flattened; the decode
-kernel's (splits, batch, heads, seqlen_q, d) is outer = batch and row =
-heads × seqlen_q. The last dimension is contiguous; lse rows have stride 1.
+Rows are addressed as (outer, row): program (r, o) merges row r of outer
+slice o. FA3's layout (splits, batch, seqlen, heads, d) is outer = batch and
+row = seqlen × heads flattened; the decode kernel's (splits, batch, heads,
+seqlen_q, d) is outer = batch and row = heads × seqlen_q. The last dimension
+is contiguous; lse rows have stride 1.
+
+The combine is latency-bound, not bandwidth-bound (a decode call's partials
+are a few hundred KB, in L2): what costs is the chain of dependent loads
+(run 23: a 16-row program looping over the splits one load after another
+took 31.9 µs for 29 splits, more than the decode kernel). So a program
+merges one row, and reads SPLITS_TILE splits of it at once: its lse as a
+(1, splits) tile, its partial outputs as a (d, splits) tile (the splits
+along the last axis, so both reductions run along a row), the second load
+independent of the first. Up to SPLITS_TILE splits that is two round
+trips; more take a loop of such tiles. Splits past the last read as padding
+(−inf lse, weight 0).
 """
 
 from __future__ import annotations
@@ -24,12 +35,12 @@ import tilec
 from tilec import language as tl
 
 
-def _name(DTYPE, HEAD_DIM, BLOCK_M, **_):
-    return f"flash_combine_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}"
+def _name(DTYPE, HEAD_DIM, SPLITS_TILE, **_):
+    return f"flash_combine_{DTYPE.name}_d{HEAD_DIM}_s{SPLITS_TILE}"
 
 
-@tilec.jit(grid=("cdiv(rows, BLOCK_M)", "outer", 1), name=_name, num_warps="NUM_WARPS",
-           variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "block_m": "BLOCK_M"})
+@tilec.jit(grid=("rows", "outer", 1), name=_name, num_warps="NUM_WARPS",
+           variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM"})
 def flash_combine(out_partial: tl.ptr(tl.float32), lse_partial: tl.ptr(tl.float32),
                   out: tl.ptr(DTYPE), lse: tl.ptr(tl.float32),
                   num_splits: tl.int32, rows: tl.int32, outer: tl.int32,
@@ -37,29 +48,24 @@ def flash_combine(out_partial: tl.ptr(tl.float32), lse_partial: tl.ptr(tl.float3
                   stride_lps: tl.int64, stride_lpo: tl.int64,
                   stride_oo: tl.int64, stride_or: tl.int64, stride_lo: tl.int64,
                   DTYPE: tl.constexpr = tl.float32, HEAD_DIM: tl.constexpr = 128,
-                  BLOCK_M: tl.constexpr = 16, NUM_WARPS: tl.constexpr = 4):
-    pid_m = tl.program_id(0)
+                  SPLITS_TILE: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4):
+    r = tl.program_id(0)
     o = tl.program_id(1)
-    row0 = pid_m * BLOCK_M
     D = max(16, tl.next_power_of_2(HEAD_DIM))
-    # Pass 1: the largest lse of each row over the splits.
-    lse_max = tl.full((BLOCK_M,), float("-inf"), tl.float32)
-    for i in range(0, num_splits):
-        lv = tl.view(lse_partial + (i * stride_lps + o * stride_lpo), (rows,), (1,))
-        lse_max = tl.maximum(lse_max, tl.load(lv, (row0,), (BLOCK_M,), padding="neg_inf"))
-    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)  # rows no split saw
-    # Pass 2: Σ exp(lse_i − M) and Σ exp(lse_i − M)·O_i.
-    total = tl.zeros((BLOCK_M,), tl.float32)
-    acc = tl.zeros((BLOCK_M, D), tl.float32)
-    for i in range(0, num_splits):
-        lv = tl.view(lse_partial + (i * stride_lps + o * stride_lpo), (rows,), (1,))
-        ov = tl.view(out_partial + (i * stride_ops + o * stride_opo), (rows, HEAD_DIM),
-                     (stride_opr, 1))
-        w = tl.exp(tl.load(lv, (row0,), (BLOCK_M,), padding="neg_inf") - lse_max)
-        total = total + w
-        acc = acc + w[:, None] * tl.load(ov, (row0, 0), (BLOCK_M, D))
+    lview = tl.view(lse_partial + (o * stride_lpo + r), (1, num_splits), (1, stride_lps))
+    oview = tl.view(out_partial + (o * stride_opo + r * stride_opr), (HEAD_DIM, num_splits), (1, stride_ops))
+    m = tl.full((1,), float("-inf"), tl.float32)
+    for i in range(0, num_splits, SPLITS_TILE):
+        m = tl.maximum(m, tl.max(tl.load(lview, (0, i), (1, SPLITS_TILE), padding="neg_inf"), 1))
+    m = tl.where(m == float("-inf"), 0.0, m)
+    total = tl.zeros((1,), tl.float32)
+    acc = tl.zeros((D,), tl.float32)
+    for i in range(0, num_splits, SPLITS_TILE):
+        w = tl.exp(tl.load(lview, (0, i), (1, SPLITS_TILE), padding="neg_inf") - m[:, None])
+        total = total + tl.sum(w, 1)
+        acc = acc + tl.sum(tl.load(oview, (0, i), (D, SPLITS_TILE)) * w, 1)
     seen = total > 0.0
-    outv = tl.view(out + o * stride_oo, (rows, HEAD_DIM), (stride_or, 1))
-    lsev = tl.view(lse + o * stride_lo, (rows,), (1,))
-    tl.store(outv, (row0, 0), (acc / tl.where(seen, total, 1.0)[:, None]).to(DTYPE))
-    tl.store(lsev, (row0,), tl.where(seen, lse_max + tl.log(total), float("inf")))
+    outv = tl.view(out + (o * stride_oo + r * stride_or), (1, HEAD_DIM), (1, 1))
+    tl.store(outv, (0, 0), (acc / tl.where(seen, total, 1.0))[None, :].to(DTYPE))
+    lsev = tl.view(lse + (o * stride_lo + r), (1,), (1,))
+    tl.store(lsev, (0,), tl.where(seen, m + tl.log(total), float("inf")))

@@ -20,6 +20,18 @@ SOFTCAP scores are softcap·tanh(scale·q·k / softcap); ALiBi then adds
 −slope·|s + seqlen_k − seqlen_q − j| (slopes per packed row). The formulas
 are kernels/flash_fwd.py's.
 
+Paged KV: a key block of BLOCK_N keys is NSUB = BLOCK_N / PAGE_BLOCK sub-tiles
+of PAGE_BLOCK rows (the largest power of two ≤ BLOCK_N dividing the page
+size), each read from its own page (one block-table entry each, so pages of
+16 feed 64-key blocks: every copy stays a 16-byte chunk per row, and the
+copies of the whole block are in flight together). The sub-tiles' scores
+share one online-softmax step (one max, one rescale per block).
+
+Bad values cannot make the kernel read outside the cache (the host checks
+them only when asked, python/tilec/flash_decode.py CHECK_VALUES): lengths
+are clamped to [0, capacity], left padding to [0, length], cache rows and
+page numbers to [0, cache_slots).
+
 The running max starts at −1e30, not −inf: a row that sees no key of a block
 (causal rows near a split's end, windows) then keeps exp(−inf − m) = 0
 instead of exp(−inf + inf) = NaN, and l = 0 marks a row that saw nothing.
@@ -32,11 +44,46 @@ from tilec import language as tl
 
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
-          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, **_):
+          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, **_):
     flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_softcap", SOFTCAP), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
                                     ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD)) if on)
-    return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}_q{QPOS}{flags}"
+    stages = f"s{NUM_STAGES}" if NUM_STAGES != 2 else ""
+    return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}{stages}_q{QPOS}{flags}"
+
+
+def _page_tiles(k, v, block_table, bt_row, col, key_end, cache_slots, stride_kb, stride_ks, stride_kh,
+                stride_vb, stride_vs, stride_vh, hk, PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM):
+    """The K and V sub-tiles of PAGE_BLOCK keys from key `col` on (PAGE_BLOCK
+    divides PAGE_SIZE and col, so they lie in one page). The table index is
+    clamped to the split's last key, so a sub-tile past the end (the
+    prefetch past a split, a block's tail) reads a table entry that exists,
+    and then no keys (its view has no rows left)."""
+    last = tl.maximum(key_end - 1, 0)
+    page = tl.load(block_table + (bt_row + tl.minimum(col, last) // PAGE_SIZE))
+    page = tl.minimum(tl.maximum(page, 0), cache_slots - 1)
+    in_page = col % PAGE_SIZE
+    rows_left = tl.maximum(tl.minimum(key_end - (col - in_page), PAGE_SIZE), 0)
+    kpage = tl.view(k + (page * stride_kb + hk * stride_kh), (rows_left, HEAD_DIM), (stride_ks, 1))
+    vpage = tl.view(v + (page * stride_vb + hk * stride_vh), (rows_left, HEAD_DIM), (stride_vs, 1))
+    return tl.load(kpage, (in_page, 0), (PAGE_BLOCK, D)), tl.load(vpage, (in_page, 0), (PAGE_BLOCK, D))
+
+
+def _scores(qt, kt, col, diag, slope, seqlen_k, window_left, window_right, scale, softcap,
+            CAUSAL, WINDOW, ALIBI, SOFTCAP, N):
+    """Masked scores of the Q tile against N keys from key `col` on."""
+    s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)
+    if SOFTCAP:
+        s = softcap * tl.tanh(s)                         # softcap · tanh(scale · q·k / softcap)
+    cols = (col + tl.arange(0, N))[None, :]
+    if ALIBI:
+        s = s - slope * tl.maximum(diag - cols, cols - diag).to(tl.float32)
+    mask = cols < seqlen_k
+    if CAUSAL:
+        mask = mask & (cols <= diag)
+    if WINDOW:
+        mask = mask & (cols >= diag - window_left) & (cols <= diag + window_right)
+    return tl.where(mask, s, float("-inf"))
 
 
 @tilec.jit(grid=("num_splits", "cdiv(rows_q, BLOCK_M) * num_heads_k", "batch"), name=_name,
@@ -48,6 +95,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  alibi_rows: tl.ptr(tl.float32),
                  rows_q: tl.int32, seqlen_q: tl.int32, seqlen_k_all: tl.int32, num_heads_k: tl.int32,
                  batch: tl.int32, num_splits: tl.int32, window_left: tl.int32, window_right: tl.int32,
+                 capacity: tl.int32, cache_slots: tl.int32, seqlen_add: tl.int32,
                  stride_qb: tl.int64, stride_qk: tl.int64, stride_qr: tl.int64,
                  stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
                  stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64,
@@ -59,7 +107,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  HEAD_DIM: tl.constexpr = 128, SPLIT: tl.constexpr = False,
                  CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
                  ALIBI: tl.constexpr = False, SOFTCAP: tl.constexpr = False, PAGED: tl.constexpr = False,
-                 PAGE_SIZE: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
+                 PAGE_SIZE: tl.constexpr = 64, PAGE_BLOCK: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
                  QPOS: tl.constexpr = "mod",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
@@ -73,13 +121,14 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     # This sequence's keys: cache rows [leftpad, seqlen) of cache batch bc.
     seqlen_k = seqlen_k_all
     if PER_BATCH:
-        seqlen_k = tl.load(cache_seqlens + b)
+        # cache_seqlens counts the keys before this call's append (seqlen_add new ones).
+        seqlen_k = tl.minimum(tl.maximum(tl.load(cache_seqlens + b) + seqlen_add, 0), capacity)
     bc = b
     if BATCH_IDX:
-        bc = tl.load(cache_batch_idx + b)
+        bc = tl.minimum(tl.maximum(tl.load(cache_batch_idx + b), 0), cache_slots - 1)
     first = 0
     if LEFTPAD:
-        first = tl.load(cache_leftpad + b)
+        first = tl.minimum(tl.maximum(tl.load(cache_leftpad + b), 0), seqlen_k)
     seqlen_k = seqlen_k - first
     qv = tl.view(q + (b * stride_qb + hk * stride_qk), (rows_q, HEAD_DIM), (stride_qr, 1))
     row0 = pid_m * BLOCK_M
@@ -95,6 +144,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         diag = (row0 + tl.arange(0, BLOCK_M) + (seqlen_k - seqlen_q))[:, None]
     else:
         diag = (tl.zeros((BLOCK_M,), tl.int32) + (seqlen_k - seqlen_q))[:, None]
+    slope = 0.0
     if ALIBI:
         av = tl.view(alibi_rows + (b * stride_ab + hk * stride_ak), (rows_q,), (1,))
         slope = tl.load(av, (row0,), (BLOCK_M,))[:, None]
@@ -118,40 +168,57 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     m = tl.full((BLOCK_M,), -1e30, tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
+    NSUB = BLOCK_N // PAGE_BLOCK if PAGED else 1
+    N = PAGE_BLOCK if PAGED else BLOCK_N
+    bt_row = bc * stride_btb
     for j in range(j_lo, j_hi):
         col0 = j * BLOCK_N
+        # One block: NSUB sub-tiles of N keys (one, unless pages are smaller
+        # than BLOCK_N), scored, then one online-softmax step over all of them.
         if PAGED:
-            # BLOCK_N divides PAGE_SIZE: a key block lies in one page. The
-            # index is clamped to the split's last page, so the prefetch past
-            # the end reads a table entry that exists (and then no keys).
-            last = tl.maximum(key_end - 1, 0)
-            page = tl.load(block_table + (bc * stride_btb + tl.minimum(col0, last) // PAGE_SIZE))
-            in_page = col0 % PAGE_SIZE
-            rows_left = tl.maximum(tl.minimum(key_end - (col0 - in_page), PAGE_SIZE), 0)
-            kpage = tl.view(k + (page * stride_kb + hk * stride_kh), (rows_left, HEAD_DIM), (stride_ks, 1))
-            vpage = tl.view(v + (page * stride_vb + hk * stride_vh), (rows_left, HEAD_DIM), (stride_vs, 1))
-            kt = tl.load(kpage, (in_page, 0), (BLOCK_N, D))
-            vt = tl.load(vpage, (in_page, 0), (BLOCK_N, D))
+            k0, v0 = _page_tiles(k, v, block_table, bt_row, col0, key_end, cache_slots, stride_kb,
+                                 stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk, PAGE_SIZE,
+                                 PAGE_BLOCK, D, HEAD_DIM)
+            if NSUB >= 2:
+                k1, v1 = _page_tiles(k, v, block_table, bt_row, col0 + N, key_end, cache_slots, stride_kb,
+                                     stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk, PAGE_SIZE,
+                                     PAGE_BLOCK, D, HEAD_DIM)
+            if NSUB >= 4:
+                k2, v2 = _page_tiles(k, v, block_table, bt_row, col0 + 2 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+                k3, v3 = _page_tiles(k, v, block_table, bt_row, col0 + 3 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
         else:
-            kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
-            vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
-        s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)
-        if SOFTCAP:
-            s = softcap * tl.tanh(s)                         # softcap · tanh(scale · q·k / softcap)
-        cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
-        if ALIBI:
-            s = s - slope * tl.maximum(diag - cols, cols - diag).to(tl.float32)
-        mask = cols < seqlen_k
-        if CAUSAL:
-            mask = mask & (cols <= diag)
-        if WINDOW:
-            mask = mask & (cols >= diag - window_left) & (cols <= diag + window_right)
-        s = tl.where(mask, s, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, 1))
-        p = tl.exp(s - m_new[:, None])
+            k0 = tl.load(kv, (col0, 0), (BLOCK_N, D))
+            v0 = tl.load(vv, (col0, 0), (BLOCK_N, D))
+        s0 = _scores(qt, k0, col0, diag, slope, seqlen_k, window_left, window_right, scale, softcap,
+                     CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+        m_new = tl.maximum(m, tl.max(s0, 1))
+        if NSUB >= 2:
+            s1 = _scores(qt, k1, col0 + N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            m_new = tl.maximum(m_new, tl.max(s1, 1))
+        if NSUB >= 4:
+            s2 = _scores(qt, k2, col0 + 2 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            s3 = _scores(qt, k3, col0 + 3 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            m_new = tl.maximum(m_new, tl.maximum(tl.max(s2, 1), tl.max(s3, 1)))
         alpha = tl.exp(m - m_new)
-        l = l * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
+        p0 = tl.exp(s0 - m_new[:, None])
+        l = l * alpha + tl.sum(p0, 1)
+        acc = tl.dot(p0.to(DTYPE), v0, acc * alpha[:, None])
+        if NSUB >= 2:
+            p1 = tl.exp(s1 - m_new[:, None])
+            l = l + tl.sum(p1, 1)
+            acc = tl.dot(p1.to(DTYPE), v1, acc)
+        if NSUB >= 4:
+            p2 = tl.exp(s2 - m_new[:, None])
+            p3 = tl.exp(s3 - m_new[:, None])
+            l = l + tl.sum(p2, 1) + tl.sum(p3, 1)
+            acc = tl.dot(p3.to(DTYPE), v3, tl.dot(p2.to(DTYPE), v2, acc))
         m = m_new
     seen = l > 0.0
     ov = tl.view(o + (split * stride_osplit + b * stride_ob + hk * stride_ok), (rows_q, HEAD_DIM),
@@ -162,3 +229,56 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         tl.store(lv, (row0,), m + tl.log(l))                 # −inf where the split saw nothing
     else:
         tl.store(lv, (row0,), tl.where(seen, m + tl.log(l), float("inf")))
+
+
+def _append_name(DTYPE, HEAD_DIM, HEADS_K, PAGED, PAGE_SIZE, PER_BATCH, BATCH_IDX, **_):
+    flags = "".join(f for f, on in ((f"_page{PAGE_SIZE}", PAGED), ("_seqlens", PER_BATCH),
+                                    ("_bidx", BATCH_IDX)) if on)
+    return f"kv_append_{DTYPE.name}_d{HEAD_DIM}_h{HEADS_K}{flags}"
+
+
+@tilec.jit(grid=("seqlen_new", "batch", 1), name=_append_name, num_warps="NUM_WARPS",
+           variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM"})
+def kv_append(k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE),
+              cache_seqlens: tl.ptr(tl.int32), block_table: tl.ptr(tl.int32), cache_batch_idx: tl.ptr(tl.int32),
+              seqlen_new: tl.int32, batch: tl.int32, heads_k: tl.int32, seqlen_uniform: tl.int32,
+              capacity: tl.int32, cache_slots: tl.int32,
+              stride_knb: tl.int64, stride_kns: tl.int64, stride_knh: tl.int64,
+              stride_vnb: tl.int64, stride_vns: tl.int64, stride_vnh: tl.int64,
+              stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
+              stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64, stride_btb: tl.int64,
+              DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128, HEADS_K: tl.constexpr = 8,
+              PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
+              BATCH_IDX: tl.constexpr = False, NUM_WARPS: tl.constexpr = 4):
+    """flash_attn_with_kvcache's append: new key/value i of sequence b (every
+    KV head) goes to cache position cache_seqlens[b] + i, in its page
+    (block_table) or cache row (cache_batch_idx). One program per (i, b).
+    A position outside the cache (a bad cache_seqlens the host did not
+    check) writes nothing; rows and pages are clamped into the cache."""
+    i = tl.program_id(0)
+    b = tl.program_id(1)
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    n = seqlen_uniform
+    if PER_BATCH:
+        n = tl.load(cache_seqlens + b)
+    pos = n + i
+    inside = tl.minimum(tl.maximum(capacity - pos, 0), 1) * tl.minimum(tl.maximum(pos + 1, 0), 1)
+    rows = heads_k * inside                        # 0: the store writes nothing
+    at = tl.minimum(tl.maximum(pos, 0), capacity - 1)
+    if PAGED:
+        page = tl.load(block_table + (b * stride_btb + at // PAGE_SIZE))
+        page = tl.minimum(tl.maximum(page, 0), cache_slots - 1)
+        kbase = page * stride_kb + (at % PAGE_SIZE) * stride_ks
+        vbase = page * stride_vb + (at % PAGE_SIZE) * stride_vs
+    else:
+        bc = b
+        if BATCH_IDX:
+            bc = tl.minimum(tl.maximum(tl.load(cache_batch_idx + b), 0), cache_slots - 1)
+        kbase = bc * stride_kb + at * stride_ks
+        vbase = bc * stride_vb + at * stride_vs
+    kn = tl.view(k_new + (b * stride_knb + i * stride_kns), (heads_k, HEAD_DIM), (stride_knh, 1))
+    vn = tl.view(v_new + (b * stride_vnb + i * stride_vns), (heads_k, HEAD_DIM), (stride_vnh, 1))
+    kd = tl.view(k + kbase, (rows, HEAD_DIM), (stride_kh, 1))
+    vd = tl.view(v + vbase, (rows, HEAD_DIM), (stride_vh, 1))
+    tl.store(kd, (0, 0), tl.load(kn, (0, 0), (HEADS_K, D)))
+    tl.store(vd, (0, 0), tl.load(vn, (0, 0), (HEADS_K, D)))

@@ -131,6 +131,68 @@ Value cloneLoadFor(OpBuilder &builder, LoadOp load, ArrayRef<Operation *> slice,
   return builder.clone(*load, mapping)->getResult(0);
 }
 
+/// The tile.load_scalar ops of several loads prefetched at one point (the
+/// page of each sub-tile of a paged K/V block), cloned for iteration `iv`
+/// under one `iv < ub` guard and recorded in `reads`, so that the cloned
+/// loads find them there. Read together, the block-table entries cost one
+/// round trip; cloned load by load, each copy would wait for its own entry
+/// before the next entry is even requested. Only for two or more distinct
+/// scalar loads: with one, cloneLoadFor's own guard is the same thing.
+void prereadScalars(OpBuilder &builder, Location loc, ArrayRef<ArrayRef<Operation *>> slices,
+                    ArrayRef<Value> inductionVars, Value iv, Value ub, ScalarReads &reads) {
+  llvm::SetVector<Operation *> all;
+  for (ArrayRef<Operation *> slice : slices)
+    all.insert(slice.begin(), slice.end());
+  SmallVector<Operation *> scalars;
+  for (Operation *op : all)
+    if (isa<LoadScalarOp>(op) && !reads.loaded.count(op))
+      scalars.push_back(op);
+  if (scalars.size() < 2)
+    return;
+  // What the scalar loads need, in body order.
+  llvm::SetVector<Operation *> needed;
+  SmallVector<Operation *> worklist(scalars.begin(), scalars.end());
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!needed.insert(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp(); def && all.contains(def))
+        worklist.push_back(def);
+  }
+  SmallVector<Operation *> ordered(needed.begin(), needed.end());
+  llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  llvm::sort(scalars, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+
+  if (!reads.exists)
+    reads.exists = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt, iv, ub);
+  SmallVector<Type> types;
+  for (Operation *op : scalars)
+    types.push_back(op->getResult(0).getType());
+  auto guarded = scf::IfOp::create(builder, loc, types, reads.exists, /*addThenBlock=*/true,
+                                   /*addElseBlock=*/true);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(guarded.thenBlock());
+    IRMapping mapping;
+    for (Value inductionVar : inductionVars)
+      mapping.map(inductionVar, iv);
+    for (Operation *op : ordered)
+      builder.clone(*op, mapping);
+    SmallVector<Value> values;
+    for (Operation *op : scalars)
+      values.push_back(mapping.lookup(op->getResult(0)));
+    scf::YieldOp::create(builder, loc, values);
+    builder.setInsertionPointToStart(guarded.elseBlock());
+    SmallVector<Value> zeros;
+    for (Type type : types)
+      zeros.push_back(arith::ConstantOp::create(builder, loc, builder.getZeroAttr(type)));
+    scf::YieldOp::create(builder, loc, zeros);
+  }
+  for (auto [op, value] : llvm::zip_equal(scalars, guarded.getResults()))
+    reads.loaded[op] = value;
+}
+
 /// After `load` moved to another iteration, the scalar loads of its address
 /// slice (and what only they used) are dead: erase them, so no block-table
 /// read stays behind for a tile that is no longer loaded there. Slices
@@ -322,6 +384,12 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
   bool chain = llvm::all_of(chained, [](const std::optional<unsigned> &c) { return c.has_value(); });
   SmallVector<Value> firsts;
   ScalarReads firstReads;
+  SmallVector<ArrayRef<Operation *>> slices;
+  for (const RotatableLoad &r : rotatable)
+    slices.push_back(r.slice);
+  if (!chain)
+    prereadScalars(rewriter, loop.getLoc(), slices, {oldIv}, loop.getLowerBound(), loop.getUpperBound(),
+                   firstReads);
   for (auto [r, c] : llvm::zip_equal(rotatable, chained))
     firsts.push_back(chain ? previous.getResult(*c)
                            : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound(),
@@ -339,6 +407,7 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
         Value next = arith::AddIOp::create(builder, loc, iv, step);
         SmallVector<Value> prefetched;
         ScalarReads nextReads;
+        prereadScalars(builder, loc, slices, {oldIv, iv}, next, loop.getUpperBound(), nextReads);
         for (auto [r, arg] : llvm::zip_equal(rotatable, newArgs)) {
           prefetched.push_back(cloneLoadFor(builder, r.load, r.slice, {oldIv, iv}, next,
                                             loop.getUpperBound(), &nextReads));

@@ -241,7 +241,8 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
     1/sqrt(d). window -1 is unbounded; softcap 0 is off; alibi_slopes (hq,) or
     (b, hq) f32 or None. Checks are O(1) except varlen's values (cu_seqlens
     non-decreasing, within the tensors and max_seqlen; seqused_k within its
-    sequence), read on the host unless a CUDA graph is being captured.
+    sequence), read on the host for CPU inputs, for CUDA ones only with
+    CHECK_CUDA_VARLEN_VALUES (and never while a CUDA graph is captured).
     """
     if _torch_compiling():
         # torch.compile/torch.export trace the custom op (tilec/ops.py), whose
@@ -251,8 +252,13 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
         return ops.flash_attn_forward(q, k, v, softmax_scale, bool(causal), window_left, window_right,
                                       float(softcap), alibi_slopes, cu_seqlens_q, cu_seqlens_k,
                                       max_seqlen_q, max_seqlen_k, seqused_k, fn)
-    if cu_seqlens_q is None and alibi_slopes is None and _is_torch(q) and q.is_cuda:
-        fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap)
+    if alibi_slopes is None and _is_torch(q) and q.is_cuda:
+        if cu_seqlens_q is None:
+            fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap)
+        else:
+            fast = _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_right,
+                                         softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                         max_seqlen_k, seqused_k)
         if fast is not None:
             return fast
     varlen = cu_seqlens_q is not None
@@ -456,6 +462,86 @@ def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, so
     return o, lse
 
 
+def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                          cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k):
+    """The common varlen GPU call in O(1), as _gpu_fast_path: q (total_q, hq,
+    d), k, v (total_k, hk, d) CUDA f16/bf16 tensors of one type on one device,
+    rows 16-byte aligned, head_dim a multiple of 8 up to 256; cu_seqlens_q/k
+    (and seqused_k) contiguous int32 CUDA tensors of batch + 1 (batch)
+    entries on that device; max_seqlen_q/k positive ints; scale > 0, int
+    windows, softcap >= 0, no ALiBi; CHECK_CUDA_VARLEN_VALUES off (their
+    values are not read: no device-to-host copy). Returns (out, lse), or None
+    for anything else (the general path then handles it or names the
+    problem). Same kernel and arguments as the general path."""
+    torch = sys.modules["torch"]
+    if CHECK_CUDA_VARLEN_VALUES:
+        return None
+    if not _FAST_DTYPES:
+        _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    kind = type(q)
+    if (type(k) is not kind or type(v) is not kind or type(cu_seqlens_q) is not kind
+            or type(cu_seqlens_k) is not kind or type(window_left) is not int
+            or type(window_right) is not int or type(max_seqlen_q) is not int
+            or type(max_seqlen_k) is not int):
+        return None
+    dt = q.dtype
+    dtype = _FAST_DTYPES.get(dt)
+    i32 = torch.int32
+    if (dtype is None or k.dtype != dt or v.dtype != dt or cu_seqlens_q.dtype != i32
+            or cu_seqlens_k.dtype != i32):
+        return None
+    shape_q, shape_k, shape_cu = q.shape, k.shape, cu_seqlens_q.shape
+    if (len(shape_q) != 3 or len(shape_k) != 3 or v.shape != shape_k or len(shape_cu) != 1
+            or cu_seqlens_k.shape != shape_cu):
+        return None
+    total_q, heads, head_dim = shape_q
+    total_k, heads_k = shape_k[0], shape_k[1]
+    batch = shape_cu[0] - 1
+    if (shape_k[2] != head_dim or head_dim & 7 or not 8 <= head_dim <= MAX_HEAD_DIM
+            or not (total_q and total_k and heads and heads_k and batch > 0 and max_seqlen_q > 0
+                    and max_seqlen_k > 0)
+            or heads % heads_k or window_left < -1 or window_right < -1
+            or cu_seqlens_q.stride(0) != 1 or cu_seqlens_k.stride(0) != 1):
+        return None
+    device = q.get_device()
+    if (device < 0 or k.get_device() != device or v.get_device() != device
+            or cu_seqlens_q.get_device() != device or cu_seqlens_k.get_device() != device):
+        return None
+    if seqused_k is not None and (type(seqused_k) is not kind or seqused_k.dtype != i32
+                                  or seqused_k.shape != (batch,) or seqused_k.get_device() != device
+                                  or (batch > 1 and seqused_k.stride(0) != 1)):
+        return None
+    sq, sk, sv = q.stride(), k.stride(), v.stride()
+    if (sq[2] != 1 or sk[2] != 1 or sv[2] != 1
+            or (sq[0] | sq[1] | sk[0] | sk[1] | sv[0] | sv[1]) & 7
+            or (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15):
+        return None
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    softcap = float(softcap)
+    if not scale > 0 or not softcap >= 0:
+        return None
+    causal, window, left, right = _mask_mode(causal, window_left, window_right, max_seqlen_q,
+                                             max_seqlen_k, None)
+    dummies = _FAST_DUMMIES.get(device)
+    if dummies is None:
+        dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
+    slopes, ints = dummies
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = q.new_empty((heads, total_q), dtype=torch.float32)
+    row = heads * head_dim
+    # Sequence b starts at row cu_seqlens[b]: each tensor's batch stride is its row stride.
+    args = (q, k, v, o, lse, max_seqlen_q, max_seqlen_k, heads, batch, heads // heads_k,
+            sq[0], sq[0], sq[1], sk[0], sk[0], sk[1], sv[0], sv[0], sv[1],
+            row, row, head_dim, 1, total_q, scale,
+            left, right, softcap if softcap > 0 else 1.0, slopes, 0, cu_seqlens_q, cu_seqlens_k,
+            ints if seqused_k is None else seqused_k, int(seqused_k is not None))
+    from . import runtime
+
+    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, True, device)]
+    runtime.launch_on(device, launch, args, runtime.raw_stream(device))
+    return o, lse
+
+
 def _check_index_array(fn, name, t, q, length):
     """cu_seqlens_q/k, seqused_k: int32, 1-D of `length` (None: any), next to q."""
     if not hasattr(t, "shape") or _is_torch(t) != _is_torch(q):
@@ -513,11 +599,21 @@ def _capturing():
         return False
 
 
+# The values of cu_seqlens_q/k (and seqused_k) are checked on the host
+# (non-decreasing, from 0, within the tensors and max_seqlen_q/k) for numpy
+# and CPU tensors always; for CUDA tensors only when this is True, because
+# reading them back is a device sync per call (and flash_attn does not read
+# them either). Off, bad values on the GPU are not caught: rows past
+# max_seqlen are not computed, and cu_seqlens past the tensors read and write
+# out of bounds, as with flash_attn. Never while a CUDA graph is captured.
+CHECK_CUDA_VARLEN_VALUES = False
+
+
 def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
                          max_seqlen_q, max_seqlen_k):
     """The values of cu_seqlens (and seqused_k), read on the host: one copy of
-    batch + 1 ints (a synchronization for CUDA tensors, skipped while a CUDA
-    graph is captured)."""
+    batch + 1 ints (for CUDA tensors a synchronization, so only with
+    CHECK_CUDA_VARLEN_VALUES and not while a CUDA graph is captured)."""
     cu_q, cu_k = _host_ints(cu_seqlens_q), _host_ints(cu_seqlens_k)
     _check_seqlens(fn, "cu_seqlens_q", cu_q, total_q, max_seqlen_q, "q")
     len_k = _check_seqlens(fn, "cu_seqlens_k", cu_k, total_k, max_seqlen_k, "k")
@@ -554,7 +650,7 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
     softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
                              batch, heads, q)
     scale = _scale(fn, softmax_scale, head_dim)
-    if not (on_gpu and _capturing()):
+    if not on_gpu or (CHECK_CUDA_VARLEN_VALUES and not _capturing()):
         _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
                              max_seqlen_q, max_seqlen_k)
     mode = _mask_mode(causal, window_left, window_right, max_seqlen_q, max_seqlen_k, alibi_slopes)

@@ -19,20 +19,83 @@ How a call runs:
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import sys
 from dataclasses import dataclass
 
 from . import kernel_files
 from . import language as tl
-from .flash_attn import _is_torch, _rows_aligned, _strides
+from .flash_attn import _is_torch, _pad_head_dim, _rows_aligned, _strides
 
-# Kernels are specialized by BLOCK_N: a paged block of keys must lie in one page.
-_BLOCK_N = 64
 _MAX_SPLITS = 128
 # What num_splits=0 assumes without a GPU to ask (an H100/H200).
 _DEFAULT_SMS = 132
 # A window side of -1 (unbounded) reaches the kernel as this many keys.
 _UNBOUNDED = 1 << 30
+
+# The GPU plan's tile: (BLOCK_M, BLOCK_N, NUM_STAGES); warps = BLOCK_M / 16.
+# A module setting so that bench/bench_decode.py --tile can sweep it.
+GPU_TILE = (64, 64, 2)
+
+# What the split rule knows of an SM (H100/H200; sm_80 code): shared memory
+# and registers per SM, the registers per thread the decode kernel takes at
+# d128 (ptxas: 208 at 64 rows), and the bytes of K/V copies that must be in
+# flight per SM to cover HBM latency (Little's law: ~4 TB/s × ~1.3 µs over
+# 132 SMs; the usual 40 KB).
+_SMEM_PER_SM = 228 * 1024
+_SMEM_PER_CTA_RESERVED = 1024
+_REGS_PER_SM = 65536
+_REGS_PER_THREAD = 208
+_IN_FLIGHT_PER_SM = 40 * 1024
+# A program's fixed cost in key blocks: its Q load and the first block's
+# latency (nothing overlaps them), the epilogue and its share of the combine.
+_FIXED_BLOCKS = 2
+
+
+def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS):
+    """The split count for num_splits=0: the one place the rule lives.
+
+    A decode kernel is bound by HBM, so what a split count changes is how
+    evenly the key blocks land on the SMs and whether each SM has enough
+    copies in flight. With s splits each program reads per = ⌈n_blocks/s⌉
+    blocks and programs·⌈n_blocks/per⌉ programs do work; the busiest SM runs
+    c = ⌈working/sms⌉ of them. An SM moves bytes at full speed once
+    `saturating` programs are resident on it (their copies in flight cover
+    the latency), at c/saturating of it below. So the time is
+
+        cost(s) = max(c, saturating) · (per + _FIXED_BLOCKS)
+
+    in units of one block at one SM's full speed; the rule takes the s in
+    1..min(max_splits, n_blocks) of least cost (the smallest on ties).
+    Examples at 132 SMs, saturating 2, 64-key blocks, d128: batch 1 with
+    8 KV heads at 32k keys → 32 splits (256 programs, 2 per SM); 32 KV heads
+    → 8; batch 16 × 8 KV heads at 8k → 2; batch 64 × 8 at 4k → 1. Compare
+    num_splits_heuristic, flash_attn 2's rule, which counts wave efficiency
+    alone (29 splits in the first case: 100 SMs run two programs, 32 one)."""
+    cdiv = lambda a, b: -(-a // b)
+    best, best_cost = 1, None
+    for s in range(1, max(1, min(max_splits, n_blocks)) + 1):
+        per = cdiv(n_blocks, s)
+        working = programs * cdiv(n_blocks, per)
+        cost = max(cdiv(working, sms), saturating) * (per + _FIXED_BLOCKS)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = s, cost
+    return best
+
+
+def residency(block_m, block_n, stages, head_dim, elem_bytes=2):
+    """(programs resident per SM, programs per SM that saturate it) for a
+    decode tile: shared memory (Q, and `stages` buffers of K and V) and
+    registers bound the first; the second is how many programs' copies
+    (stages − 1 blocks of K and V each) make _IN_FLIGHT_PER_SM."""
+    d = max(16, 1 << (head_dim - 1).bit_length())
+    smem = (block_m + 2 * stages * block_n) * d * elem_bytes + _SMEM_PER_CTA_RESERVED
+    threads = 32 * max(1, block_m // 16)
+    resident = max(1, min(_SMEM_PER_SM // smem, _REGS_PER_SM // (_REGS_PER_THREAD * threads), 32))
+    in_flight = max(1, stages - 1) * 2 * block_n * d * elem_bytes
+    return resident, max(1, min(resident, -(-_IN_FLIGHT_PER_SM // in_flight)))
 
 
 def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS):
@@ -58,21 +121,33 @@ def num_splits_heuristic(programs, num_sms, num_n_blocks, max_splits=_MAX_SPLITS
     return 1
 
 
-# The values of cache_seqlens, cache_batch_idx and cache_leftpad are read back
-# and checked before anything is written: on CUDA one device sync per call.
-# Off, a serving loop saves the sync and bad values are not caught (on the
-# CPU the runner still reports accesses outside a buffer). Skipped while a
-# CUDA graph is being captured.
-CHECK_VALUES = True
+# The values of cache_seqlens, cache_batch_idx, cache_leftpad (and on the
+# CPU the block table's page numbers) are read and checked before anything is
+# written. None (the default): on the CPU only. On CUDA the check is a
+# device-to-host copy and a sync per call, which flash_attn does not do, so
+# it is opt-in: True here, or TILEC_CHECK_VALUES=1 in the environment (a
+# debugging aid; never while a CUDA graph is being captured). Unchecked, the
+# kernel still reads only inside the cache: it clamps each sequence's length
+# to the capacity and each page number to the pool (a bad value gives a wrong
+# answer, not a fault). False: no check anywhere.
+CHECK_VALUES = None
 
 # The CPU runner's Q tile: None for the smallest that holds the packed rows
 # (fast to run), or a GPU size, for tests of the GPU configuration's numerics.
 CPU_BLOCK_M = None
 
 
+def _check_values(on_gpu):
+    """Whether this call reads the int32 tensors' values back to check them
+    (CHECK_VALUES)."""
+    if CHECK_VALUES is None:
+        return not on_gpu or os.environ.get("TILEC_CHECK_VALUES", "") not in ("", "0")
+    return bool(CHECK_VALUES)
+
+
 @dataclass(frozen=True)
 class DecodePlan:
-    """How one call runs: tiles, warps and the split count."""
+    """How one call runs: tiles, warps, stages and the split count."""
     seqlen_q: int
     group: int
     head_dim: int
@@ -82,6 +157,8 @@ class DecodePlan:
     num_warps: int
     m_blocks: int
     num_splits: int
+    page_block: int = 0     # paged: keys per sub-tile (one page's share of a block)
+    num_stages: int = 2
 
     def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
                    per_batch=False, batch_idx=False, leftpad=False):
@@ -93,36 +170,51 @@ class DecodePlan:
                     SPLIT=split, CAUSAL=bool(causal), WINDOW=bool(window), ALIBI=bool(alibi),
                     SOFTCAP=bool(softcap),
                     PAGED=bool(paged), PAGE_SIZE=self.page_size if paged else 64,
+                    PAGE_BLOCK=self.page_block if paged else 64,
                     PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
-                    QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps)
+                    QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps,
+                    NUM_STAGES=self.num_stages)
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
                 on_gpu=True, sms=_DEFAULT_SMS):
+    """Tiles and splits for a call (_decode_plan, cached: the split rule is a
+    loop over the candidate counts)."""
+    return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
+                        on_gpu, sms, GPU_TILE, CPU_BLOCK_M)
+
+
+@functools.lru_cache(maxsize=1024)
+def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
+                 gpu_tile, cpu_block_m):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
-    seqlen_q); on the GPU it is 64 rows over 4 warps even for one row, as
-    flash_attn 2's split kernel: the warps that compute padding rows still
-    share the K/V copies, and a decode kernel is bound by those. Key blocks
-    are 64 keys, or the largest power of two dividing the page size (a block
-    must lie in one page). num_splits=0: num_splits_heuristic over the
-    programs (batch × KV heads × row blocks), two per SM, and the cache
-    capacity in 128-key blocks (flash_attn 2's count at head_dim <= 128)."""
+    seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
+    row, as flash_attn 2's split kernel: the warps that compute padding rows
+    still share the K/V copies, and a decode kernel is bound by those). Key
+    blocks are 64 keys; with pages, a block is up to 4 sub-tiles of the
+    largest power of two dividing the page size (pages of 16: four, each from
+    its own page), so a block stays 64 keys at any page size. num_splits=0:
+    num_splits_rule over the programs (batch × KV heads × row blocks) and the
+    capacity in key blocks."""
     rows_q = heads // heads_k * seqlen_q
-    block_n = _BLOCK_N
-    if page_size:
-        while page_size % block_n:
-            block_n //= 2
     if on_gpu:
-        block_m = 64
+        block_m, block_n, stages = gpu_tile
     else:
-        block_m = CPU_BLOCK_M or min(64, max(16, 1 << (rows_q - 1).bit_length()))
+        block_m = cpu_block_m or min(64, max(16, 1 << (rows_q - 1).bit_length()))
+        block_n, stages = gpu_tile[1], gpu_tile[2]
+    page_block = 0
+    if page_size:
+        page_block = min(block_n, page_size & -page_size)
+        while block_n > 4 * page_block:      # the kernel reads up to 4 sub-tiles per block
+            block_n //= 2
     m_blocks = -(-rows_q // block_m)
     if num_splits == 0:
-        n_blocks = -(-capacity // (128 if head_dim <= 128 else 64))
-        num_splits = num_splits_heuristic(batch * heads_k * m_blocks, 2 * sms, max(n_blocks, 1))
+        n_blocks = max(1, -(-capacity // block_n))
+        _, saturating = residency(block_m, block_n, stages, head_dim)
+        num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating)
     num_splits = min(num_splits, _MAX_SPLITS)
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
-                      block_m // 16, m_blocks, num_splits)
+                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages)
 
 
 def _sm_count(device):
@@ -296,6 +388,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
     lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
     """
+    if (rotary_cos is None and rotary_sin is None and cache_batch_idx is None
+            and cache_leftpad is None and alibi_slopes is None and _is_torch(q) and q.is_cuda):
+        fast = _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
+                              window_size, softcap, num_splits, return_softmax_lse, k, v)
+        if fast is not None:
+            return fast
     on_gpu = _is_torch(q) and q.device.type == "cuda"
     device = q.device if on_gpu else None
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
@@ -327,8 +425,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _fail(f"'v_cache' has shape {tuple(v_cache.shape)}, 'k_cache' {tuple(k_cache.shape)}")
     if dk != head_dim:
         _fail(f"'k_cache' has head_dim {dk}, 'q' has {head_dim}")
-    if head_dim % 8 or not 8 <= head_dim <= 256:
-        _fail(f"head_dim {head_dim} is not supported (a multiple of 8 from 8 to 256)")
+    if not 1 <= head_dim <= 256:
+        _fail(f"head_dim {head_dim} is not supported (1 to 256)")
     if heads_k == 0 or heads % heads_k:
         _fail(f"'q' has {heads} heads, not a multiple of the cache's {heads_k} KV heads")
     if batch == 0 or seqlen_q == 0 or heads == 0:
@@ -374,10 +472,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             _int32_vector(name, t, batch, on_gpu, device)
     if not paged and cache_batch_idx is None and batch_cache < batch:
         _fail(f"'k_cache' holds {batch_cache} sequences, the batch is {batch}")
-    # The values of the int32 tensors: read once (one device sync on CUDA,
-    # unless CHECK_VALUES is off) and checked before anything is written.
+    # The kernel reads these int32 tensors with unit stride: a strided view is copied.
+    if per_batch and _strides(cache_seqlens)[0] != 1 and batch > 1:
+        cache_seqlens = ops.contiguous(cache_seqlens)
+    if cache_batch_idx is not None and _strides(cache_batch_idx)[0] != 1 and batch > 1:
+        cache_batch_idx = ops.contiguous(cache_batch_idx)
+    if cache_leftpad is not None and _strides(cache_leftpad)[0] != 1 and batch > 1:
+        cache_leftpad = ops.contiguous(cache_leftpad)
+    if paged and _strides(block_table)[1] != 1:
+        block_table = ops.contiguous(block_table)
+    # The values of the int32 tensors: read once and checked before anything
+    # is written (on CUDA only when asked: CHECK_VALUES, one device sync).
     # Never while a CUDA graph is captured (a read-back cannot be captured).
-    check_values = CHECK_VALUES and not (on_gpu and ops.t.cuda.is_current_stream_capturing())
+    check_values = _check_values(on_gpu) and not (on_gpu and ops.t.cuda.is_current_stream_capturing())
     lens_host = None if per_batch else [int(cache_seqlens)] * batch
     if check_values:
         lens_v, bidx_v, pad_v = _read_ints(ops, cache_seqlens if per_batch else None, cache_batch_idx,
@@ -441,18 +548,22 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if rotary_cos.shape[0] < reach:
             _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
 
+    # The kernel moves rows as 16-byte vectors: head dims that are not a
+    # multiple of 8 (and, on CUDA, caches whose rows do not start 16-byte
+    # aligned) attend over zero-padded copies of the cache, made after the
+    # append (which writes the caller's cache), and the output is sliced
+    # back, as flash_attn pads. A copy of the cache per call: correct, not fast.
+    padded = -(-head_dim // 8) * 8
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         if _strides(t)[-1] != 1:
             _fail(f"'{name}' must be contiguous in its last dimension (strides {_strides(t)})")
-        if on_gpu and not _rows_aligned(t):
-            _fail(f"'{name}' rows must start 16-byte aligned (strides {_strides(t)}); the cache is "
-                  "written in place, so it is not copied")
+    copy_cache = padded != head_dim or (on_gpu and not (_rows_aligned(k_cache) and _rows_aligned(v_cache)))
 
     # Everything checked: from here on, arrays are written. Host-side steps
     # use the caller's kind of array (numpy, or torch on its device); only
     # the CPU runner's launches see numpy views of torch CPU tensors.
     lens = cache_seqlens if per_batch else None
-    if lens is None and (rotary or seqlen_new):
+    if lens is None and rotary:
         lens = ops.full((batch,), lens_host[0], "int32")      # made on the device, no copy
     if rotary:
         rows = ops.arange(seqlen_q)[None, :] if (causal or window) else ops.arange(seqlen_q)[None, :] * 0
@@ -461,30 +572,226 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             k = _rotary(ops, k, rotary_cos, rotary_sin, _positions(ops, lens, ops.arange(seqlen_new)[None, :]),
                         rotary_interleaved)
     if k is not None and seqlen_new:
-        pos = _positions(ops, lens, ops.arange(seqlen_new)[None, :])    # (batch, seqlen_new)
-        if paged:
-            rows_b = ops.arange(batch)[:, None]
-            page = block_table[rows_b, pos // page_size]
-            page = page.long() if ops.torch else page
-            k_cache[page, pos % page_size] = k
-            v_cache[page, pos % page_size] = v
+        if not copy_cache:
+            # One kernel (kernels/flash_decode.py kv_append) for k and v.
+            _append(ops, on_gpu, k, v, k_cache, v_cache, cache_seqlens if per_batch else None,
+                    0 if per_batch else lens_host[0], block_table if paged else None, cache_batch_idx,
+                    page_size if paged else 0, capacity, dtype)
         else:
-            rows_b = cache_batch_idx if cache_batch_idx is not None else ops.arange(batch)
-            rows_b = rows_b.reshape(batch, 1)
-            rows_b = rows_b.long() if ops.torch else rows_b
-            k_cache[rows_b, pos] = k
-            v_cache[rows_b, pos] = v
+            # Rows not 16-byte vectors (head dims not a multiple of 8, unaligned
+            # caches): host-side indexing.
+            lens_t = lens if lens is not None else ops.full((batch,), lens_host[0], "int32")
+            pos = _positions(ops, lens_t, ops.arange(seqlen_new)[None, :])    # (batch, seqlen_new)
+            if paged:
+                rows_b = ops.arange(batch)[:, None]
+                page = block_table[rows_b, pos // page_size]
+                page = page.long() if ops.torch else page
+                k_cache[page, pos % page_size] = k
+                v_cache[page, pos % page_size] = v
+            else:
+                rows_b = cache_batch_idx if cache_batch_idx is not None else ops.arange(batch)
+                rows_b = rows_b.reshape(batch, 1)
+                rows_b = rows_b.long() if ops.torch else rows_b
+                k_cache[rows_b, pos] = k
+                v_cache[rows_b, pos] = v
 
     if scale < 0:
         q, scale = -q, -scale
     elif scale == 0:
         q, scale = q * 0, 1.0
 
+    if copy_cache:
+        q, k_cache, v_cache = (_pad_head_dim(t, padded) for t in (q, k_cache, v_cache))
     out, lse = _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
                        lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
                        page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
                        left, right, alibi_slopes, softcap, num_splits, dtype)
+    if padded != head_dim:
+        out = ops.contiguous(out[..., :head_dim])
     return (out, lse) if return_softmax_lse else out
+
+
+def _build_fast_plan(key):
+    """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
+    combine) launcher and the grids of one call shape."""
+    (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
+     device, _) = key
+    plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
+                       _sm_count(device))
+    kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
+                                                          paged=page_size > 0, per_batch=per_batch))
+    split = plan.num_splits > 1
+    combine = None
+    if split:
+        combine = combine_kernel().specialize(**combine_constexprs(dtype, head_dim)).launcher(device=device)
+    rows = heads
+    return (kernel.launcher(device=device), combine, plan.num_splits,
+            (plan.num_splits, plan.m_blocks * heads_k, batch),
+            (rows, batch, 1))
+
+
+#: the call shape -> (decode launcher, combine launcher or None, splits, grid, combine grid).
+_FAST_PLANS = None
+_FAST_DTYPES = {}
+_FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
+_FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, device) -> kv_append launcher
+
+
+def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
+                   softcap, num_splits, return_lse=True, k=None, v=None):
+    """The serving call in O(1): one query token, CUDA tensors of one type,
+    f16/bf16, contiguous or paged, an int or int32 cache_seqlens, scale > 0,
+    new k/v appended or not, no rotary, ALiBi, cache_batch_idx or
+    cache_leftpad; its checks a few integer tests and no value read-back.
+    One cache lookup of the launchers (specialized, compiled and loaded on
+    the first call of a shape), two allocations, one launch for the append
+    (kv_append), one or two for the attention (decode, combine).
+    Returns out, or (out, lse) with return_lse, or None for anything else: the general path then
+    runs it, or raises the error that names the problem. Same kernels and
+    arguments as the general path, so the same bits."""
+    global _FAST_PLANS
+    torch = sys.modules["torch"]
+    if not _FAST_DTYPES:
+        _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    kind = type(q)
+    if type(k_cache) is not kind or type(v_cache) is not kind or type(window_size) not in (tuple, list) \
+            or len(window_size) != 2 or type(num_splits) is not int or num_splits < 0:
+        return None
+    left, right = window_size
+    if type(left) is not int or type(right) is not int or left < -1 or right < -1:
+        return None
+    dt = q.dtype
+    dtype = _FAST_DTYPES.get(dt)
+    if dtype is None or k_cache.dtype != dt or v_cache.dtype != dt:
+        return None
+    shape_q, shape_k = q.shape, k_cache.shape
+    if len(shape_q) != 4 or len(shape_k) != 4 or v_cache.shape != shape_k:
+        return None
+    batch, seqlen_q, heads, head_dim = shape_q
+    heads_k = shape_k[2]
+    if (seqlen_q != 1 or shape_k[3] != head_dim or head_dim & 7 or not 8 <= head_dim <= 256
+            or not (batch and heads and heads_k and shape_k[0] and shape_k[1]) or heads % heads_k):
+        return None
+    device = q.get_device()
+    if k_cache.get_device() != device or v_cache.get_device() != device:
+        return None
+    if block_table is not None:
+        if (type(block_table) is not kind or block_table.dtype != torch.int32 or block_table.dim() != 2
+                or block_table.get_device() != device or block_table.shape[0] != batch
+                or not block_table.shape[1] or block_table.stride(1) != 1 or shape_k[1] & 15):
+            return None
+        page_size = shape_k[1]
+        capacity = block_table.shape[1] * page_size
+    else:
+        if shape_k[0] < batch:
+            return None
+        page_size, capacity = 0, shape_k[1]
+    seqlen_new = 0
+    if k is not None:
+        if (type(k) is not kind or type(v) is not kind or k.dtype != dt or v.dtype != dt or k.dim() != 4
+                or v.shape != k.shape or k.shape[0] != batch or k.shape[2] != heads_k or k.shape[3] != head_dim
+                or cache_seqlens is None or k.get_device() != device or v.get_device() != device):
+            return None
+        skn, svn = k.stride(), v.stride()
+        if (skn[3] != 1 or svn[3] != 1 or (skn[0] | skn[1] | skn[2] | svn[0] | svn[1] | svn[2]) & 7
+                or (k.data_ptr() | v.data_ptr()) & 15):
+            return None
+        seqlen_new = k.shape[1]
+    elif v is not None:
+        return None
+    per_batch = cache_seqlens is not None and type(cache_seqlens) is not int
+    if cache_seqlens is None:
+        uniform = capacity
+    elif not per_batch:
+        uniform = cache_seqlens
+        if not 0 <= uniform <= capacity - seqlen_new:
+            return None
+    else:
+        if (type(cache_seqlens) is not kind or cache_seqlens.dtype != torch.int32 or cache_seqlens.dim() != 1
+                or cache_seqlens.shape[0] != batch or cache_seqlens.get_device() != device
+                or (batch > 1 and cache_seqlens.stride(0) != 1)):
+            return None
+        uniform = 0
+    sq, sk, sv = q.stride(), k_cache.stride(), v_cache.stride()
+    # Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+    if (sq[3] != 1 or sk[3] != 1 or sv[3] != 1
+            or (sq[0] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7
+            or (q.data_ptr() | k_cache.data_ptr() | v_cache.data_ptr()) & 15):
+        return None
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    softcap = float(softcap)
+    if not scale > 0 or not 0 <= softcap < math.inf:
+        return None
+    if causal:
+        right = 0
+    window = left >= 0 or right > 0       # one query token: causal alone hides no key
+    if _FAST_PLANS is None:
+        from .jit import LaunchCache
+
+        _FAST_PLANS = LaunchCache(_build_fast_plan)
+    launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
+                                                        page_size, num_splits, per_batch, window,
+                                                        softcap > 0, device, GPU_TILE)]
+    dummies = _FAST_DUMMIES.get(device)
+    if dummies is None:
+        dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
+                                           q.new_zeros((1,), dtype=torch.float32))
+    ints, floats = dummies
+    group = heads // heads_k
+    hd = heads * head_dim
+    out = q.new_empty((batch, 1, heads, head_dim))
+    # One f32 allocation for the partials (O, lse) and lse, each part
+    # starting 64-byte aligned; lse is handed out as a view of it.
+    parts = splits if splits > 1 else 0
+    o_elems = parts * batch * hd
+    l_at = o_elems
+    lse_at = l_at + (parts * batch * heads + 15) // 16 * 16
+    scratch = q.new_empty((lse_at + batch * heads,), dtype=torch.float32)
+    base = scratch.data_ptr()
+    # The kernel's view of q and out: (batch, heads, 1, d) rows, a KV head's
+    # group of query heads one head stride apart (pack-GQA).
+    if parts:
+        dest_o, dest_l = base, base + 4 * l_at
+        o_strides = (batch * hd, hd, group * head_dim, head_dim)
+        l_strides = (batch * heads, heads, group)
+    else:
+        dest_o, dest_l = out, base + 4 * lse_at
+        o_strides = (0, hd, group * head_dim, head_dim)
+        l_strides = (0, heads, group)
+    args = (q, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
+            block_table if page_size else ints, ints, ints, floats,
+            group, 1, uniform + seqlen_new, heads_k, batch, splits,
+            left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
+            capacity, shape_k[0], seqlen_new,
+            sq[0], group * sq[2], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
+            block_table.stride(0) if page_size else 0, 0, 0, scale, softcap or 1.0)
+    runtime = _runtime or _import_runtime()
+    stream = runtime.raw_stream(device)
+    if seqlen_new:
+        append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device))
+        if append is None:
+            append = _FAST_APPENDS[(dtype, head_dim, heads_k, page_size, per_batch, device)] = append_kernel(
+                dtype, head_dim, heads_k, page_size, per_batch, False).launcher(device=device)
+        runtime.launch_on(device, append, _append_args(
+            k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
+            block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))
+    runtime.launch_on(device, launch, args, stream, grid)
+    if parts:
+        runtime.launch_on(device, combine, (base, base + 4 * l_at, out, base + 4 * lse_at, splits, heads,
+                                            batch, batch * hd, hd, head_dim, batch * heads, heads, hd,
+                                            head_dim, heads), stream, cgrid)
+    return (out, scratch[lse_at:].view(batch, heads, 1)) if return_lse else out
+
+
+_runtime = None
+
+
+def _import_runtime():
+    global _runtime
+    from . import runtime
+
+    _runtime = runtime
+    return runtime
 
 
 def _positions(ops, lens, rows):
@@ -512,13 +819,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     block_m, m_blocks, num_splits = plan.block_m, plan.m_blocks, plan.num_splits
     split = num_splits > 1
 
-    out_dtype = dtype
-    if on_gpu:
-        import torch
-        tdt = getattr(torch, dtype)
-        obuf = torch.empty((batch, heads, seqlen_q, head_dim), dtype=tdt, device=q.device)
-    else:
-        obuf = ops.empty((batch, heads, seqlen_q, head_dim), out_dtype)
+    obuf = ops.empty((batch, heads, seqlen_q, head_dim), dtype)
     lse = ops.empty((batch, heads, seqlen_q), "float32")
     if split:
         o_part = ops.empty((num_splits, batch, heads, seqlen_q, head_dim), "float32")
@@ -527,8 +828,6 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         o_part, l_part = obuf, lse
     dummy_i = _dummy(ops, "int32")
     seqlens_arg = lens if per_batch else dummy_i
-    if per_batch and seqlen_new:
-        seqlens_arg = (lens + seqlen_new).to(ops.t.int32) if ops.torch else (lens + seqlen_new).astype("int32")
     alibi_rows = _dummy(ops, "float32")
     if alibi_slopes is not None:
         a = alibi_slopes if len(alibi_slopes.shape) == 2 else alibi_slopes.reshape(1, heads)
@@ -554,6 +853,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
             cache_leftpad if cache_leftpad is not None else dummy_i,
             alibi_rows, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
+            capacity, k_cache.shape[0], seqlen_new,
             qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             sbt, ab[0], ab[1], scale, softcap or 1.0)
     kernel = decode_kernel().specialize(**plan.constexprs(
@@ -576,6 +876,42 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     return out, lse
 
 
+def append_kernel(dtype, head_dim, heads_k, page_size, per_batch, batch_idx):
+    """The kv_append specialization for these features."""
+    tdt = {"float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
+    return _load_kernel("flash_decode").kv_append.specialize(
+        DTYPE=tdt, HEAD_DIM=head_dim, HEADS_K=1 << (heads_k - 1).bit_length(), PAGED=page_size > 0,
+        PAGE_SIZE=page_size or 64, PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx),
+        NUM_WARPS=4)
+
+
+def _append_args(k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, capacity, dummy):
+    """kv_append's arguments (k/v rows contiguous in their last dimension)."""
+    batch, seqlen_new, heads_k, _ = k.shape
+    sn, svn, sk, sv = _strides(k), _strides(v), _strides(k_cache), _strides(v_cache)
+    return (k, v, k_cache, v_cache, lens if lens is not None else dummy,
+            block_table if block_table is not None else dummy,
+            cache_batch_idx if cache_batch_idx is not None else dummy,
+            seqlen_new, batch, heads_k, uniform, capacity, k_cache.shape[0],
+            sn[0], sn[1], sn[2], svn[0], svn[1], svn[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
+            _strides(block_table)[0] if block_table is not None else 0)
+
+
+def _append(ops, on_gpu, k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, page_size,
+            capacity, dtype):
+    """k, v (batch, seqlen_new, heads_k, d) into the cache at cache_seqlens +
+    i, in place, by the kv_append kernel."""
+    batch, seqlen_new, heads_k, head_dim = k.shape
+    if _strides(k)[-1] != 1 or (on_gpu and not _rows_aligned(k)):
+        k = ops.contiguous(k)
+    if _strides(v)[-1] != 1 or (on_gpu and not _rows_aligned(v)):
+        v = ops.contiguous(v)
+    kernel = append_kernel(dtype, head_dim, heads_k, page_size, lens is not None, cache_batch_idx is not None)
+    args = _append_args(k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, capacity,
+                        _dummy(ops, "int32"))
+    _launch(kernel, args, (seqlen_new, batch, 1), on_gpu)
+
+
 def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     """Merges o_part (splits, outer, rows, d) f32, l_part (splits, outer, rows)
     into out (outer, rows, d) and lse (outer, rows); rows of lse contiguous."""
@@ -584,11 +920,10 @@ def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     if sl[2] != 1 or slse[1] != 1:
         raise ValueError("flash_attn_combine: lse rows must be contiguous")
     consts = combine_constexprs(dtype, head_dim)
-    block_m = consts["BLOCK_M"]
     kernel = combine_kernel().specialize(**consts)
     args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
             sout[0], sout[1], slse[0])
-    _launch(kernel, args, (-(-rows // block_m), outer, 1), on_gpu)
+    _launch(kernel, args, (rows, outer, 1), on_gpu)           # one program per row
 
 
 def _launch(kernel, args, grid, on_gpu):
@@ -612,7 +947,7 @@ def _launch(kernel, args, grid, on_gpu):
 def combine_constexprs(dtype, head_dim):
     """The combine kernel's constexprs for an output dtype and head_dim."""
     return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
-                HEAD_DIM=head_dim, BLOCK_M=16, NUM_WARPS=4)
+                HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):

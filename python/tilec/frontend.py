@@ -129,6 +129,11 @@ class _Block:
 _CONST_TYPES = (bool, int, float, str, tl.dtype, type(None))
 
 
+def _may_return(stmts):
+    """Whether a `return` occurs anywhere in these statements."""
+    return any(isinstance(sub, ast.Return) for stmt in stmts for sub in ast.walk(stmt))
+
+
 def _is_const(x):
     return isinstance(x, _CONST_TYPES) or (isinstance(x, tuple) and all(_is_const(e) for e in x))
 
@@ -707,6 +712,11 @@ class CodeGen(ast.NodeVisitor):
         """Early exit as structured control flow: `if c: A; return` followed
         by B becomes `if c: A else: B` (and the mirror image for a returning
         else), recursively, so a kernel's IR has its one return at the end.
+        An exit nested deeper (`if VARLEN: ...; if past_end: return`) moves
+        the statements after the enclosing `if` into each of its branches
+        that can fall through, and from there into the inner `if`'s
+        non-returning side (a constexpr `if` keeps one branch, so nothing is
+        emitted twice; a run-time one gets the rest in both branches).
         Returns (statements, whether they always end in a return)."""
         out = []
         for i, stmt in enumerate(stmts):
@@ -722,16 +732,16 @@ class CodeGen(ast.NodeVisitor):
                 rest = stmts[i + 1:]
                 if body_returns and else_returns and rest:
                     self.error(rest[0], "unreachable code after 'return'")
-                if body_returns != else_returns:
-                    rest, rest_returns = self.fold_returns(rest)
-                    if body_returns:
-                        orelse = orelse + rest
-                    else:
-                        body = body + rest
+                if rest and (_may_return(stmt.body) or _may_return(stmt.orelse)):
+                    # The rest runs only where the branch falls through.
+                    if not body_returns:
+                        body, body_returns = self.fold_returns(stmt.body + rest)
+                    if not else_returns:
+                        orelse, else_returns = self.fold_returns(stmt.orelse + rest)
                     out.append(ast.copy_location(ast.If(test=stmt.test, body=body, orelse=orelse), stmt))
-                    return out, rest_returns
+                    return out, body_returns and else_returns
                 out.append(ast.copy_location(ast.If(test=stmt.test, body=body, orelse=orelse), stmt))
-                if body_returns:
+                if body_returns and else_returns:
                     return out, True
                 continue
             if isinstance(stmt, (ast.For, ast.While)):

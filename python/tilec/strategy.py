@@ -99,8 +99,9 @@ CANDIDATES = (
     # derives V's only): no local memory on sm_80, but the sm_90 JIT's causal
     # hot loop spills (9 LDL/STL) and it measured 1-3% slower causal.
     FlashConfig(128, 64, 4, 2, False, lowering_options="xor-ring-phases=all"),
-    # 8 warps of 16 rows over 64-key blocks: what the head_dim-128 variants
-    # (windows, softcap, ALiBi) use (VARIANT_TABLE); not yet timed.
+    # 8 warps of 16 rows over 64-key blocks: tried for the head_dim-128
+    # variants (windows, softcap, ALiBi); 12-23% slower than the table's
+    # (bench/tune_variants.py, 2026-12-01).
     FlashConfig(128, 64, 8, 2, True),
 )
 
@@ -143,16 +144,15 @@ TABLE = {
 
 
 # Variants with more live values per score than the dense kernels (WINDOW's
-# two bounds, SOFTCAP's tanh, ALIBI's bias): (arch, head_dim) -> config. At
-# head_dim 128 the table's 4-warp 128x64 kernel, at ptxas's 255-register
-# limit already, spills 248-416 bytes with them (2026-12-01, ptxas 13.0); 8
-# warps of 16 rows each (128x64 blocks, same shared memory) spill none for
-# window, causal+softcap, causal+ALiBi, ALiBi and softcap alike (the 8-warp
-# 128x128 candidate spills 72 bytes with ALiBi). Chosen from ptxas's spill
-# report, not yet timed on the GPU (the tuner has it as a candidate).
-VARIANT_TABLE = {
-    ("sm_80", 128): FlashConfig(128, 64, 8, 2, True),
-}
+# two bounds, SOFTCAP's tanh, ALIBI's bias): (arch, head_dim) -> a config that
+# overrides TABLE's for them. Empty: on 2026-12-01 (bench/tune_variants.py,
+# bench/RESULTS.md run 23) TABLE's 4-warp 128x64 kernels beat every other
+# candidate for window, softcap and ALiBi, causal and not, at head_dim 128 --
+# by 12-23% over the 8-warp 128x64 config chosen before from ptxas's spill
+# report (the 4-warp one spills 24-252 bytes of stores+loads with them, ptxas 13.0; the spills cost less
+# than halving the rows per warp). With TABLE's config every variant runs
+# within ~10% of the dense kernel of its shape.
+VARIANT_TABLE = {}
 
 
 # flash_attn_func compiles the table's configs without lowering options

@@ -305,3 +305,66 @@ func.func @paged(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %table: !tile.ptr<i32
   }
   return
 }
+
+// -----
+
+// Two pages per key block (pages smaller than the block, as decode's page-16
+// sub-tiles): the two block-table entries of the next block are read under
+// one guard, both before any tile copy that needs them, so they cost one
+// round trip instead of one each behind the other's copies.
+// RING-LABEL: func.func @paged_sub_tiles
+// RING:         scf.for %[[IV:.+]] = %{{.+}} to %[[UB:[^ ]+]] step %[[STEP:[^ ]+]] iter_args
+// RING-NEXT:      %[[NEXT:.+]] = arith.addi %[[IV]], %[[STEP]]
+// RING-NEXT:      %[[E:.+]] = arith.cmpi slt, %[[NEXT]], %[[UB]] : i32
+// RING-NEXT:      %[[PG:.+]]:2 = scf.if %[[E]] -> (i32, i32) {
+// RING-COUNT-2:     tile.load_scalar
+// RING:             scf.yield %{{.+}}, %{{.+}} : i32, i32
+// RING-NEXT:      } else {
+// RING-NOT:       tile.load_scalar
+// RING:           arith.muli %[[PG]]#0
+// RING-NOT:       tile.load_scalar
+// RING:           arith.muli %[[PG]]#1
+// RING-NOT:       tile.load_scalar
+// RING:           tile.dot
+func.func @paged_sub_tiles(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %table: !tile.ptr<i32>, %lb: i32,
+                           %ub: i32, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %page_elems = arith.constant 1024 : i32
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x16xf32>
+  %ozero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc = scf.for %j = %lb to %ub step %c1 iter_args(%o = %ozero) -> (tensor<64x64xf32>) : i32 {
+    %i0 = arith.muli %j, %c2 : i32
+    %i1 = arith.addi %i0, %c1 : i32
+    %e0 = tile.addptr %table, %i0 : !tile.ptr<i32>, i32
+    %e1 = tile.addptr %table, %i1 : !tile.ptr<i32>, i32
+    %p0 = tile.load_scalar %e0 : !tile.ptr<i32> -> i32
+    %p1 = tile.load_scalar %e1 : !tile.ptr<i32> -> i32
+    %off0 = arith.muli %p0, %page_elems : i32
+    %off1 = arith.muli %p1, %page_elems : i32
+    %k0b = tile.addptr %kp, %off0 : !tile.ptr<f16>, i32
+    %k1b = tile.addptr %kp, %off1 : !tile.ptr<f16>, i32
+    %v0b = tile.addptr %vp, %off0 : !tile.ptr<f16>, i32
+    %v1b = tile.addptr %vp, %off1 : !tile.ptr<f16>, i32
+    %k0v = tile.view %k0b sizes(%n, %c1) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %k1v = tile.view %k1b sizes(%n, %c1) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %v0v = tile.view %v0b sizes(%n, %c1) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %v1v = tile.view %v1b sizes(%n, %c1) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %k0 = tile.load %k0v[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x64xf16>
+    %k1 = tile.load %k1v[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x64xf16>
+    %v0 = tile.load %v0v[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x64xf16>
+    %v1 = tile.load %v1v[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x64xf16>
+    %s0 = tile.dot %q, %k0, %zero transpose_b : tensor<64x64xf16>, tensor<16x64xf16> -> tensor<64x16xf32>
+    %s1 = tile.dot %q, %k1, %zero transpose_b : tensor<64x64xf16>, tensor<16x64xf16> -> tensor<64x16xf32>
+    %pp0 = arith.truncf %s0 : tensor<64x16xf32> to tensor<64x16xf16>
+    %pp1 = arith.truncf %s1 : tensor<64x16xf32> to tensor<64x16xf16>
+    %o1 = tile.dot %pp0, %v0, %o : tensor<64x16xf16>, tensor<16x64xf16> -> tensor<64x64xf32>
+    %o2 = tile.dot %pp1, %v1, %o1 : tensor<64x16xf16>, tensor<16x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2 : tensor<64x64xf32>
+  }
+  return
+}

@@ -293,6 +293,58 @@ def test_early_exit_on_cpu_writes_only_where_flagged():
             assert np.isnan(x[pid]).all(), pid
 
 
+@tilec.jit(grid=("n_programs",))
+def _nested_exit(x: tl.ptr(tl.float32), flags: tl.ptr(tl.int32), n_programs: tl.int32, gate: tl.int32,
+                 GUARD: tl.constexpr = True, RUNTIME: tl.constexpr = False):
+    """The exit inside another `if` (a constexpr one, as flash_fwd's VARLEN
+    block, or a run-time one): the stores after the outer `if` must not run
+    in a program that returned."""
+    pid = tl.program_id(0)
+    base = pid * 16
+    if RUNTIME:
+        if gate > 0:
+            base = pid * 16 + 0
+            if tl.load(flags + pid) == 0:
+                return
+    elif GUARD:
+        base = pid * 16 + 0
+        if tl.load(flags + pid) == 0:
+            return
+    xv = tl.view(x + base, (16,), (1,))
+    tl.store(xv, (0,), tl.full((16,), pid, tl.float32) + 1.0)
+
+
+@needs_native
+@pytest.mark.parametrize("runtime", [False, True], ids=["in-constexpr-if", "in-runtime-if"])
+def test_nested_early_exit_wraps_the_rest(runtime):
+    """The store after the enclosing `if` lands in the exit's else branch
+    (it was left after an empty scf.if, so every program ran the rest)."""
+    ir = _nested_exit.specialize(RUNTIME=runtime).ir
+    compiler.parse_and_verify(ir, "<nested-exit>")
+    assert ir.count("return") == 1
+    exit_if = re.search(r"scf.if %\w+ \{\n\s*\} else \{\n", ir)
+    assert exit_if, ir
+    assert "tile.store" in ir[exit_if.end():]
+    assert ir.count("tile.store") == (2 if runtime else 1)  # run-time: the rest in both branches
+
+
+@needs_cpu
+@pytest.mark.parametrize("runtime,gate", [(False, 1), (True, 1), (True, 0)],
+                         ids=["constexpr", "runtime-taken", "runtime-not-taken"])
+def test_nested_early_exit_on_cpu_writes_only_where_flagged(runtime, gate):
+    rng = np.random.default_rng()
+    flags = rng.integers(0, 2, 8).astype(np.int32)
+    flags[0], flags[1] = 0, 1
+    x = np.full(8 * 16, np.nan, np.float32)
+    _nested_exit.specialize(RUNTIME=runtime).run_cpu(x, flags, 8, gate, grid=(8,))
+    x = x.reshape(8, 16)
+    for pid, f in enumerate(flags):
+        if f or not gate:
+            np.testing.assert_array_equal(x[pid], pid + 1.0)
+        else:
+            assert np.isnan(x[pid]).all(), pid
+
+
 @tilec.jit(grid=("cdiv(max_seqlen_q, BLOCK_M)", "batch * num_heads", 1))
 def varlen_early_exit(q: tl.ptr(tl.float16), k: tl.ptr(tl.float16), v: tl.ptr(tl.float16),
                       o: tl.ptr(tl.float16), cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),

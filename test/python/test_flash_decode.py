@@ -16,7 +16,7 @@ import pytest
 
 import tilec
 from tilec import compiler
-from tilec.flash_decode import num_splits_heuristic
+from tilec.flash_decode import num_splits_heuristic, num_splits_rule, residency
 
 HAVE_NATIVE = compiler.available()
 HAVE_CPU = HAVE_NATIVE and getattr(compiler.native(), "has_cpu_runner", False)
@@ -228,6 +228,91 @@ def test_num_splits_heuristic_is_flash_attn_2s_rule():
     # batch 1 x 8 KV heads (pack-GQA): 33 splits fill one wave exactly.
     s = num_splits_heuristic(8, 264, 256)
     assert 8 * s / 264 / math.ceil(8 * s / 264) >= 0.85
+
+
+def test_split_rule_balances_blocks_over_the_sms():
+    """num_splits_rule (what num_splits=0 uses): 64-key blocks, 132 SMs, two
+    resident programs saturate an SM (the d128 GPU tile)."""
+    assert residency(64, 64, 2, 128) == (2, 2)
+    # batch 1 x 8 KV heads at 32k keys: 32 splits, 256 programs of 16 blocks (2 per SM),
+    # where flash_attn 2's rule takes 29 (232 programs: 100 SMs run two, 32 one).
+    assert num_splits_rule(8, 512, 132, 2) == 32
+    assert num_splits_heuristic(8, 264, 256) == 29
+    assert num_splits_rule(32, 512, 132, 2) == 8           # MHA batch 1
+    assert num_splits_rule(128, 128, 132, 2) == 2          # batch 16 x 8 KV heads at 8k
+    assert num_splits_rule(512, 64, 132, 2) == 1           # batch 64 x 8 at 4k: enough programs
+    assert num_splits_rule(1, 3, 132, 2) == 3              # never more splits than blocks
+    assert num_splits_rule(1, 1, 132, 2) == 1
+    # The chosen count is no worse, in the rule's cost, than any other.
+    cdiv = lambda a, b: -(-a // b)
+    cost = lambda p, n, s: max(cdiv(p * cdiv(n, cdiv(n, s)), 132), 2) * (cdiv(n, s) + 2)
+    for programs, n in ((8, 2048), (3, 700), (40, 100)):
+        best = num_splits_rule(programs, n, 132, 2)
+        assert all(cost(programs, n, best) <= cost(programs, n, s) for s in range(1, min(128, n) + 1))
+
+
+@needs_cpu
+def test_combine_of_more_splits_than_one_lse_tile():
+    """130 splits (more than two of the combine's 64-split tiles, not a
+    multiple of it), some rows with empty splits."""
+    rng = np.random.default_rng()
+    s, b, n, h, d = 130, 1, 3, 2, 32
+    o_part = rng.standard_normal((s, b, n, h, d)).astype(np.float32)
+    l_part = (rng.standard_normal((s, b, n, h)) * 3).astype(np.float32)
+    l_part[::7, 0, 1, 0] = -np.inf
+    l_part[129, 0, 2, 1] = 40.0                   # the largest lse in the last split
+    out, lse = tilec.flash_attn_combine(o_part, l_part)
+    l64 = l_part.astype(np.float64)
+    m = l64.max(0)
+    w = np.exp(l64 - m)
+    ref = (w[..., None] * o_part).sum(0) / w.sum(0)[..., None]
+    assert rel_err(out, ref) < 1e-6
+    assert np.abs(lse - (m + np.log(w.sum(0)))).max() < 1e-5
+
+
+@needs_cpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_unchecked_bad_values_stay_inside_the_cache(monkeypatch, paged):
+    """With the value checks off (the CUDA default), lengths past the
+    capacity and page numbers outside the pool are clamped in the kernel: the
+    CPU runner, which fails on any access outside a buffer, runs the call,
+    and the answer is attention over the clamped keys."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    rng = np.random.default_rng()
+    heads, heads_k, d, page = 4, 2, 32, 16
+    lens = [40, 64]                                    # both past a 48-key capacity
+    cap = 48
+    q = f16(rng, 2, 1, heads, d)
+    if paged:
+        kp, vp = f16(rng, 7, page, heads_k, d), f16(rng, 7, page, heads_k, d)
+        table = np.array([[3, 0, 5], [6, 1, 99]], np.int32)   # 99: outside the pool of 7
+        lens = [40, 100]
+        used = [[3, 0, 5], [6, 1, 6]]                  # 99 reads as the pool's last page
+        keys = [np.concatenate([kp[p] for p in used[b]])[:min(n, cap)] for b, n in enumerate(lens)]
+        values = [np.concatenate([vp[p] for p in used[b]])[:min(n, cap)] for b, n in enumerate(lens)]
+        out = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                            block_table=table, num_splits=2)
+    else:
+        kc, vc = f16(rng, 2, cap, heads_k, d), f16(rng, 2, cap, heads_k, d)
+        keys = [kc[b, :min(n, cap)] for b, n in enumerate(lens)]
+        values = [vc[b, :min(n, cap)] for b, n in enumerate(lens)]
+        out = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                            num_splits=2)
+    ref, _ = reference(q, keys, values, 1 / math.sqrt(d))
+    assert rel_err(out, ref) < REL_TOL
+
+
+def test_value_checks_are_opt_in_on_cuda(monkeypatch):
+    from tilec import flash_decode
+
+    monkeypatch.delenv("TILEC_CHECK_VALUES", raising=False)
+    assert flash_decode._check_values(on_gpu=False) and not flash_decode._check_values(on_gpu=True)
+    monkeypatch.setenv("TILEC_CHECK_VALUES", "1")
+    assert flash_decode._check_values(on_gpu=True)
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    assert not flash_decode._check_values(on_gpu=False)
 
 
 # --- argument checks ------------------------------------------------------------
@@ -585,6 +670,9 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
     combine = fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", 128))
     assert f".entry {combine.name}" in combine.compile("sm_80").ptx
+    append = fd.append_kernel("bfloat16", 128, 8, 16 if features.get("paged") else 0,
+                              features.get("per_batch", False), not features.get("paged"))
+    assert f".entry {append.name}" in append.compile("sm_80").ptx
 
 
 @needs_cpu
@@ -624,3 +712,314 @@ def test_query_with_strided_last_dimension():
     out = tilec.flash_attn_with_kvcache(q_strided, kc, vc, cache_seqlens=np.array([9, 30], np.int32))
     ref, _ = reference(q, keys, values, 1 / math.sqrt(64))
     assert rel_err(out, ref) < REL_TOL
+
+
+@needs_cpu
+def test_strided_block_table_and_lengths():
+    """A block table and cache_seqlens that are strided views (every other
+    column / entry of a wider array): the kernel reads them with unit
+    stride, so the call copies them."""
+    rng = np.random.default_rng()
+    lens, page, heads_k, d = [20, 50], 16, 2, 32
+    keys = [f16(rng, n, heads_k, d) for n in lens]
+    values = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page)
+    wide = np.full((2, 2 * table.shape[1]), 10**6, np.int32)
+    wide[:, ::2] = table
+    lens_wide = np.array([lens[0], -1, lens[1], -1], np.int32)
+    q = f16(rng, 2, 1, 4, d)
+    out = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens_wide[::2], block_table=wide[:, ::2],
+                                        num_splits=2)
+    assert rel_err(out, reference(q, keys, values, 1 / math.sqrt(d))[0]) < REL_TOL
+
+
+# --- the GPU fast path (no GPU needed: tensors posing as CUDA, launches caught) ---
+
+
+def _posing_as_cuda(torch):
+    class Cuda(torch.Tensor):
+        __torch_function__ = torch._C._disabled_torch_function_impl
+        __module__ = "torch.posing"
+        is_cuda = property(lambda self: True)
+        device = property(lambda self: torch.device("cuda", 0))
+
+        def get_device(self):
+            return 0
+
+    return lambda t: t.as_subclass(Cuda)
+
+
+@pytest.mark.parametrize("case", [
+    dict(batch=1, heads=32, heads_k=8, cap=4096, page=0, lens="tensor"),      # GQA, splits
+    dict(batch=3, heads=8, heads_k=8, cap=640, page=16, lens="tensor"),       # MHA, pages of 16
+    dict(batch=64, heads=8, heads_k=1, cap=256, page=256, lens="int"),        # MQA, one split
+    dict(batch=2, heads=4, heads_k=2, cap=300, page=0, lens=None, window=(40, 0), softcap=5.0,
+         num_splits=3, causal=True, scale=0.3),
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", new=2),   # appends (kv_append)
+    dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", new=1),
+])
+def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
+    """The O(1) path of a serving call hands the kernels the same scalars,
+    strides, grids and inputs as the general path (whose numerics the CPU
+    tests check), for contiguous and paged caches, GQA/MHA/MQA, split and
+    not, windows and softcap."""
+    torch = pytest.importorskip("torch")
+    import sys
+
+    from tilec import flash_decode as fd, runtime
+
+    jit = sys.modules["tilec.jit"]      # the module (tilec.jit is also the decorator)
+
+    cuda = _posing_as_cuda(torch)
+    b, h, hk, cap, page = case["batch"], case["heads"], case["heads_k"], case["cap"], case["page"]
+    q = cuda(torch.randn(b, 1, h, 64, dtype=torch.float16))
+    table = None
+    if page:
+        width = -(-cap // page)
+        k = cuda(torch.randn(b * width + 1, page, hk, 64, dtype=torch.float16))
+        table = cuda(torch.randperm(b * width).view(b, width).to(torch.int32))
+    else:
+        k = cuda(torch.randn(b + 1, cap, hk, 64, dtype=torch.float16))
+    v = cuda(torch.randn_like(k))
+    lens = {"tensor": cuda(torch.full((b,), cap - 3, dtype=torch.int32)), "int": cap - 5, None: None}[case["lens"]]
+    new = case.get("new", 0)
+    kn = cuda(torch.randn(b, new, hk, 64, dtype=torch.float16)) if new else None
+    vn = cuda(torch.randn(b, new, hk, 64, dtype=torch.float16)) if new else None
+    kwargs = dict(k=kn, v=vn, cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
+                  softcap=case.get("softcap", 0.0), num_splits=case.get("num_splits", 0),
+                  causal=case.get("causal", False), softmax_scale=case.get("scale"))
+
+    caught = []
+    monkeypatch.setattr(jit.Kernel, "launcher", lambda self, arch=None, device=None: self.name)
+    monkeypatch.setattr(runtime, "launch_on", lambda device, launch, args, stream, grid=None:
+                        caught.append((launch, args, tuple(grid))))
+    monkeypatch.setattr(runtime, "_raw_stream", lambda index: 0)
+    monkeypatch.setattr(fd, "_FAST_PLANS", None)
+    out = tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
+    fast = caught[:]
+    assert fast and out.shape == (b, 1, h, 64)
+
+    general = []
+    monkeypatch.setattr(fd, "_gpu_fast_path", lambda *a, **kw: None)
+    monkeypatch.setattr(fd._Arrays, "empty", lambda self, shape, dtype: torch.empty(shape, dtype=getattr(torch, dtype)))
+    monkeypatch.setattr(fd._Arrays, "zeros", lambda self, shape, dtype: torch.zeros(shape, dtype=getattr(torch, dtype)))
+    monkeypatch.setattr(fd, "_dummies", {})
+    monkeypatch.setattr(fd, "_launch", lambda kernel, args, grid, on_gpu: general.append((kernel.name, args, tuple(grid))))
+    tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
+    assert [(name, grid) for name, _, grid in fast] == [(name, grid) for name, _, grid in general]
+    pointers = {"flash_decode": 10, "flash_combine": 4, "kv_append": 7}
+    for (name, fa, _), (_, ga, _) in zip(fast, general):
+        n = next(v for p, v in pointers.items() if name.startswith(p))
+        assert fa[n:] == ga[n:], name                   # every scalar and stride
+        if name.startswith("flash_decode"):
+            for i in (0, 1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()):
+                assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+        if name.startswith("kv_append"):
+            for i in (0, 1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
+                assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+    assert any(name.startswith("kv_append") for name, _, _ in fast) == bool(new)
+
+
+# --- speculative decoding / chunked prefill: seqlen_q > 1 with every variant ----
+
+
+VARIANTS = {
+    "causal": dict(causal=True),
+    "window": dict(window_size=(20, 3)),
+    "causal_window": dict(causal=True, window_size=(12, -1)),
+    "softcap": dict(causal=True, softcap=4.0),
+    "alibi": dict(causal=True, alibi=True),
+    "all": dict(causal=True, window_size=(30, -1), softcap=6.0, alibi=True),
+}
+
+
+@needs_cpu
+@pytest.mark.parametrize("seqlen_q", [1, 2, 5, 8])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_speculative_tokens_appended_and_attended(seqlen_q, variant):
+    """seqlen_q draft tokens appended to a paged cache (pages of 16,
+    shuffled, one shared between two sequences) and attended with causal,
+    windows, softcap, ALiBi and their mix, GQA 8/2, the cache lengths 0, 1,
+    page − 1, page, page + 1 and 300, splits chosen by the rule."""
+    rng = np.random.default_rng()
+    opts = dict(VARIANTS[variant])
+    heads, heads_k, d, page = 8, 2, 32, 16
+    lens = [0, 1, page - 1, page, page + 1, 300]
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    b = len(lens)
+    kn, vn = f16(rng, b, seqlen_q, heads_k, d), f16(rng, b, seqlen_q, heads_k, d)
+    keys = [np.concatenate([old_k[i], kn[i]]) for i in range(b)]
+    values = [np.concatenate([old_v[i], vn[i]]) for i in range(b)]
+    # The pool holds the old keys (the shared first page of sequences 3 and 4,
+    # both at least a page long, is the same memory).
+    kp, vp, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], page,
+                               width=-(-(300 + seqlen_q) // page) + 1)
+    table[4, 0] = table[3, 0]
+    for src, dst in ((old_k, keys), (old_v, values)):
+        dst[4][:page] = src[3][:page]
+    q = f16(rng, b, seqlen_q, heads, d)
+    if opts.get("softcap"):
+        q = (q * 3).astype(np.float16)
+    slopes = rng.uniform(0.02, 0.3, heads).astype(np.float32) if opts.pop("alibi", False) else None
+    out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, alibi_slopes=slopes, return_softmax_lse=True,
+                                             **opts)
+    ref = reference(q, keys, values, 1 / math.sqrt(d), opts.get("causal", False), opts.get("window_size", (-1, -1)),
+                    None if slopes is None else np.broadcast_to(slopes, (b, heads)), opts.get("softcap", 0.0))
+    check(out, lse, *ref)
+
+
+@needs_cpu
+@pytest.mark.parametrize("heads,heads_k", [(4, 4), (8, 2), (16, 2), (32, 1)])
+def test_gqa_ratios_with_draft_tokens(heads, heads_k):
+    """GQA ratios 1, 4, 8 and 32 with 3 causal query tokens (32 × 3 = 96
+    packed rows: two row blocks of the GPU's 64-row tile), paged, split."""
+    from tilec import flash_decode
+
+    rng = np.random.default_rng()
+    d, page, lens = 32, 16, [5, 70]
+    keys = [f16(rng, n, heads_k, d) for n in lens]
+    values = [f16(rng, n, heads_k, d) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page)
+    q = f16(rng, 2, 3, heads, d)
+    for block_m in (None, 64):
+        flash_decode.CPU_BLOCK_M = block_m
+        try:
+            out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                                     block_table=table, causal=True, num_splits=3,
+                                                     return_softmax_lse=True)
+        finally:
+            flash_decode.CPU_BLOCK_M = None
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
+
+
+@needs_cpu
+@pytest.mark.parametrize("num_splits", [1, 2, 7, 40, 128])
+def test_split_counts_one_to_many(num_splits):
+    """1 … 128 splits of 300 keys (5 blocks: from 6 splits on, some see
+    nothing), GQA 4/1, two causal tokens."""
+    rng = np.random.default_rng()
+    q, kc, vc, keys, values = contiguous_case(rng, 2, 2, 4, 1, 32, [300, 64], 320)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array([300, 64], np.int32),
+                                             causal=True, num_splits=num_splits, return_softmax_lse=True)
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(32), True))
+
+
+@needs_cpu
+@pytest.mark.parametrize("page", [0, 16, 48])
+def test_long_cache_32k_plus_17(page):
+    """A cache of 32k + 17 keys (the issue's longest length), contiguous and
+    in shuffled pages of 16 and 48 (16-row sub-tiles; a 64-key block's four
+    straddle two pages of 48), with
+    one appended token; the rule's split count and a fixed one."""
+    rng = np.random.default_rng()
+    n, heads, heads_k, d = 32768 + 17, 4, 1, 16
+    old_k, old_v = f16(rng, n, heads_k, d), f16(rng, n, heads_k, d)
+    kn, vn = f16(rng, 1, 1, heads_k, d), f16(rng, 1, 1, heads_k, d)
+    keys, values = [np.concatenate([old_k, kn[0]])], [np.concatenate([old_v, vn[0]])]
+    if page:
+        kc, vc, table = paged_pool(rng, [old_k.copy()], [old_v.copy()], page)
+    else:
+        kc, vc, table = f16(rng, 1, n + 5, heads_k, d), f16(rng, 1, n + 5, heads_k, d), None
+        kc[0, :n], vc[0, :n] = old_k, old_v
+    q = f16(rng, 1, 1, heads, d)
+    for splits in (0, 5):
+        kc2, vc2 = kc.copy(), vc.copy()
+        out, lse = tilec.flash_attn_with_kvcache(q, kc2, vc2, k=kn, v=vn, cache_seqlens=np.array([n], np.int32),
+                                                 block_table=table, num_splits=splits, return_softmax_lse=True)
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d)))
+
+
+@needs_native
+@pytest.mark.parametrize("page,nsub", [(16, 4), (32, 2), (256, 1)])
+def test_paged_sub_tiles_are_prefetched_together(page, nsub):
+    """The GPU plan's paged kernel: a 64-key block is `nsub` page sub-tiles;
+    tile-pipeline prefetches all of their K and V tiles (no load left
+    un-rotated), and the next block's block-table entries are read under one
+    guard before any of its copies."""
+    import re
+
+    from tilec import flash_decode as fd
+
+    plan = fd.decode_plan(1, 1, 32, 8, 128, 32768, page, 0, True, 132)
+    assert (plan.block_n, plan.block_n // plan.page_block) == (64, nsub)
+    kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", paged=True, per_batch=True))
+    ir = compiler.run_pipeline(kernel.ir, "tile-optimize,tile-pipeline")
+    assert "not prefetched" not in ir
+    loops = re.findall(r"scf.for .*?\{tile.blocks = \"\w+\"\}", ir, re.S)
+    assert loops
+    for loop in loops:
+        body = loop.split("{", 1)[1]
+        top = body[:body.index("tile.dot")]
+        assert top.count("tile.load %") == 2 * nsub
+        first_copy = top.index("tile.load %")
+        assert top[:first_copy].count("tile.load_scalar") == nsub
+        if nsub > 1:
+            assert re.search(r"scf.if %\w+ -> \(" + ", ".join(["i32"] * nsub) + r"\)", top[:first_copy])
+
+
+@needs_cpu
+@pytest.mark.parametrize("d", [4, 59, 80, 111])
+@pytest.mark.parametrize("paged", [False, True])
+def test_any_head_dim_appends_into_the_callers_cache(d, paged):
+    """Head dims up to 256 that are not multiples of 8 (upstream's kvcache
+    test uses 59, 80, 111): the new keys go into the caller's cache, the
+    kernel attends over zero-padded copies, the output has d columns."""
+    rng = np.random.default_rng()
+    lens, new, heads, heads_k = [0, 17, 40], 2, 4, 2
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    kn, vn = f16(rng, 3, new, heads_k, d), f16(rng, 3, new, heads_k, d)
+    q = f16(rng, 3, new, heads, d)
+    if paged:
+        kc, vc, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], 16)
+    else:
+        kc, vc, table = f16(rng, 3, 48, heads_k, d), f16(rng, 3, 48, heads_k, d), None
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = old_k[b], old_v[b]
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=np.array(lens, np.int32),
+                                             block_table=table, causal=True, num_splits=2,
+                                             return_softmax_lse=True)
+    assert out.shape == q.shape
+    keys = [np.concatenate([old_k[b], kn[b]]) for b in range(3)]
+    values = [np.concatenate([old_v[b], vn[b]]) for b in range(3)]
+    check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), causal=True))
+    for b, n in enumerate(lens):
+        for i in range(new):
+            slot = (table[b, (n + i) // 16], (n + i) % 16) if paged else (b, n + i)
+            np.testing.assert_array_equal(kc[slot], kn[b, i])
+            np.testing.assert_array_equal(vc[slot], vn[b, i])
+
+
+@needs_cpu
+@pytest.mark.parametrize("paged", [False, True])
+def test_unchecked_append_past_the_capacity_writes_nothing(monkeypatch, paged):
+    """With the value checks off, new keys whose position falls past the
+    cache (cache_seqlens too large) are dropped by the append kernel; the
+    ones inside land, and nothing else in the cache changes (the CPU runner
+    would fail on a write outside the buffer)."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    rng = np.random.default_rng()
+    heads_k, d, page = 2, 32, 16
+    kn, vn = f16(rng, 2, 2, heads_k, d), f16(rng, 2, 2, heads_k, d)
+    q = f16(rng, 2, 1, 4, d)
+    if paged:
+        kc, vc = f16(rng, 4, page, heads_k, d), f16(rng, 4, page, heads_k, d)
+        table = np.array([[2, 0], [3, 1]], np.int32)
+    else:
+        kc, vc, table = f16(rng, 2, 32, heads_k, d), f16(rng, 2, 32, heads_k, d), None
+    before_k, before_v = kc.copy(), vc.copy()
+    lens = np.array([31, 3], np.int32)              # sequence 0: position 32 is past the 32-key cache
+    tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=lens, block_table=table)
+    want_k, want_v = before_k.copy(), before_v.copy()
+    for b, n in enumerate(lens):
+        for i in range(2):
+            p = n + i
+            if p < 32:
+                slot = (table[b, p // page], p % page) if paged else (b, p)
+                want_k[slot], want_v[slot] = kn[b, i], vn[b, i]
+    np.testing.assert_array_equal(kc, want_k)
+    np.testing.assert_array_equal(vc, want_v)

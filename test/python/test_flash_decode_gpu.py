@@ -60,7 +60,7 @@ def reference(q, keys, values, scale, causal):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("heads,heads_k", [(32, 32), (32, 8), (8, 1)])
-@pytest.mark.parametrize("page", [0, 16, 256])
+@pytest.mark.parametrize("page", [0, 16, 32, 256])
 @pytest.mark.parametrize("seqlen_q,num_splits", [(1, 0), (1, 1), (4, 3), (4, 0)])
 def test_decode_gpu(dtype, heads, heads_k, page, seqlen_q, num_splits, monkeypatch):
     if not ON_GPU:
@@ -109,3 +109,71 @@ def test_decode_gpu(dtype, heads, heads_k, page, seqlen_q, num_splits, monkeypat
     assert (~seen).any() == (seqlen_q > 1)
     assert (lse[~seen] == math.inf).all()
     assert (lse.double()[seen] - ref_lse[seen]).abs().max().item() < 1e-3
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("page,heads_k", [(0, 8), (16, 8), (256, 32), (32, 1)])
+def test_fast_path_is_the_general_path_bit_for_bit(page, heads_k, monkeypatch):
+    """The serving call's O(1) path and the general path give the same bits
+    (same kernels, same arguments), split and not."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    batch, heads, d, cap = 3, 32, 128, 3000
+    q = torch.randn(batch, 1, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    if page:
+        width = -(-cap // page)
+        kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
+    else:
+        kc = torch.randn(batch, cap, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        table = None
+    vc = torch.randn_like(kc)
+    lens = torch.tensor([1, 1700, cap], dtype=torch.int32, device="cuda")
+    for splits in (0, 1):
+        fast = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
+                                              num_splits=splits, return_softmax_lse=True)
+        with monkeypatch.context() as m:
+            m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
+            general = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
+                                                     num_splits=splits, return_softmax_lse=True)
+        assert torch.equal(fast[0], general[0]) and torch.equal(fast[1], general[1])
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("d", [59, 80, 111, 256])
+@pytest.mark.parametrize("page", [0, 16])
+def test_decode_gpu_head_dims(d, page):
+    """Head dims upstream's kvcache test uses (59 and 111: not multiples of 8,
+    attended over padded copies), with an append, causal, GQA 32/8."""
+    g = torch.Generator(device="cuda").manual_seed(2)
+    lens, heads, heads_k, sq = [3, 900], 32, 8, 2
+    batch, cap = len(lens), max(lens) + sq
+    dt = torch.bfloat16
+    keys = [torch.randn(n, heads_k, d, device="cuda", dtype=dt, generator=g) for n in lens]
+    values = [torch.randn(n, heads_k, d, device="cuda", dtype=dt, generator=g) for n in lens]
+    kn = torch.randn(batch, sq, heads_k, d, device="cuda", dtype=dt, generator=g)
+    vn = torch.randn_like(kn)
+    q = torch.randn(batch, sq, heads, d, device="cuda", dtype=dt, generator=g)
+    table = None
+    if page:
+        width = -(-cap // page)
+        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
+        kc = torch.zeros(batch * width, page, heads_k, d, device="cuda", dtype=dt)
+        vc = torch.zeros_like(kc)
+        for b, n in enumerate(lens):
+            for i in range(0, n, page):
+                kc[table[b, i // page], :min(page, n - i)] = keys[b][i:i + page]
+                vc[table[b, i // page], :min(page, n - i)] = values[b][i:i + page]
+    else:
+        kc = torch.zeros(batch, cap, heads_k, d, device="cuda", dtype=dt)
+        vc = torch.zeros_like(kc)
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = keys[b], values[b]
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, block_table=table, causal=True,
+                                             cache_seqlens=torch.tensor(lens, dtype=torch.int32, device="cuda"),
+                                             return_softmax_lse=True)
+    keys = [torch.cat([keys[b], kn[b]]) for b in range(batch)]
+    values = [torch.cat([values[b], vn[b]]) for b in range(batch)]
+    ref, ref_lse = reference(q, keys, values, d ** -0.5, True)
+    assert out.shape == q.shape
+    assert ((out.double() - ref).norm() / ref.norm()).item() < TOL[dt]
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-3

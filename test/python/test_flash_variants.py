@@ -10,6 +10,7 @@ to f16: measured ||out-ref||/||ref|| 2.2e-4..2.8e-4 and lse within 1.1e-6
 (softcap and ALiBi alike); bf16 2e-3. The asserted bounds leave a margin."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -200,6 +201,10 @@ VARLEN = [
     ([40, 80], [90, 30], 2, 2, 48, dict(window_size=(12, 4), softcap=6.0)),
     ([30, 0, 64], [30, 5, 64], 4, 1, 64, dict(window_size=(-1, 0), alibi="h")),
     ([7, 20], [0, 33], 2, 1, 59, dict(causal=True)),                   # no keys; head_dim padded
+    # max_seqlen 300 (3 row blocks of 128): the programs past the 1-, 0- and
+    # 129-token sequences exit early (and must not skip the long one's rows).
+    ([1, 300, 0, 129], [50, 300, 7, 200], 4, 2, 64, dict(causal=True)),
+    ([1, 300, 0, 129], [50, 300, 7, 200], 4, 1, 64, dict(window_size=(30, 0))),
 ]
 
 
@@ -366,3 +371,16 @@ def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
     assert rewritten == [True]
     check(out, lse, *attention_batch(q, k, v, 128 ** -0.5, opts.get("causal", False),
                                      opts.get("window_size", (-1, -1))))
+
+
+def test_varlen_programs_past_their_sequence_skip_the_loop():
+    """The varlen kernel's early exit (row0 >= seqlen_q) wraps the K/V loop
+    and the stores: it was dropped (an empty scf.if before them), so the
+    programs past a short sequence ran its whole key loop -- half the work of
+    64 documents of 100..4000 tokens (bench/probe_varlen.py)."""
+    kernel, _ = fa._select("float16", 64, True, False, False, False, varlen=True)
+    exit_if = re.search(r"scf.if %\w+ \{\n\s*\} else \{\n", kernel.ir)
+    assert exit_if, "no early exit with the kernel's work in its else branch"
+    after = kernel.ir[exit_if.end():]
+    assert "scf.for" in after and after.count("tile.store") == 2
+    assert "scf.for" not in kernel.ir[:exit_if.start()]

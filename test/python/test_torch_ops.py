@@ -395,6 +395,116 @@ def test_varlen_launches_the_varlen_kernel(monkeypatch):
     assert args_varlen[-4] is cu_q and args_varlen[-3] is cu_k and args_varlen[-1] == 0
 
 
+@pytest.mark.parametrize("lens_q, lens_k, hq, hk, d, kw", [
+    ([10, 0, 130], [10, 0, 130], 4, 4, 64, dict(causal=True)),
+    ([5, 70], [90, 30], 4, 2, 128, dict(window_size=(12, 4), softcap=6.0)),     # GQA, window, softcap
+    ([33], [47], 2, 1, 32, dict(seqused_k=True)),                                # MQA, seqused_k
+])
+def test_gpu_varlen_fast_path_launches_what_the_general_path_does(monkeypatch, lens_q, lens_k, hq, hk, d,
+                                                                  kw):
+    """The varlen fast path (no read of cu_seqlens) launches the general
+    path's kernel with its arguments; the general path runs on the same
+    call (the fast path's result dropped), with the values check on."""
+    from tilec import flash_attn
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    used_fast = []
+    fast = flash_attn._gpu_varlen_fast_path
+    monkeypatch.setattr(flash_attn, "_gpu_varlen_fast_path",
+                        lambda *a, **k: used_fast.append(fast(*a, **k) is not None) or None)
+    kw = dict(kw)
+    cu_q = cuda(torch.tensor(np.cumsum([0] + lens_q), dtype=torch.int32))
+    cu_k = cuda(torch.tensor(np.cumsum([0] + lens_k), dtype=torch.int32))
+    used = cuda(torch.tensor([min(3, n) for n in lens_k], dtype=torch.int32)) if kw.pop("seqused_k", 0) \
+        else None
+    q = cuda(torch.randn(sum(lens_q), hq, d).half())
+    k, v = (cuda(torch.randn(sum(lens_k), hk, d).half()) for _ in range(2))
+    flash_attn._flash_attn_forward(q, k, v, None, kw.pop("causal", False), *kw.pop("window_size", (-1, -1)),
+                                   cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
+                                   max_seqlen_k=max(lens_k), seqused_k=used, **kw)
+    assert used_fast == [True] and len(caught) == 2
+    (key_fast, args_fast, _), (key_general, args_general, _) = caught
+    assert key_fast == key_general and key_fast[6] is True
+    assert _launch_signature(args_fast) == _launch_signature(args_general)
+    assert args_fast[30] is cu_q and args_fast[31] is cu_k and (used is None or args_fast[32] is used)
+
+
+def test_gpu_varlen_reads_no_cu_seqlens_unless_asked(monkeypatch):
+    """On CUDA the values of cu_seqlens are not read back (a device sync per
+    call) on the fast path or the general one (head_dim 20: padded);
+    CHECK_CUDA_VARLEN_VALUES = True reads and checks them."""
+    from tilec import flash_attn
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    reads = []
+    host_ints = flash_attn._host_ints
+    monkeypatch.setattr(flash_attn, "_host_ints", lambda t: reads.append(t) or host_ints(t))
+    bad = cuda(torch.tensor([0, 7, 5], dtype=torch.int32))  # not non-decreasing
+    for d in (64, 20):
+        q = cuda(torch.randn(10, 2, d).half())
+        tilec.flash_attn_varlen_func(q, q, q, bad, bad, 7, 7)
+    assert len(caught) == 2 and not reads
+    monkeypatch.setattr(flash_attn, "CHECK_CUDA_VARLEN_VALUES", True)
+    with pytest.raises(ValueError, match=r"'cu_seqlens_q' must be non-decreasing"):
+        tilec.flash_attn_varlen_func(q, q, q, bad, bad, 7, 7)
+    assert reads and len(caught) == 2
+
+
+def check_varlen_against_float64(monkeypatch, device, dtype, causal, window, seqused):
+    """flash_attn's varlen forward on sequences of 0, 1, 17, 130 and 300
+    tokens (programs past the short ones exit early), GQA 4/2, outputs
+    poisoned, against float64. Returns whether the GPU fast path ran."""
+    import flash_reference
+    from tilec import flash_attn
+
+    used_fast = []
+    fast = flash_attn._gpu_varlen_fast_path
+    monkeypatch.setattr(flash_attn, "_gpu_varlen_fast_path",
+                        lambda *a, **k: (lambda r: used_fast.append(r is not None) or r)(fast(*a, **k)))
+    for name in ("empty_like", "empty"):
+        make = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, make=make, **k: make(*a, **k).fill_(float("nan")))
+    new_empty = torch.Tensor.new_empty
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda t, *a, **k: new_empty(t, *a, **k).fill_(float("nan")))
+    lens_q, lens_k = [0, 1, 17, 130, 300], [5, 1, 40, 130, 300]
+    cu_q = torch.tensor(np.cumsum([0] + lens_q), dtype=torch.int32, device=device)
+    cu_k = torch.tensor(np.cumsum([0] + lens_k), dtype=torch.int32, device=device)
+    used = torch.tensor([3, 1, 0, 77, 300], dtype=torch.int32, device=device) if seqused else None
+    gen = torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
+    q = torch.randn(sum(lens_q), 4, 128, generator=gen).to(device, dtype)
+    k, v = (torch.randn(sum(lens_k), 2, 128, generator=gen).to(device, dtype) for _ in range(2))
+    out, lse = flash_attn._flash_attn_forward(q, k, v, None, causal, *window, cu_seqlens_q=cu_q,
+                                              cu_seqlens_k=cu_k, max_seqlen_q=300, max_seqlen_k=300,
+                                              seqused_k=used)
+    ref, ref_lse = flash_reference.attention_varlen(
+        *(t.float().cpu().numpy() for t in (q, k, v)), cu_q.cpu().numpy(), cu_k.cpu().numpy(), 128 ** -0.5,
+        causal, window, seqused_k=None if used is None else used.cpu().numpy(), max_sq=300, max_sk=300)
+    out, lse = out.double().cpu(), lse.double().cpu()
+    assert torch.isfinite(out).all(), "NaN/inf in out (rows left unwritten?)"
+    finite = torch.from_numpy(np.isfinite(ref_lse))
+    assert torch.equal(torch.isposinf(lse), ~finite)
+    assert rel_err(out, torch.from_numpy(ref)) < REL_TOL[dtype]
+    assert (lse[finite] - torch.from_numpy(ref_lse)[finite]).abs().max().item() < 1e-3
+    return used_fast
+
+
+VARLEN_MASKS = [(True, (-1, -1), False), (False, (40, 0), False), (True, (-1, -1), True)]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal, window, seqused", VARLEN_MASKS, ids=["causal", "window", "seqused_k"])
+def test_gpu_varlen_fast_path_matches_float64(monkeypatch, dtype, causal, window, seqused):
+    assert check_varlen_against_float64(monkeypatch, "cuda", dtype, causal, window, seqused) == [True]
+
+
+@needs_cpu
+@pytest.mark.parametrize("causal, window, seqused", VARLEN_MASKS[1:], ids=["window", "seqused_k"])
+def test_cpu_varlen_torch_tensors_match_float64(monkeypatch, causal, window, seqused):
+    """The same check on the CPU runner (torch CPU tensors: no fast path)."""
+    assert check_varlen_against_float64(monkeypatch, "cpu", torch.bfloat16, causal, window, seqused) == []
+
+
 @needs_cpu
 def test_custom_op_opcheck_with_grad():
     """The op's registered autograd (tilec::flash_attn_backward) passes

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""One public-API call shape, run for a profiler: a warm-up, then --calls
+calls (ncu's --launch-skip/--launch-count pick among them). Cases:
+
+  varlen-mixed   flash_attn_varlen_func, 64 causal documents of 100..4000
+                 tokens (bench_variants' case), h16 d128 bf16
+  varlen-equal   the same with 64 documents of 2048 tokens
+  dense-causal   flash_attn_func (16, 2048, 16, 128) causal, for comparison
+  decode-gqa-b1  flash_attn_with_kvcache, batch 1, 32/8 heads, kv 32k, d128
+  decode-page16  the same with a paged cache of 16-token pages, shuffled
+
+    ncu --kernel-name regex:flash --launch-skip 2 --launch-count 1 \\
+        python3 bench/profile_call.py varlen-mixed
+"""
+import sys
+
+import torch
+
+import tilec
+
+D, DT = 128, torch.bfloat16
+
+
+def varlen(lens, h=16):
+    cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+    q, k, v = (torch.randn(sum(lens), h, D, device="cuda", dtype=DT) for _ in range(3))
+    return lambda: tilec.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True)
+
+
+def decode(page=None, b=1, hq=32, hk=8, kv=32768):
+    q = torch.randn(b, 1, hq, D, device="cuda", dtype=DT)
+    seqlens = torch.full((b,), kv, dtype=torch.int32, device="cuda")
+    if page is None:
+        kc, vc = (torch.randn(b, kv, hk, D, device="cuda", dtype=DT) for _ in range(2))
+        return lambda: tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens)
+    pages = b * kv // page
+    kc, vc = (torch.randn(pages, page, hk, D, device="cuda", dtype=DT) for _ in range(2))
+    table = torch.randperm(pages, device="cuda").to(torch.int32).reshape(b, kv // page)
+    return lambda: tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, block_table=table)
+
+
+def main():
+    case = sys.argv[1] if len(sys.argv) > 1 else "varlen-mixed"
+    calls = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    gen = torch.Generator().manual_seed(0)
+    fn = {
+        "varlen-mixed": lambda: varlen(torch.randint(100, 4001, (64,), generator=gen).tolist()),
+        "varlen-equal": lambda: varlen([2048] * 64),
+        "dense-causal": lambda: (lambda q: lambda: tilec.flash_attn_func(q, q, q, causal=True))(
+            torch.randn(16, 2048, 16, D, device="cuda", dtype=DT)),
+        "decode-gqa-b1": lambda: decode(),
+        "decode-page16": lambda: decode(page=16),
+    }[case]()
+    fn()
+    torch.cuda.synchronize()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    print(f"{case}: {calls} calls done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

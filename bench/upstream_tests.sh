@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# flash-attention's own test suite (tests/test_flash_attn.py) against tilec
+# on a GPU host, through the stand-in `flash_attn` package in
+# bench/upstream/ (tilec's functions under upstream's names; this repository
+# carries none of upstream's code). A random sample of the collected tests is
+# run within a time budget; the summary per test function, with the most
+# common failure messages, ends the output.
+#
+#   bash bench/upstream_tests.sh [path/to/test_flash_attn.py]
+#
+# Default test file: build/upstream/test_flash_attn.py (copy it there from a
+# flash-attention checkout; carry build/upstream to the GPU host). einops is
+# taken from build/upstream/einops-*.whl when it is not installed
+# (`pip download einops -d build/upstream`). Run after bench/gpu.sh built the
+# runtime (build-gpu/python) or with tilec importable otherwise.
+# Environment: see bench/upstream/tilec_upstream_plugin.py (sample size,
+# seed, budget, report path).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TESTS=${1:-build/upstream/test_flash_attn.py}
+[ -f "$TESTS" ] || { echo "error: no $TESTS (a copy of flash-attention's tests/test_flash_attn.py)" >&2; exit 2; }
+EXTRA=""
+if ! python3 -c "import einops" 2>/dev/null; then
+  WHEEL=$(ls build/upstream/einops-*.whl 2>/dev/null | head -1 || true)
+  [ -n "$WHEEL" ] || { echo "error: einops is not installed and no build/upstream/einops-*.whl" >&2; exit 2; }
+  EXTRA=":$PWD/$WHEEL"
+fi
+export PYTHONPATH="$PWD/bench/upstream:$PWD/python:$PWD/build-gpu/python$EXTRA${PYTHONPATH:+:$PYTHONPATH}"
+export TILEC_UPSTREAM_REPORT=${TILEC_UPSTREAM_REPORT:-${OUT:-build}/upstream-summary.md}
+# The test file is run from a scratch folder so no conftest of this tree applies.
+work=$(mktemp -d)
+cp "$TESTS" "$work/test_flash_attn.py"
+cd "$work"
+python3 -m pytest -q -p tilec_upstream_plugin -p no:cacheprovider --no-header -rN \
+  test_flash_attn.py 2>&1 | tail -5 || true
