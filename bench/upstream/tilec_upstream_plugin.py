@@ -57,7 +57,7 @@ def pytest_sessionfinish(session, exitstatus):
     reasons = collections.Counter()
     for nodeid, (outcome, msg) in _OUTCOMES.items():
         fn = nodeid.split("::")[-1].split("[")[0]
-        if outcome == "skipped" and msg == _BUDGET_SKIP:
+        if outcome == "skipped" and msg.endswith(_BUDGET_SKIP):  # pytest prefixes "Skipped: "
             outcome = "not run (budget)"
         per_fn[fn][outcome] += 1
         if outcome == "failed":
