@@ -2,6 +2,7 @@
 #include "tilec/Driver/Driver.h"
 
 #include "Manifest.h"
+#include "dialects/Tile/TileAttrNames.h"
 #include "tilec/InitAll.h"
 #include "tilec/Target/NVPTX.h"
 #include "tilec/Target/Ptxas.h"
@@ -273,10 +274,14 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
       continue;
     }
     setMaxThreads(kernel, *launch);
+    // Read into the manifest; LLVM IR translation would warn of each.
+    for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
+      for (StringRef name : {kElemAttrName, kAlignAttrName, kPositiveAttrName})
+        kernel.removeArgAttr(i, StringAttr::get(kernel.getContext(), name));
     launches.push_back(std::move(*launch));
   }
   if (!launchesValid)
-    return diagnostics.takeError("invalid tile.launch");
+    return diagnostics.takeError("invalid kernel ABI attributes");
 
   std::optional<std::string> ptxas = options.emitCubin ? findPtxas() : std::nullopt;
   std::vector<CompiledKernel> results;

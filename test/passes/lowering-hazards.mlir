@@ -162,12 +162,12 @@ func.func @pc(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op
 
 // -----
 
-// The manifest's alignment for a pointer used at a constant offset: K's
+// The alignment the manifest asks for a pointer used at a constant offset: K's
 // 16-byte copies start 8 bytes past k, so k itself must not be 16-byte
 // aligned and no such requirement is stated; its 4-byte register loads
 // still ask for 4 (8 is a multiple of 4).
 // CHECK-LABEL: llvm.func @offset_base
-// CHECK-SAME:    params = [{align = 4 : i64, elem = "f16", kind = "ptr", name = "k"}, {align = 16 : i64, elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}]
+// CHECK-SAME:    (%{{.*}}: !llvm.ptr<1> {tile.align = 4 : i64, tile.elem = f16}, %{{.*}}: !llvm.ptr<1> {tile.align = 16 : i64, tile.elem = f32}, %{{.*}}: i32)
 func.func @offset_base(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
     attributes {tile.kernel, tile.arg_names = ["k", "o", "n"], tile.grid = ["1", "1", "1"]} {
   %c0 = arith.constant 0 : i32

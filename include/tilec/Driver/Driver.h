@@ -45,8 +45,9 @@ struct CompileOptions {
   bool printIRAfterAll = false;
   /// Write an MLIR crash reproducer here when a pass fails (empty: off).
   std::string crashReproducerPath;
-  /// The input is already in the LLVM dialect (+ nvvm) with `tile.launch` on
-  /// each kernel: skip every tile pipeline and go straight to LLVM IR. For
+  /// The input is already in the LLVM dialect (+ nvvm), each kernel with the
+  /// ABI attributes the lowering leaves (dialects/Tile/TileAttrNames.h):
+  /// skip every tile pipeline and go straight to LLVM IR. For
   /// tests of the back half, and for IR saved from a previous run.
   bool inputIsLLVMDialect = false;
   /// Report per-pass timing and pass statistics on stderr.
