@@ -44,6 +44,9 @@ import math
 
 import tilec
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 LOG2E = math.log2(math.e)
 
@@ -75,8 +78,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
                  DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                  CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
-                 BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
-                 NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                 BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
+                 NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                  SPLIT_D: tl.constexpr = 1):
     tl.assume(scale > 0)
     pid_m = tl.program_id(0)
@@ -154,8 +157,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    stride_lseb: tl.int64, stride_lseh: tl.int64, scale: tl.float32,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                    CAUSAL: tl.constexpr = False, BLOCK_M: tl.constexpr = 64,
-                   BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
-                   NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                   BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
+                   NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False):
     tl.assume(scale > 0)
     pid_n = tl.program_id(0)

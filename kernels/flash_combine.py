@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import tilec
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, BLOCK_M, **_):
@@ -37,7 +40,7 @@ def flash_combine(out_partial: tl.ptr(tl.float32), lse_partial: tl.ptr(tl.float3
                   stride_lps: tl.int64, stride_lpo: tl.int64,
                   stride_oo: tl.int64, stride_or: tl.int64, stride_lo: tl.int64,
                   DTYPE: tl.constexpr = tl.float32, HEAD_DIM: tl.constexpr = 128,
-                  BLOCK_M: tl.constexpr = 16, NUM_WARPS: tl.constexpr = 4):
+                  BLOCK_M: tl.constexpr = 16, NUM_WARPS: tl.constexpr = _S.num_warps):
     pid_m = tl.program_id(0)
     o = tl.program_id(1)
     row0 = pid_m * BLOCK_M

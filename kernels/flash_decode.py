@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import tilec
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
@@ -63,7 +66,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
                  QPOS: tl.constexpr = "mod",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
-                 NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2):
+                 NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages):
     tl.assume(scale > 0)
     split = tl.program_id(0)
     pid_mk = tl.program_id(1)

@@ -13,6 +13,9 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
 using namespace mlir;
 
 void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &options) {
@@ -79,6 +82,32 @@ static std::string invalidOption(const tilec::TileToNVVMOptions &options) {
   if (options.stages != 1 && options.stages != 2)
     return "tile-to-nvvm: stages must be 1 or 2, got " + std::to_string(options.stages);
   return "";
+}
+
+llvm::Error tilec::buildTileToNVVMPipeline(OpPassManager &pm, const Strategy &strategy,
+                                          StringRef arch) {
+  auto error = [](const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  for (StringRef owned : {"arch=", "num-warps=", "stages=", "smem-epilogue=", "copy-bounds="})
+    for (StringRef word : llvm::split(strategy.loweringOptions, ' '))
+      if (word.starts_with(owned))
+        return error("lowering option '" + word + "' has its own setting (--" +
+                     owned.drop_back() + "); it cannot be passed as a lowering option");
+  TileToNVVMOptions options;
+  std::string parseError;
+  llvm::raw_string_ostream os(parseError);
+  if (failed(options.parseFromString(strategy.loweringOptions, os)))
+    return error("invalid lowering options '" + strategy.loweringOptions + "': " + parseError);
+  options.arch = arch.str();
+  options.numWarps = strategy.numWarps;
+  options.stages = strategy.stages;
+  options.smemEpilogue = strategy.smemEpilogue;
+  options.copyBounds = strategy.copyBounds;
+  if (std::string why = invalidOption(options); !why.empty())
+    return error(why);
+  buildTileToNVVMPipeline(pm, options);
+  return llvm::Error::success();
 }
 
 void tilec::registerTilecPipelines() {

@@ -101,8 +101,9 @@ def main():
 
 
 def compile_into(out, kernel, args, tilec, compiler, digest_options, **knobs):
-    """Compiles `kernel` with `knobs` (num_warps, num_stages, ...) for args.arch
-    and writes its artifacts and IR digest (keyed by `digest_options`, what the
+    """Compiles `kernel` with `knobs` (strategy=, or num_warps=, ...) for
+    args.arch and writes its artifacts and IR digest (keyed by
+    `digest_options`, the strategy's canonical form Strategy.key(), which the
     GPU host's lookup computes) into `out`; returns the results, or None after
     printing the CompilationError."""
     try:
@@ -129,12 +130,9 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                 kernel = flash_fwd_kernel().specialize(DTYPE=dtype, HEAD_DIM=head_dim, CAUSAL=causal,
                                                        **config.constexprs())
                 start = time.time()
-                num_warps = args.num_warps or config.num_warps
-                results = compile_into(out, kernel, args, tilec, compiler, compiler.build_options(
-                    num_warps, config.num_stages, config.smem_epilogue, config.copy_bounds,
-                    config.lowering_options), num_warps=num_warps, num_stages=config.num_stages,
-                    smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds,
-                    lowering_options=config.lowering_options)
+                record = config.strategy.replace(num_warps=args.num_warps)
+                results = compile_into(out, kernel, args, tilec, compiler, record.key(),
+                                       strategy=record)
                 if results is None:
                     failed += 1
                     continue
@@ -163,9 +161,7 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                 for kernel in kernels:
                     start = time.time()
                     results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
-                                           num_warps=kernel.num_warps, num_stages=kernel.num_stages,
-                                           smem_epilogue=kernel.smem_epilogue,
-                                           copy_bounds=kernel.copy_bounds)
+                                           strategy=kernel.strategy)
                     if results is None:
                         failed += 1
                         continue
@@ -194,8 +190,7 @@ def build_flash_variants(out, args, tilec, compiler):
                                     arch=args.arch)
         start = time.time()
         results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
-                               num_warps=config.num_warps, num_stages=config.num_stages,
-                               smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds)
+                               strategy=config.strategy)
         if results is None:
             failed += 1
             continue

@@ -3,7 +3,8 @@
 // Every discardable attribute that carries a contract from one pass to
 // another, or from the compiler to the driver's launch manifest, is named
 // here and nowhere else. The tile dialect verifies the typed ones
-// (TileDialect.cpp, verifyOperationAttribute).
+// (TileDialect.cpp, verifyOperationAttribute): tile.blocks, tile.strategy,
+// tile.num_warps, tile.grid.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEC_DIALECTS_TILE_TILEATTRNAMES_H
@@ -30,15 +31,20 @@ inline constexpr llvm::StringLiteral kGridAttrName = "tile.grid";
 /// copied to the manifest's "variant".
 inline constexpr llvm::StringLiteral kVariantAttrName = "tile.variant";
 
+/// #tile.strategy<...> on a module: the strategy record it is lowered with
+/// (tilec/Strategy.h), put there by the driver and written into manifests.
+inline constexpr llvm::StringLiteral kStrategyAttrName = "tile.strategy";
+
 // --- set by passes ------------------------------------------------------------
 
 /// i64 on a kernel: warps per program, set by tile-partition-warps, read by
 /// the lowering.
 inline constexpr llvm::StringLiteral kNumWarpsAttrName = "tile.num_warps";
 
-/// On a K/V loop that tile-split-masked-loops made: "full" (no block needs
-/// the mask), "partial" (every block may) or "empty". tile-pipeline chains
-/// adjacent split loops; tile-count-work reports per kind.
+/// #tile<blocks full|partial|empty> on a K/V loop that tile-split-masked-loops
+/// made: no block needs the mask, every block may, or none runs.
+/// tile-pipeline chains adjacent split loops; tile-count-work reports per
+/// kind.
 inline constexpr llvm::StringLiteral kBlocksAttr = "tile.blocks";
 
 /// On a kernel function: what tile-split-masked-loops made of its masks,

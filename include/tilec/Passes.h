@@ -6,6 +6,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "dialects/Tile/TileAttrNames.h"
+#include "tilec/Strategy.h"
 
 namespace tilec {
 

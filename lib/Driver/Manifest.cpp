@@ -289,6 +289,8 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
     doc["mask"] = launch.mask;
   if (!launch.maskNote.empty())
     doc["mask_note"] = launch.maskNote;
+  if (launch.strategy)
+    doc["strategy"] = *launch.strategy;
   if (ptxasInfo)
     doc["ptxas_info"] = ptxasInfoJson(*ptxasInfo);
   doc["compiler"] = compiler.str();

@@ -45,6 +45,9 @@ struct LaunchInfo {
   /// tile-split-masked-loops' verdict on the kernel's masks ("split", "skip",
   /// "dense"; empty: no mask) and, when not "split", its remark.
   std::string mask, maskNote;
+  /// The strategy record it was lowered with (tile.strategy on the module),
+  /// by tilec.strategy.Strategy's field names; none for LLVM-dialect input.
+  std::optional<llvm::json::Value> strategy;
 };
 
 /// Builds and checks the launch description of `kernel` from its

@@ -145,7 +145,7 @@ func.func @pc(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op
     %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     scf.yield %o2 : tensor<64x64xf32>
-  } {tile.blocks = "full"}
+  } {tile.blocks = #tile<blocks full>}
   %b = scf.for %j = %mid to %n step %c1 iter_args(%o = %a) -> (tensor<64x64xf32>) : i32 {
     %row = arith.muli %j, %c64 : i32
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
@@ -155,7 +155,7 @@ func.func @pc(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op
     %v = tile.load %vv[%row2, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     scf.yield %o2 : tensor<64x64xf32>
-  } {tile.blocks = "partial"}
+  } {tile.blocks = #tile<blocks partial>}
   tile.store %b, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }

@@ -87,8 +87,8 @@ llvm.func @huge_block() attributes {nvvm.kernel, nvvm.maxntid = array<i32: 1024,
 
 // -----
 
-// A grid needs three extents.
-// CHECK: error: kernel @short_grid: needs tile.grid = ["x", "y", "z"]
+// A grid needs three extents (the tile dialect verifies tile.grid's shape).
+// CHECK: error: tile.grid must be ["x", "y", "z"]: three grid-size expressions over the kernel's integer parameters, got ["1", "1"]
 llvm.func @short_grid() attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1"]} {
   llvm.return
 }
