@@ -1,4 +1,4 @@
-//===- Pipelines.cpp - the named pipelines ---------------------------------===//
+//===- TileToNVVM.cpp - tile-to-nvvm, and every named pipeline registered --===//
 //
 // Pipelines are named C++ functions, registered so that
 // `tile-opt --pass-pipeline=...`, the tilec driver and Python run the same list.
@@ -57,7 +57,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
 }
 
 /// tile-optimize (FA2's target-independent rewrites) and tile-to-cpu (host
-/// execution for numerics checks); built in OptimizeAndCPUPipelines.cpp.
+/// execution for numerics checks); built in OptimizeAndCPU.cpp.
 static void registerOptimizeAndCPUPipelines() {
   PassPipelineRegistration<>("tile-optimize",
                              "FlashAttention-2's rewrites: minimize non-matmul work, split "
