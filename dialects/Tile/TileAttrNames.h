@@ -4,7 +4,7 @@
 // another, or from the compiler to the driver's launch manifest, is named
 // here and nowhere else. The tile dialect verifies the typed ones
 // (TileDialect.cpp, verifyOperationAttribute): tile.blocks, tile.strategy,
-// tile.num_warps, tile.grid.
+// tile.num_warps, tile.grid, tile.arg_names.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEC_DIALECTS_TILE_TILEATTRNAMES_H

@@ -98,6 +98,15 @@ LogicalResult TileDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitError() << name << ": num-warps must be a power of two in [1, 16], got "
                              << value;
   }
+  if (name == tilec::kArgNamesAttrName) {
+    auto names = dyn_cast<ArrayAttr>(value);
+    if (!names || !llvm::all_of(names, [](Attribute a) {
+          auto str = dyn_cast<StringAttr>(a);
+          return str && !str.getValue().empty();
+        }))
+      return op->emitError() << name << " must be an array of non-empty parameter names, got "
+                             << value;
+  }
   if (name == tilec::kGridAttrName) {
     auto grid = dyn_cast<ArrayAttr>(value);
     if (!grid || grid.size() != 3 ||

@@ -638,3 +638,17 @@ module attributes {tile.strategy = "4 warps"} {
 func.func @six_warps() attributes {tile.kernel, tile.num_warps = 6 : i64} {
   return
 }
+
+// -----
+
+// expected-error@below {{tile.arg_names must be an array of non-empty parameter names, got ["x", ""]}}
+func.func @empty_name(%x: i32, %y: i32) attributes {tile.kernel, tile.arg_names = ["x", ""]} {
+  return
+}
+
+// -----
+
+// expected-error@below {{tile.grid must be ["x", "y", "z"]: three grid-size expressions over the kernel's integer parameters, got ["1"]}}
+func.func @one_axis() attributes {tile.kernel, tile.grid = ["1"]} {
+  return
+}
