@@ -35,7 +35,7 @@ def import_tilec():
     return tilec, compiler
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="sm_80", help="sm_80 (default) or sm_90a")
     parser.add_argument("--out", default=str(ROOT / "build" / "artifacts"), help="output folder")
@@ -61,7 +61,12 @@ def main():
     parser.add_argument("--configs", default=None,
                         help="with --tune: only these candidate tags, comma-separated "
                              "(e.g. m128n64w4s2e,m128n64w4s2)")
-    args = parser.parse_args()
+    parser.add_argument("--sample", action="store_true",
+                        help="compile only the first kernel of each family (table, extra head dims, "
+                             "tuner candidates, backward table, backward extra, flash_attn variants): "
+                             "scripts/ptx_digests.py --sample, the CI subset of the PTX comparison")
+    args = parser.parse_args(argv)
+    args.sampled = set()
 
     tilec, compiler = import_tilec()
     from tilec import language as tl
@@ -100,12 +105,19 @@ def main():
     return 1 if failed else 0
 
 
-def compile_into(out, kernel, args, tilec, compiler, digest_options, **knobs):
+def compile_into(out, kernel, args, tilec, compiler, digest_options, family, **knobs):
     """Compiles `kernel` with `knobs` (strategy=, or num_warps=, ...) for
     args.arch and writes its artifacts and IR digest (keyed by
     `digest_options`, the strategy's canonical form Strategy.key(), which the
     GPU host's lookup computes) into `out`; returns the results, or None after
-    printing the CompilationError."""
+    printing the CompilationError. With --sample, only the first kernel of
+    each `family` ("fwd", "bwd", "variants") and top folder under --out is
+    compiled; the others return []."""
+    if args.sample:
+        top = Path(out).resolve().relative_to(Path(args.out).resolve()).parts[:1]
+        if (family, top) in args.sampled:
+            return []
+        args.sampled.add((family, top))
     try:
         results = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch,
                                    run_tile_passes=not args.no_tile_passes,
@@ -131,7 +143,7 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                                                        **config.constexprs())
                 start = time.time()
                 record = config.strategy.replace(num_warps=args.num_warps)
-                results = compile_into(out, kernel, args, tilec, compiler, record.key(),
+                results = compile_into(out, kernel, args, tilec, compiler, record.key(), "fwd",
                                        strategy=record)
                 if results is None:
                     failed += 1
@@ -161,7 +173,7 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                 for kernel in kernels:
                     start = time.time()
                     results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
-                                           strategy=kernel.strategy)
+                                           "bwd", strategy=kernel.strategy)
                     if results is None:
                         failed += 1
                         continue
@@ -190,7 +202,7 @@ def build_flash_variants(out, args, tilec, compiler):
                                     arch=args.arch)
         start = time.time()
         results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
-                               strategy=config.strategy)
+                               "variants", strategy=config.strategy)
         if results is None:
             failed += 1
             continue

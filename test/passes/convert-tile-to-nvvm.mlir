@@ -29,8 +29,8 @@
 // CHECK-NEXT:    nvvm.barrier0
 // CHECK:         llvm.inline_asm has_side_effects {{.*}}"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,r" %{{.*}} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
 // CHECK-COUNT-2: nvvm.mma.sync {{.*}} {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-// CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c1_i32{{.*}}, %c31_i32 : f32 -> f32
-// CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c2_i32{{.*}}, %c31_i32 : f32 -> f32
+// CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c1_i32{{.*}}, %c31_i32{{[_0-9]*}} : f32 -> f32
+// CHECK-COUNT-2: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %c2_i32{{.*}}, %c31_i32{{[_0-9]*}} : f32 -> f32
 // CHECK-NOT:     nvvm.shfl.sync
 // CHECK:         llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:         nvvm.cp.async.wait.group 0

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "tilec/CPU/CpuRunner.h"
 #include "tilec/Driver/Driver.h"
+#include "tilec/Target/TargetDescription.h"
 
 #include "mlir/Support/LogicalResult.h"
 #include "mlir/Support/ToolUtilities.h"
@@ -85,7 +86,7 @@ cl::opt<std::string> crashReproducer("crash-reproducer",
                                      cl::value_desc("PATH"), cl::cat(tilecCategory));
 cl::opt<bool> fromLLVMDialect(
     "from-llvm-dialect",
-    cl::desc("the input is already LLVM dialect + NVVM with tile.launch on each kernel; "
+    cl::desc("the input is already LLVM dialect + NVVM with the ABI attributes on each kernel (TileAttrNames.h); "
              "skip the tile pipelines (testing)"),
     cl::Hidden, cl::cat(tilecCategory));
 cl::opt<bool> splitInputFile("split-input-file",
@@ -331,8 +332,8 @@ int main(int argc, char **argv) {
     return fail("--stages=" + Twine(stages.getValue()) + " must be 1 or 2");
   // The tile lowering emits mma.sync; input already in the LLVM dialect goes
   // to any architecture LLVM knows (checked when the target is built).
-  if (!fromLLVMDialect &&
-      !llvm::is_contained({"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"}, arch.getValue()))
+  // The supported ones are include/tilec/Target/TargetDescription.h's table.
+  if (!fromLLVMDialect && !tilec::lookupTarget(arch.getValue()))
     return fail("--arch=" + arch.getValue() +
                 " is not supported: tilec emits mma.sync (sm_80 and newer): use sm_80, sm_86, "
                 "sm_89, sm_90 or sm_90a");

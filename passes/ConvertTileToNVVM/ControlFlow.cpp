@@ -1,0 +1,378 @@
+//===- ControlFlow.cpp - convert-tile-to-nvvm: scf.for and scf.if ------===//
+//
+// Loops and branches carry register tiles as flattened value lists. lowerFor
+// also decides how a loop-carried shared tile is refilled (in place, or a
+// two-region ring with a loop-carried parity), chains split loops' rings,
+// carries ring addresses (carryRingShifts), and keeps the cp.async group
+// count and the shared-memory stack true across the loop.
+//
+//===----------------------------------------------------------------------===//
+#include "Lowering.h"
+
+namespace tilec::nvvm {
+
+SmallVector<Value> KernelLowering::flatten(ValueRange oldValues) {
+  SmallVector<Value> out;
+  for (Value v : oldValues) {
+    if (isShared(v))
+      continue; // lives in its shared-memory region, not in SSA values
+    if (isa<RankedTensorType>(v.getType()))
+      llvm::append_range(out, regs[v]);
+    else
+      out.push_back(scalar(v));
+  }
+  return out;
+}
+
+void KernelLowering::unflatten(ValueRange oldValues, ValueRange newValues) {
+  size_t next = 0;
+  for (Value v : oldValues) {
+    if (isShared(v))
+      continue;
+    if (auto type = dyn_cast<RankedTensorType>(v.getType())) {
+      int64_t count = layoutOf(v).numRegs();
+      regs[v] = SmallVector<Value>(newValues.begin() + next, newValues.begin() + next + count);
+      next += count;
+    } else {
+      mapping.map(v, newValues[next++]);
+    }
+  }
+}
+
+/// Whether the loop body reads the carried value `arg` after `reload` (the
+/// load yielding its next value) is issued: then the reload must go to
+/// another region (a ring of two) instead of refilling the one being read.
+static bool readAfterReload(BlockArgument arg, Operation *reload) {
+  Block *body = reload->getBlock();
+  return llvm::any_of(arg.getUsers(), [&](Operation *user) {
+    Operation *inBody = body->findAncestorOpInBlock(*user);
+    return !inBody || reload->isBeforeInBlock(inBody);
+  });
+}
+
+LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
+  // A loop-carried shared tile (a prefetched K/V block) never flows through
+  // the loop's SSA values: the load producing the next iteration's value
+  // writes into the region the loop assigned it. Refilled in place when the
+  // reload comes after the last read (tile-pipeline stages=1); otherwise the
+  // tile gets a twin region and iterations alternate between the two
+  // (stages=2), the parity carried in one i32.
+  auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
+  struct Carried {
+    unsigned index;
+    LoadOp reload;
+    bool ring;
+  };
+  SmallVector<Carried> carried;
+  for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
+    if (isa<ViewType>(init.getType()))
+      return op.emitError() << "loop-carried views are not supported";
+    if (!isShared(init))
+      continue;
+    auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
+    if (!reload || reload->getBlock() != op.getBody())
+      return op.emitError() << "a loop-carried shared tile must be reloaded by a tile.load in "
+                               "the loop body";
+    bool ring = readAfterReload(op.getRegionIterArgs()[i], reload);
+    if (ring && !sharedTiles[init].parity) {
+      // The twin region lives as long as the loop.
+      SharedTile &first = sharedTiles[init];
+      if (first.delta)
+        return op.emitError() << "a ring tile from a branch cannot start a ring";
+      SharedTile twin = allocateShared(cast<RankedTensorType>(init.getType()));
+      first.twinDistance = twin.offset - first.offset;
+    }
+    carried.push_back({unsigned(i), reload, ring});
+  }
+  bool hasRing = llvm::any_of(carried, [](const Carried &c) { return c.ring; });
+  // A loop that continues another's rings (tile-pipeline chains the loops
+  // tile-split-masked-loops makes) starts from that loop's final parity, in
+  // the same regions; its rings must all come from there.
+  Value parityInit;
+  bool firstRing = true;
+  for (const Carried &c : carried) {
+    if (!c.ring)
+      continue;
+    Value from = sharedTiles[op.getInitArgs()[c.index]].parity;
+    if (!firstRing && from != parityInit)
+      return op.emitError() << "the rings of a loop must all start fresh or all continue the "
+                               "same earlier loop";
+    parityInit = from;
+    firstRing = false;
+  }
+  // Shared tiles filled before the loop and read inside it (Q, say) are
+  // waited for once, here, instead of on every iteration.
+  SmallVector<Value> invariantShared;
+  op.getBody()->walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands())
+      if (isShared(operand) && !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+          sharedTiles.count(operand) && sharedTiles[operand].pendingGroup >= 0 &&
+          !llvm::is_contained(invariantShared, operand))
+        invariantShared.push_back(operand);
+  });
+  for (Value tile : invariantShared)
+    waitFor(tile);
+  SmallVector<Value> inits = flatten(op.getInitArgs());
+  if (hasRing) // parity: which region of each ring holds the carried tile
+    inits.push_back(parityInit ? parityInit : i32(0));
+  auto newFor = scf::ForOp::create(b, scalar(op.getLowerBound()), scalar(op.getUpperBound()),
+                                   scalar(op.getStep()), inits);
+  mapping.map(op.getInductionVar(), newFor.getInductionVar());
+  unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
+  int64_t sharedMark = sharedBytes;
+  // Waits inside the body may never run (zero trips): they prove nothing
+  // after the loop, and neither does the body's count of commits.
+  int64_t completeBefore = completeThrough, visibleBefore = visibleThrough;
+  auto pendingBefore = pendingSnapshot();
+  bool bodyFills = false;
+  op.getBody()->walk([&](LoadOp load) { bodyFills |= isShared(load.getResult()); });
+  // carry-ring-addresses (on): carry the ring's ldmatrix addresses
+  // (carryRingShifts; one per tile, the other swizzle phases XOR-derived in
+  // sharedChunkBase) where an accumulator takes 128 or more registers per
+  // thread (O at head_dim 128 over 4 warps). It removes the last
+  // local-memory loads from the d128 hot loops; at head_dim 64 it only added
+  // spills outside the loop.
+  bool shortBefore = loopShortOfRegisters;
+  llvm::scope_exit restoreShort([&] { loopShortOfRegisters = shortBefore; });
+  if (carryRingAddresses)
+    op.getBody()->walk([&](DotOp dot) {
+      loopShortOfRegisters |= dot.getAcc().getType().getNumElements() / (32 * numWarps) >= 128;
+    });
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = newFor.getBody();
+    if (!body->empty())
+      body->getTerminator()->erase();
+    b.setInsertionPointToEnd(body);
+
+    // At the top of an iteration after the first, the previous iteration's
+    // copies are the newest groups, numbered here as the last one committed
+    // (committedGroups - 1): waiting for that group waits for them all. They
+    // may have written any region the body fills, and none of them is known
+    // complete or visible yet.
+    if (bodyFills) {
+      int64_t previousIteration = committedGroups - 1;
+      for (auto &[offset, writer] : lastWriter)
+        writer.first = std::max(writer.first, previousIteration);
+      recordWriter(sharedMark, previousIteration, std::numeric_limits<int32_t>::max());
+      completeThrough = std::min(completeThrough, previousIteration - 1);
+      visibleThrough = std::min(visibleThrough, previousIteration - 1);
+    }
+    sharedAccessSinceBarrier = true; // the previous iteration's reads
+
+    Value parity = hasRing ? body->getArguments().back() : Value();
+    for (Carried &c : carried) {
+      Value init = op.getInitArgs()[c.index];
+      SharedTile tile = sharedTiles[init];
+      // Its copy was committed before the body starts (before the loop, or
+      // in the previous iteration): see above.
+      tile.pendingGroup = committedGroups - 1;
+      SharedTile fill = tile;
+      if (c.ring) {
+        Value twin = i32(tile.twinDistance);
+        tile.delta = arith::MulIOp::create(b, parity, twin);
+        fill.delta = arith::SubIOp::create(b, twin, tile.delta);
+      }
+      sharedTiles[op.getRegionIterArgs()[c.index]] = tile;
+      reuseRegion[c.reload.getResult()] = fill;
+    }
+    for (Operation &inner : op.getBody()->without_terminator())
+      if (failed(lowerOp(&inner)))
+        return failure();
+    SmallVector<Value> yielded = flatten(op.getBody()->getTerminator()->getOperands());
+    if (hasRing)
+      yielded.push_back(arith::XOrIOp::create(b, parity, i32(1)));
+    scf::YieldOp::create(b, yielded);
+  }
+  int64_t loopResults = newFor.getNumResults(); // before carried bases are added
+  if (hasRing)
+    carryRingShifts(newFor, inits.back());
+  sharedBytes = sharedMark;
+  completeThrough = completeBefore;
+  visibleThrough = visibleBefore;
+  sharedAccessSinceBarrier = true;
+  assumeCommittedLast(pendingBefore);
+  if (bodyFills) // zero trips commit nothing: indices shift between paths
+    renumberPendingWriters();
+  unflatten(op.getResults(), newFor.getResults().take_front(loopResults - (hasRing ? 1 : 0)));
+
+  // The regions of carried tiles nothing reads after the loop (the first
+  // iteration's tile, the ring's twin) die with it: pop them off the stack.
+  SmallVector<std::pair<int64_t, int64_t>> dead; // (offset, bytes)
+  for (Carried &c : carried) {
+    Value init = op.getInitArgs()[c.index];
+    SharedTile after = sharedTiles[c.reload.getResult()];
+    if (c.ring) { // the last region written: parity after the loop
+      after.parity = newFor.getResult(loopResults - 1);
+      after.delta = arith::MulIOp::create(b, after.parity, i32(after.twinDistance));
+    }
+    // Uses after the loop wait for everything committed before they run.
+    after.pendingGroup = committedGroups - 1;
+    sharedTiles[op.getResult(c.index)] = after;
+    const SharedTile &first = sharedTiles[init];
+    int64_t bytes = first.bytes();
+    if (init.hasOneUse() && op.getResult(c.index).use_empty()) {
+      dead.push_back({first.offset, bytes});
+      if (c.ring)
+        dead.push_back({first.offset + first.twinDistance, bytes});
+    }
+  }
+  for (bool popped = true; popped;) {
+    popped = false;
+    for (auto [offset, bytes] : dead)
+      if (offset + bytes == sharedBytes || (offset < sharedBytes && int64_t(llvm::alignTo(offset + bytes, hw.sharedAlignment)) == sharedBytes)) {
+        sharedBytes = offset;
+        popped = true;
+      }
+  }
+  return success();
+}
+
+/// A ring tile's ldmatrix and copy addresses are base + delta, delta =
+/// parity * twin (or twin - that, for the region being refilled), the bases
+/// loop-invariant. Kept as they are, each base is live through the loop and
+/// its shifted copy through the iteration: two registers per address. Here
+/// each shifted address becomes a loop-carried value instead, started at
+/// base + delta(parity on entry) and advanced by delta(next parity) -
+/// delta(parity) at the back edge, so the base dies before the loop (at
+/// head_dim 128: 8 registers fewer for K and V, which ptxas had spilled).
+/// With sharedChunkBase's XOR derivation only one address per tile is left
+/// to carry (carrying all eight measured 2-5% slower: run 7).
+void KernelLowering::carryRingShifts(scf::ForOp &loop, Value parityInit) {
+  Block *body = loop.getBody();
+  Value parity = body->getArguments().back();
+  // delta as a function of the parity: p * twin, or twin - p * twin.
+  auto rebuild = [&](OpBuilder &at, Value delta, Value p) -> Value {
+    auto constant = [&](Value v) -> std::optional<int64_t> {
+      APInt value;
+      if (matchPattern(v, m_ConstantInt(&value)))
+        return value.getSExtValue();
+      return std::nullopt;
+    };
+    auto times = [&](Value v) -> std::optional<int64_t> { // v = parity * twin
+      auto mul = v.getDefiningOp<arith::MulIOp>();
+      if (!mul || mul.getLhs() != parity)
+        return std::nullopt;
+      return constant(mul.getRhs());
+    };
+    Location loc = delta.getLoc();
+    auto c = [&](int64_t v) { return arith::ConstantIntOp::create(at, loc, v, 32).getResult(); };
+    if (auto twin = times(delta))
+      return arith::MulIOp::create(at, loc, p, c(*twin));
+    if (auto sub = delta.getDefiningOp<arith::SubIOp>()) {
+      auto twin = constant(sub.getLhs());
+      if (twin && times(sub.getRhs()) == twin)
+        return arith::SubIOp::create(at, loc, c(*twin), arith::MulIOp::create(at, loc, p, c(*twin)));
+    }
+    return Value();
+  };
+  SmallVector<RingShift> moved;
+  SmallVector<Value> initial;
+  OpBuilder before(loop);
+  for (RingShift &shift : ringShifts) {
+    if (shift.shifted.getParentBlock() != body ||
+        loop.getRegion().isAncestor(shift.base.getParentRegion()))
+      continue;
+    Value delta = rebuild(before, shift.delta, parityInit);
+    if (!delta)
+      continue;
+    initial.push_back(LLVM::GEPOp::create(before, shift.delta.getLoc(), ptrType(kSharedAddressSpace),
+                                          b.getI8Type(), shift.base, ValueRange{delta}));
+    moved.push_back(shift);
+  }
+  llvm::erase_if(ringShifts, [&](RingShift &shift) { return shift.shifted.getParentBlock() == body; });
+  if (moved.empty())
+    return;
+  IRRewriter rewriter(b);
+  auto advanced = [&](OpBuilder &at, Location loc, ArrayRef<BlockArgument> carried) {
+    Value next = arith::XOrIOp::create(at, loc, parity, arith::ConstantIntOp::create(at, loc, 1, 32));
+    SmallVector<Value> values;
+    for (auto [shift, address] : llvm::zip_equal(moved, carried)) {
+      Value step = arith::SubIOp::create(at, loc, rebuild(at, shift.delta, next), shift.delta);
+      values.push_back(LLVM::GEPOp::create(at, loc, ptrType(kSharedAddressSpace), at.getI8Type(),
+                                           address, ValueRange{step}));
+    }
+    return values;
+  };
+  FailureOr<LoopLikeOpInterface> widened =
+      loop.replaceWithAdditionalYields(rewriter, initial, /*replaceInitOperandUsesInLoop=*/false, advanced);
+  assert(succeeded(widened) && "scf.for takes more loop-carried values");
+  loop = cast<scf::ForOp>(widened->getOperation());
+  auto carried = loop.getRegionIterArgs().take_back(moved.size());
+  for (auto [shift, address] : llvm::zip_equal(moved, carried)) {
+    chunkBaseCache.erase(shift.key);
+    shift.shifted.replaceAllUsesWith(address);
+    shift.shifted.getDefiningOp()->erase();
+  }
+}
+
+LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
+  SmallVector<Type> types;
+  for (Value result : op.getResults()) {
+    if (isShared(result))
+      return op.emitError() << "an scf.if cannot yield a shared-memory tile";
+    if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+      types.append(layoutOf(result).numRegs(), type.getElementType());
+    else
+      types.push_back(result.getType());
+  }
+  bool hasElse = !op.getElseRegion().empty();
+  auto newIf = scf::IfOp::create(b, types, scalar(op.getCondition()), hasElse);
+  // Each branch starts from the state before the if; afterwards, commits
+  // are counted as on the longer branch and earlier pending tiles are waited
+  // for conservatively.
+  auto pendingBefore = pendingSnapshot();
+  int64_t committedBefore = committedGroups, committedAfter = committedGroups;
+  auto writersBefore = lastWriter;
+  auto writersAfter = lastWriter;
+  int64_t visibleBefore = visibleThrough;
+  bool accessBefore = sharedAccessSinceBarrier;
+  bool accessAfter = hasElse ? false : accessBefore; // a missing else keeps the state
+  for (auto [oldRegion, newRegion] :
+       {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
+    if (oldRegion->empty())
+      continue;
+    int64_t sharedMark = sharedBytes, completeBefore = completeThrough;
+    for (auto [value, group] : pendingBefore)
+      sharedTiles[value].pendingGroup = group;
+    committedGroups = committedBefore;
+    lastWriter = writersBefore; // the other branch's fills never happened here
+    visibleThrough = visibleBefore;
+    sharedAccessSinceBarrier = accessBefore;
+    llvm::scope_exit release([&] {
+      accessAfter |= sharedAccessSinceBarrier;
+      sharedBytes = sharedMark;
+      completeThrough = completeBefore;
+      visibleThrough = visibleBefore;
+      committedAfter = std::max(committedAfter, committedGroups);
+      for (auto &[offset, writer] : lastWriter)
+        if (writer.first >= committedBefore) {
+          auto [it, inserted] = writersAfter.try_emplace(offset, writer);
+          if (!inserted) // merged: neither branch's extent is lost
+            it->second = {std::max(it->second.first, writer.first),
+                          std::max(it->second.second, writer.second)};
+        }
+    });
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = &newRegion->front();
+    if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
+      body->back().erase();
+    b.setInsertionPointToEnd(body);
+    for (Operation &inner : oldRegion->front().without_terminator())
+      if (failed(lowerOp(&inner)))
+        return failure();
+    scf::YieldOp::create(b, flatten(oldRegion->front().getTerminator()->getOperands()));
+  }
+  committedGroups = committedAfter;
+  sharedAccessSinceBarrier = accessAfter;
+  assumeCommittedLast(pendingBefore);
+  // Fills made in either branch count as the latest commit: the two
+  // branches numbered their groups from the same start.
+  lastWriter = writersAfter;
+  if (committedGroups != committedBefore) // a path with fewer commits shifts
+    renumberPendingWriters();
+  unflatten(op.getResults(), newIf.getResults());
+  return success();
+}
+
+} // namespace tilec::nvvm

@@ -1,0 +1,155 @@
+//===- TargetInfoSm80.cpp - convert-tile-to-nvvm: sm_80 primitives --------===//
+//
+// The sm_80 family's instructions (sm_80, sm_86, sm_89; and, until sm_90 has
+// its own, sm_90): NVVM ops where MLIR has them, inline PTX where LLVM would
+// otherwise move what the schedule depends on (ldmatrix, see there).
+//
+//===----------------------------------------------------------------------===//
+#include "TargetInfo.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+
+namespace tilec::nvvm {
+
+// The lowering computes lane and warp ids with one warp size for all targets.
+static_assert([] {
+  for (const TargetDescription &target : kTargets)
+    if (target.warpSize != 32)
+      return false;
+  return true;
+}());
+
+TargetInfo::~TargetInfo() = default;
+
+Operation *TargetInfo::inlinePtx(ImplicitLocOpBuilder &b, TypeRange results, ValueRange operands,
+                                 StringRef text, StringRef constraints) {
+  return LLVM::InlineAsmOp::create(b, results, operands, text, constraints,
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+                                   ArrayAttr());
+}
+
+static Value i32(ImplicitLocOpBuilder &b, int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+
+Value Sm80TargetInfo::threadIdX(ImplicitLocOpBuilder &b) const {
+  return NVVM::ThreadIdXOp::create(b, b.getI32Type());
+}
+
+Value Sm80TargetInfo::blockId(ImplicitLocOpBuilder &b, unsigned axis) const {
+  switch (axis) {
+  case 0: return NVVM::BlockIdXOp::create(b, b.getI32Type());
+  case 1: return NVVM::BlockIdYOp::create(b, b.getI32Type());
+  default: return NVVM::BlockIdZOp::create(b, b.getI32Type());
+  }
+}
+
+Value Sm80TargetInfo::gridDim(ImplicitLocOpBuilder &b, unsigned axis) const {
+  switch (axis) {
+  case 0: return NVVM::GridDimXOp::create(b, b.getI32Type());
+  case 1: return NVVM::GridDimYOp::create(b, b.getI32Type());
+  default: return NVVM::GridDimZOp::create(b, b.getI32Type());
+  }
+}
+
+void Sm80TargetInfo::barrier(ImplicitLocOpBuilder &b) const { NVVM::Barrier0Op::create(b); }
+
+Value Sm80TargetInfo::shuffleXor(ImplicitLocOpBuilder &b, Value value, int64_t laneMask) const {
+  // Member mask: every lane; clamp 0x1f: the whole warp is one segment.
+  Value fullMask = i32(b, -1);
+  Value lanes = i32(b, laneMask);
+  return NVVM::ShflOp::create(b, value.getType(), fullMask, value, lanes, i32(b, hw.warpSize - 1),
+                              NVVM::ShflKindAttr::get(b.getContext(), NVVM::ShflKind::bfly),
+                              UnitAttr());
+}
+
+Value Sm80TargetInfo::voteAny(ImplicitLocOpBuilder &b, Value pred) const {
+  return NVVM::VoteSyncOp::create(b, b.getI1Type(), i32(b, -1), pred,
+                                  NVVM::VoteSyncKindAttr::get(b.getContext(), NVVM::VoteSyncKind::any));
+}
+
+void Sm80TargetInfo::asyncCopy(ImplicitLocOpBuilder &b, Value dst, Value src, Value srcBytes) const {
+  // .cg: cache in L2 only; K and V are read once per program.
+  NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(hw.chunkBytes),
+                          NVVM::LoadCacheModifierKindAttr::get(b.getContext(),
+                                                               NVVM::LoadCacheModifierKind::CG),
+                          srcBytes);
+}
+
+void Sm80TargetInfo::asyncCommitGroup(ImplicitLocOpBuilder &b) const {
+  NVVM::CpAsyncCommitGroupOp::create(b);
+}
+
+void Sm80TargetInfo::asyncWait(ImplicitLocOpBuilder &b, int64_t pending) const {
+  NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(pending));
+}
+
+/// ldmatrix.x{num}[.trans] at [base + offset], as inline PTX with the offset
+/// in the instruction text. Why not nvvm.ldmatrix: every one of a dot's
+/// ldmatrix addresses is loop-invariant, so LLVM's LICM hoists each
+/// base+offset out of the K/V loop, pinning one 64-bit register per ldmatrix
+/// (over 100 registers and spills at head_dim 128). With the offset in the
+/// immediate field only the few bases stay live. Side effects keep it from
+/// being hoisted itself (it reads shared memory that changes every
+/// iteration) and ordered with the barriers and cp.async waits around it.
+Value Sm80TargetInfo::ldmatrix(ImplicitLocOpBuilder &b, Value base, int64_t offset, int num,
+                               bool transpose) const {
+  std::string regs;
+  for (int i = 0; i < num; ++i)
+    regs += (i ? ", $" : "$") + std::to_string(i);
+  std::string text = "ldmatrix.sync.aligned.m8n8.x" + std::to_string(num) +
+                     (transpose ? ".trans" : "") + ".shared.b16 {" + regs + "}, [$" +
+                     std::to_string(num) + "+" + std::to_string(offset) + "];";
+  std::string constraints;
+  for (int i = 0; i < num; ++i)
+    constraints += "=r,";
+  // Shared addresses are 32-bit: lib/Target builds the NVPTX target with
+  // short pointers (nvptx-short-ptr).
+  constraints += "r";
+  auto type = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(num, b.getI32Type()));
+  return inlinePtx(b, type, base, text, constraints)->getResult(0);
+}
+
+Value Sm80TargetInfo::mma(ImplicitLocOpBuilder &b, ValueRange a, ValueRange bFrag, ValueRange c,
+                          bool bf16) const {
+  auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(4, b.getF32Type()));
+  NVVM::MMATypes operandType = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  return NVVM::MmaOp::create(b, resultType, a, bFrag, c,
+                             {int32_t(hw.mmaM), int32_t(hw.mmaN), int32_t(hw.mmaK)}, std::nullopt,
+                             std::nullopt, std::array<NVVM::MMATypes, 2>{operandType, operandType},
+                             std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+}
+
+Value Sm80TargetInfo::exp2Approx(ImplicitLocOpBuilder &b, Value x) const {
+  // ex2.approx.ftz: ~2 ulp, exp2(-inf) = +0; what FlashAttention uses.
+  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+      .getResult(0);
+}
+
+Value Sm80TargetInfo::log2Approx(ImplicitLocOpBuilder &b, Value x) const {
+  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"), ValueRange{x})
+      .getResult(0);
+}
+
+std::unique_ptr<TargetInfo> createTargetInfo(StringRef arch, std::string &error) {
+  const TargetDescription *description = lookupTarget(arch);
+  if (!description) {
+    error = "unsupported arch '" + arch.str() + "': expected ";
+    for (size_t i = 0; i < std::size(kTargets); ++i)
+      error += (i == 0 ? "" : i + 1 == std::size(kTargets) ? " or " : ", ") + kTargets[i].arch.str();
+    return nullptr;
+  }
+  switch (description->family) {
+  case TargetFamily::Sm80: return std::make_unique<Sm80TargetInfo>(*description);
+  case TargetFamily::Sm90: return createSm90TargetInfo(*description);
+  }
+  llvm_unreachable("every target family has an implementation");
+}
+
+} // namespace tilec::nvvm
