@@ -57,6 +57,9 @@ import math
 import tilec
 from tilec import kernel_files
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 LOG2E = math.log2(math.e)
 
@@ -108,8 +111,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
                  VARLEN: tl.constexpr = False, DROPOUT: tl.constexpr = False,
                  BLOCK_M: tl.constexpr = 64,
-                 BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
-                 NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                 BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
+                 NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                  SPLIT_D: tl.constexpr = 1):
     tl.assume(scale > 0)
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
@@ -228,8 +231,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
                    VARLEN: tl.constexpr = False, DROPOUT: tl.constexpr = False,
                    BLOCK_M: tl.constexpr = 64,
-                   BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4,
-                   NUM_STAGES: tl.constexpr = 2, SMEM_EPILOGUE: tl.constexpr = False,
+                   BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
+                   NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False):
     tl.assume(scale > 0)
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701

@@ -33,6 +33,9 @@ from __future__ import annotations
 
 import tilec
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, SPLITS_TILE, **_):
@@ -48,7 +51,7 @@ def flash_combine(out_partial: tl.ptr(tl.float32), lse_partial: tl.ptr(tl.float3
                   stride_lps: tl.int64, stride_lpo: tl.int64,
                   stride_oo: tl.int64, stride_or: tl.int64, stride_lo: tl.int64,
                   DTYPE: tl.constexpr = tl.float32, HEAD_DIM: tl.constexpr = 128,
-                  SPLITS_TILE: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4):
+                  SPLITS_TILE: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps):
     r = tl.program_id(0)
     o = tl.program_id(1)
     D = max(16, tl.next_power_of_2(HEAD_DIM))

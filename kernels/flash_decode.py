@@ -41,6 +41,9 @@ from __future__ import annotations
 
 import tilec
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
@@ -111,7 +114,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
                  QPOS: tl.constexpr = "mod",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
-                 NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2):
+                 NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages):
     tl.assume(scale > 0)
     split = tl.program_id(0)
     pid_mk = tl.program_id(1)
@@ -249,7 +252,7 @@ def kv_append(k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: t
               stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64, stride_btb: tl.int64,
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128, HEADS_K: tl.constexpr = 8,
               PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
-              BATCH_IDX: tl.constexpr = False, NUM_WARPS: tl.constexpr = 4):
+              BATCH_IDX: tl.constexpr = False, NUM_WARPS: tl.constexpr = _S.num_warps):
     """flash_attn_with_kvcache's append: new key/value i of sequence b (every
     KV head) goes to cache position cache_seqlens[b] + i, in its page
     (block_table) or cache row (cache_batch_idx). One program per (i, b).

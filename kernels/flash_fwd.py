@@ -37,6 +37,9 @@ from __future__ import annotations
 
 import tilec
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False,
@@ -133,8 +136,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               DROPOUT: tl.constexpr = False, RETURN_PROBS: tl.constexpr = False,
               PROBS_BLOCK_N: tl.constexpr = 64,
               BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
-              NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
-              SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
+              NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
+              SMEM_EPILOGUE: tl.constexpr = _S.smem_epilogue, COPY_BOUNDS: tl.constexpr = _S.copy_bounds):
     tl.assume(scale > 0)  # FA2's scale folding needs it; flash_attn_func maps scale <= 0 onto it
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701 (it then folds into exp2's constant like the scale)
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)

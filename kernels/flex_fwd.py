@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import tilec
 from tilec import language as tl
+from tilec.strategy import Strategy
+
+_S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 # The running max of a row that has seen no key yet: finite, so exp(s - m) is 0
@@ -65,8 +68,8 @@ def flex_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTY
              DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
              SCORE_MOD: tl.constexpr = None, MASK_MOD: tl.constexpr = None,
              BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
-             NUM_WARPS: tl.constexpr = 4, NUM_STAGES: tl.constexpr = 2,
-             SMEM_EPILOGUE: tl.constexpr = True, COPY_BOUNDS: tl.constexpr = "row"):
+             NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
+             SMEM_EPILOGUE: tl.constexpr = _S.smem_epilogue, COPY_BOUNDS: tl.constexpr = _S.copy_bounds):
     tl.assume(scale > 0)
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)

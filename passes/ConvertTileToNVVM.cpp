@@ -40,7 +40,6 @@
 //===----------------------------------------------------------------------===//
 #include "ConvertTileToNVVM/Lowering.h"
 
-#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 namespace tilec {
@@ -49,20 +48,6 @@ namespace tilec {
 } // namespace tilec
 
 namespace tilec::nvvm {
-
-std::string elementName(Type type) {
-  if (type.isF16())
-    return "f16";
-  if (type.isBF16())
-    return "bf16";
-  if (type.isF32())
-    return "f32";
-  if (type.isF64())
-    return "f64";
-  if (auto integer = dyn_cast<IntegerType>(type))
-    return "i" + std::to_string(integer.getWidth());
-  return "unknown";
-}
 
 LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (failed(dispatchOp(op)))
@@ -222,11 +207,11 @@ LogicalResult KernelLowering::dispatchOp(Operation *op) {
 }
 
 LogicalResult KernelLowering::run() {
-  if (auto attr = func->getAttrOfType<IntegerAttr>("tile.num_warps"))
+  if (auto attr = func->getAttrOfType<IntegerAttr>(tilec::kNumWarpsAttrName))
     numWarps = attr.getInt();
   else
     return func.emitError() << "kernel has no tile.num_warps: run tile-partition-warps first";
-  if (failed(tilec::checkNumWarps(func, "tile.num_warps", numWarps)))
+  if (failed(tilec::checkNumWarps(func, tilec::kNumWarpsAttrName, numWarps)))
     return failure();
   // Layouts written by hand (or by a run of tile-partition-warps with
   // another num-warps) must spread over exactly this many warps: the
@@ -248,69 +233,18 @@ LogicalResult KernelLowering::run() {
   });
   if (layouts.wasInterrupted())
     return failure();
-  auto gridAttr = func->getAttrOfType<ArrayAttr>("tile.grid");
-  if (!gridAttr || gridAttr.size() != 3 ||
-      !llvm::all_of(gridAttr, [](Attribute a) { return isa<StringAttr>(a); }))
-    return func.emitError() << "kernel needs tile.grid = [\"x\", \"y\", \"z\"]: three grid-size "
-                               "expressions over its integer parameters";
-  auto namesAttr = func->getAttrOfType<ArrayAttr>("tile.arg_names");
-  if (namesAttr && namesAttr.size() != func.getNumArguments())
-    return func.emitError() << "tile.arg_names has " << namesAttr.size() << " names for "
-                            << func.getNumArguments() << " parameters";
-  if (namesAttr)
-    for (auto [i, name] : llvm::enumerate(namesAttr))
-      if (!isa<StringAttr>(name))
-        return func.emitError() << "tile.arg_names[" << i << "] must be a string, got " << name;
-  // Every name in a grid expression must be an integer parameter: the
-  // runtime evaluates them from the launch arguments.
-  llvm::StringSet<> integerParams;
-  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
-    if (type.isInteger(32) || type.isInteger(64))
-      integerParams.insert(namesAttr ? cast<StringAttr>(namesAttr[i]).str()
-                                     : "arg" + std::to_string(i));
-  for (Attribute expr : gridAttr) {
-    StringRef text = cast<StringAttr>(expr).getValue();
-    for (size_t pos = 0; pos < text.size();) {
-      if (!isalpha(text[pos]) && text[pos] != '_') {
-        ++pos;
-        continue;
-      }
-      size_t end = pos;
-      while (end < text.size() && (isalnum(text[end]) || text[end] == '_'))
-        ++end;
-      StringRef name = text.slice(pos, end);
-      if (name != "cdiv" && name != "min" && name != "max" && !integerParams.contains(name))
-        return func.emitError() << "tile.grid expression \"" << text << "\" names '" << name
-                                << "', which is not an integer parameter of the kernel";
-      pos = end;
-    }
-  }
-
-  // Signature and the launch description the driver writes as a manifest.
+  // The signature. The kernel's ABI (names, element types, grid, ...) is the
+  // driver's: it writes the launch manifest from the attributes this leaves
+  // on the llvm.func (below; names in dialects/Tile/TileAttrNames.h).
   SmallVector<Type> argTypes;
-  SmallVector<SmallVector<NamedAttribute>> params;
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-    std::string name = namesAttr ? cast<StringAttr>(namesAttr[i]).str() : "arg" + std::to_string(i);
-    SmallVector<NamedAttribute> param = {b.getNamedAttr("name", b.getStringAttr(name))};
-    if (auto ptr = dyn_cast<PtrType>(type)) {
+    if (isa<PtrType>(type))
       argTypes.push_back(ptrType(kGlobalAddressSpace));
-      param.push_back(b.getNamedAttr("kind", b.getStringAttr("ptr")));
-      param.push_back(b.getNamedAttr("elem", b.getStringAttr(elementName(ptr.getPointeeType()))));
-    } else if (type.isInteger(32) || type.isInteger(64) || type.isF32()) {
+    else if (type.isInteger(32) || type.isInteger(64) || type.isF32())
       argTypes.push_back(type);
-      param.push_back(b.getNamedAttr("kind", b.getStringAttr(elementName(type))));
-    } else {
+    else
       return func.emitError() << "kernel parameter " << i << " has type " << type
                               << "; kernels take !tile.ptr, i32, i64 or f32";
-    }
-    // Declared > 0 (tl.assume): passes relied on it, so the runtime checks it.
-    if (func.getArgAttr(i, kPositiveAttrName)) {
-      if (isa<PtrType>(type))
-        return func.emitError() << "kernel parameter " << i << " (" << name << ") is a pointer; "
-                                << kPositiveAttrName << " applies to i32, i64 and f32 parameters";
-      param.push_back(b.getNamedAttr("positive", b.getBoolAttr(true)));
-    }
-    params.push_back(param);
   }
   if (func.getNumResults() != 0)
     return func.emitError() << "kernels return nothing; write results with tile.store";
@@ -346,36 +280,34 @@ LogicalResult KernelLowering::run() {
     if (failed(lowerOp(&op)))
       return failure();
 
-  // Pointers accessed more than an element at a time (16-byte cp.async and
-  // stores, vector loads) must be aligned to that width: the runtime checks
-  // it at launch instead of the GPU faulting on a misaligned address.
-  SmallVector<Attribute> paramAttrs;
-  for (auto [i, param] : llvm::enumerate(params)) {
+  // What the driver's manifest needs (TileAttrNames.h): the kernel's own
+  // tile.* attributes (arg_names, grid, variant, mask, num_warps, ...) carried
+  // over, and per parameter its positivity, its pointee and -- for pointers
+  // accessed more than an element at a time (16-byte cp.async and stores,
+  // vector loads) -- that width, which the runtime checks the pointer's
+  // alignment against instead of the GPU faulting on a misaligned address.
+  for (NamedAttribute attr : func->getDiscardableAttrs())
+    if (attr.getName() != kKernelAttrName && attr.getName().strref().starts_with("tile."))
+      kernel->setAttr(attr.getName(), attr.getValue());
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+    if (func.getArgAttr(i, kPositiveAttrName))
+      kernel.setArgAttr(i, kPositiveAttrName, UnitAttr::get(ctx));
+    auto ptr = dyn_cast<PtrType>(type);
+    if (!ptr)
+      continue;
+    kernel.setArgAttr(i, tilec::kElemAttrName, TypeAttr::get(ptr.getPointeeType()));
     // Accessed means through a view, whose elements are ints or floats.
     if (auto it = accessBytes.find(i); it != accessBytes.end()) {
-      Type pointee = cast<PtrType>(func.getArgumentTypes()[i]).getPointeeType();
-      int64_t elem = std::max<int64_t>(1, pointee.getIntOrFloatBitWidth() / 8);
+      int64_t elem = std::max<int64_t>(1, ptr.getPointeeType().getIntOrFloatBitWidth() / 8);
       if (it->second > elem)
-        param.push_back(b.getNamedAttr("align", b.getI64IntegerAttr(it->second)));
+        kernel.setArgAttr(i, tilec::kAlignAttrName, b.getI64IntegerAttr(it->second));
     }
-    paramAttrs.push_back(b.getDictionaryAttr(param));
   }
   int64_t threads = numWarps * kWarpSize;
   kernel->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                   b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
-  SmallVector<NamedAttribute> launch = {
-      b.getNamedAttr("grid", gridAttr),
-      b.getNamedAttr("block", b.getI64ArrayAttr({threads, 1, 1})),
-      b.getNamedAttr("shared_bytes", b.getI64IntegerAttr(sharedPeak)),
-      b.getNamedAttr("params", b.getArrayAttr(paramAttrs))};
-  if (auto variant = func->getAttr("tile.variant"))
-    launch.push_back(b.getNamedAttr("variant", variant));
-  if (auto mask = func->getAttr(tilec::kMaskAttr))
-    launch.push_back(b.getNamedAttr("mask", mask));
-  if (auto note = func->getAttr(tilec::kMaskNoteAttr))
-    launch.push_back(b.getNamedAttr("mask_note", note));
-  kernel->setAttr("tile.launch", b.getDictionaryAttr(launch));
+  kernel->setAttr(tilec::kSharedBytesAttrName, b.getI64IntegerAttr(sharedPeak));
   func.erase();
   return success();
 }
@@ -438,7 +370,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
                                 storeTranspose, carryRingAddresses, *xorPhases)
                      .run()))
         return signalPassFailure();
-    module->setAttr("tile.target", builder.getStringAttr(arch));
+    module->setAttr(tilec::kTargetAttrName, builder.getStringAttr(arch));
   }
 };
 

@@ -91,8 +91,8 @@ llvm::SmallVector<tilec::KernelWork> tilec::countWork(ModuleOp module) {
       if (auto loop = dyn_cast<scf::ForOp>(op); loop && holdsDot(loop)) {
         LoopWork lw;
         lw.loop = loop;
-        if (auto blocks = loop->getAttrOfType<StringAttr>(tilec::kBlocksAttr))
-          lw.blocks = blocks.str();
+        if (auto blocks = loop->getAttrOfType<tile::BlocksKindAttr>(tilec::kBlocksAttr))
+          lw.blocks = tile::stringifyBlocksKind(blocks.getValue()).str();
         lw.fallback = loop->hasAttr(tilec::kSoftmaxFallbackAttr);
         kw.loops.push_back(lw);
       }

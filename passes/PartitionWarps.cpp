@@ -537,7 +537,7 @@ LogicalResult LayoutAssigner::run() {
   });
   if (walk.wasInterrupted())
     return failure();
-  func->setAttr("tile.num_warps", IntegerAttr::get(IntegerType::get(ctx, 64), numWarps));
+  func->setAttr(tilec::kNumWarpsAttrName, IntegerAttr::get(IntegerType::get(ctx, 64), numWarps));
   return success();
 }
 

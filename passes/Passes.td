@@ -25,7 +25,7 @@ def TilePartitionWarps : Pass<"tile-partition-warps", "mlir::ModuleOp"> {
     warps) gets a diagnostic saying why.
   }];
   let options = [
-    Option<"numWarps", "num-warps", "int64_t", /*default=*/"4",
+    Option<"numWarps", "num-warps", "int64_t", /*default=*/"::tilec::kDefaultNumWarps",
            "warps per program (thread block)">,
   ];
   let dependentDialects = ["::mlir::tile::TileDialect"];
@@ -44,7 +44,7 @@ def TilePipeline : Pass<"tile-pipeline", "mlir::ModuleOp"> {
     all of iteration j.
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", /*default=*/"2",
+    Option<"stages", "stages", "int64_t", /*default=*/"::tilec::kDefaultStages",
            "shared-memory buffers per prefetched tile: 1 or 2">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
@@ -57,9 +57,10 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
     elementwise ops become scalar ops per register, `tile.reduce` an in-thread
     combine plus butterfly shuffles, `tile.dot` mma.sync m16n8k16 with B
     fragments read by ldmatrix from shared memory; shared-memory tiles are
-    filled with cp.async. Kernels become `llvm.func`s with `nvvm.kernel` and a
-    `tile.launch` dictionary (grid, block, shared bytes, parameters) that the
-    driver turns into the launch manifest. Scalar arith/scf remain for the
+    filled with cp.async. Kernels become `llvm.func`s with `nvvm.kernel`,
+    carrying the kernel's `tile.*` attributes plus `tile.shared_bytes` and,
+    per pointer parameter, `tile.elem` and `tile.align`, from which the driver
+    builds the launch manifest (dialects/Tile/TileAttrNames.h). Scalar arith/scf remain for the
     upstream conversions that follow in the `tile-to-nvvm` pipeline.
   }];
   let options = [
@@ -69,7 +70,7 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "multiply a tile by a row or column broadcast (the online softmax's O "
            "rescale) only in warps where some factor is not exactly 1 (a vote and a "
            "branch; exact). Experimental: not measured yet">,
-    Option<"copyBounds", "copy-bounds", "std::string", /*default=*/"\"row\"",
+    Option<"copyBounds", "copy-bounds", "std::string", /*default=*/"::tilec::kDefaultCopyBounds",
            "how global->shared copies respect the view's bounds: 'chunk' (every "
            "chunk tested, addresses clamped into the view), 'tile' (one uniform "
            "test per tile branches to unchecked or checked copies), 'row' (no "
@@ -96,7 +97,7 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "'non-trans' (K), 'all' or 'none'. 'trans' is the one measured with no "
            "local memory in the d128 hot loops on both sm_80 and the sm_90 JIT "
            "and fastest (2026-11-29, bench/RESULTS.md Session 5)">,
-    Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"true",
+    Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"::tilec::kDefaultSmemEpilogue",
            "store register tiles holding under 16 bytes of a row per thread through "
            "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,
   ];
@@ -148,7 +149,7 @@ def TileLazyRescale : Pass<"tile-lazy-rescale", "mlir::ModuleOp"> {
     Option<"threshold", "threshold", "double", /*default=*/"8.0",
            "log2 of the largest factor a kept max may leave in the scores (at "
            "most 15: the scores are rounded to f16/bf16 for the second dot)">,
-    Option<"numWarps", "num-warps", "int64_t", /*default=*/"4",
+    Option<"numWarps", "num-warps", "int64_t", /*default=*/"::tilec::kDefaultNumWarps",
            "warps per program (to count the O rescale's registers per thread)">,
     Option<"minRegisters", "min-registers", "int64_t", /*default=*/"0",
            "rewrite only loops whose O rescale multiplies at least this many f32 "

@@ -799,7 +799,7 @@ struct TileSplitMaskedLoops final
       copy.setLowerBound(from);
       copy.setUpperBound(to);
       copy.getInitArgsMutable().assign(carried);
-      copy->setAttr(tilec::kBlocksAttr, b.getStringAttr(masked ? "partial" : "full"));
+      copy->setAttr(tilec::kBlocksAttr, tile::BlocksKindAttr::get(b.getContext(), masked ? tile::BlocksKind::partial : tile::BlocksKind::full));
       if (!masked) {
         auto sel = cast<arith::SelectOp>(map.lookup(mask.getResult()).getDefiningOp());
         sel.getResult().replaceAllUsesWith(sel.getTrueValue());
@@ -913,7 +913,7 @@ struct TileSplitMaskedLoops final
       copy.setLowerBound(from);
       copy.setUpperBound(to);
       copy.getInitArgsMutable().assign(carried);
-      copy->setAttr(tilec::kBlocksAttr, b.getStringAttr(masked ? "partial" : "full"));
+      copy->setAttr(tilec::kBlocksAttr, tile::BlocksKindAttr::get(b.getContext(), masked ? tile::BlocksKind::partial : tile::BlocksKind::full));
       if (!masked)
         for (arith::SelectOp mask : masks) {
           auto sel = cast<arith::SelectOp>(map.lookup(mask.getResult()).getDefiningOp());

@@ -106,8 +106,9 @@ def main(argv=None):
 
 
 def compile_into(out, kernel, args, tilec, compiler, digest_options, family, **knobs):
-    """Compiles `kernel` with `knobs` (num_warps, num_stages, ...) for args.arch
-    and writes its artifacts and IR digest (keyed by `digest_options`, what the
+    """Compiles `kernel` with `knobs` (strategy=, or num_warps=, ...) for
+    args.arch and writes its artifacts and IR digest (keyed by
+    `digest_options`, the strategy's canonical form Strategy.key(), which the
     GPU host's lookup computes) into `out`; returns the results, or None after
     printing the CompilationError. With --sample, only the first kernel of
     each `family` ("fwd", "bwd", "variants") and top folder under --out is
@@ -141,12 +142,9 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
                 kernel = flash_fwd_kernel().specialize(DTYPE=dtype, HEAD_DIM=head_dim, CAUSAL=causal,
                                                        **config.constexprs())
                 start = time.time()
-                num_warps = args.num_warps or config.num_warps
-                results = compile_into(out, kernel, args, tilec, compiler, compiler.build_options(
-                    num_warps, config.num_stages, config.smem_epilogue, config.copy_bounds,
-                    config.lowering_options), "fwd", num_warps=num_warps, num_stages=config.num_stages,
-                    smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds,
-                    lowering_options=config.lowering_options)
+                record = config.strategy.replace(num_warps=args.num_warps)
+                results = compile_into(out, kernel, args, tilec, compiler, record.key(), "fwd",
+                                       strategy=record)
                 if results is None:
                     failed += 1
                     continue
@@ -175,9 +173,7 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                 for kernel in kernels:
                     start = time.time()
                     results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
-                                           "bwd", num_warps=kernel.num_warps, num_stages=kernel.num_stages,
-                                           smem_epilogue=kernel.smem_epilogue,
-                                           copy_bounds=kernel.copy_bounds)
+                                           "bwd", strategy=kernel.strategy)
                     if results is None:
                         failed += 1
                         continue
@@ -206,8 +202,7 @@ def build_flash_variants(out, args, tilec, compiler):
                                     arch=args.arch)
         start = time.time()
         results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),
-                               "variants", num_warps=config.num_warps, num_stages=config.num_stages,
-                               smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds)
+                               "variants", strategy=config.strategy)
         if results is None:
             failed += 1
             continue

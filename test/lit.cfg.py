@@ -22,6 +22,10 @@ tool_dirs = [config.tilec_tools_dir, config.llvm_tools_dir]
 tools = ["tile-opt", "tilec-layout", "tilec"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 config.substitutions.append(("%python", config.python_executable))
+# The DSL frontend parses grid expressions with the runtime extension
+# (<build>/python/_tilec_runtime).
+llvm_config.with_environment("PYTHONPATH", os.path.join(config.tilec_obj_root, "python"),
+                             append_path=True)
 
 # The CUDA toolkit is optional: tests that assemble PTX say `REQUIRES: ptxas`,
 # tests that read SASS `REQUIRES: cuobjdump`. tilec finds ptxas the same way

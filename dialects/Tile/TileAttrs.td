@@ -25,6 +25,45 @@ def Tile_ReduceKind : I32EnumAttr<"ReduceKind", "reduction combiner",
 }
 def Tile_ReduceKindAttr : EnumAttr<Tile_Dialect, Tile_ReduceKind, "reduce_kind">;
 
+def Tile_BlocksFull    : I32EnumAttrCase<"full", 0>;
+def Tile_BlocksPartial : I32EnumAttrCase<"partial", 1>;
+def Tile_BlocksEmpty   : I32EnumAttrCase<"empty", 2>;
+def Tile_BlocksKind : I32EnumAttr<"BlocksKind",
+    "which K/V blocks a loop tile-split-masked-loops made runs: full (no block needs the "
+    "mask), partial (every block may), empty",
+    [Tile_BlocksFull, Tile_BlocksPartial, Tile_BlocksEmpty]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::tile";
+}
+// `tile.blocks = #tile<blocks full>` on an scf.for (TileAttrNames.h).
+def Tile_BlocksAttr : EnumAttr<Tile_Dialect, Tile_BlocksKind, "blocks">;
+
+def Tile_CopyBoundsRow   : I32EnumAttrCase<"row", 0>;
+def Tile_CopyBoundsTile  : I32EnumAttrCase<"tile", 1>;
+def Tile_CopyBoundsChunk : I32EnumAttrCase<"chunk", 2>;
+def Tile_CopyBoundsKind : I32EnumAttr<"CopyBoundsKind",
+    "how global->shared copies respect their view's bounds (convert-tile-to-nvvm's copy-bounds)",
+    [Tile_CopyBoundsRow, Tile_CopyBoundsTile, Tile_CopyBoundsChunk]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::tile";
+}
+
+def Tile_StrategyAttr : Tile_Attr<"Strategy", "strategy"> {
+  let summary = "the strategy record: how a kernel is lowered";
+  let description = [{
+    Every knob that chooses how the kernels of a module are lowered, beyond
+    their block sizes (tilec/Strategy.h, whose defaults it takes; the Python
+    twin is tilec.strategy.Strategy). The driver puts it on the module it
+    lowers as `tile.strategy` and writes it into each manifest. Example:
+    `#tile.strategy<num_warps = 4, stages = 2, smem_epilogue = true, copy_bounds = row, lowering_options = "">`
+  }];
+  let parameters = (ins "int64_t":$num_warps, "int64_t":$stages, "::mlir::BoolAttr":$smem_epilogue,
+                        EnumParameter<Tile_CopyBoundsKind>:$copy_bounds,
+                        StringRefParameter<"more tile-to-nvvm options, verbatim">:$lowering_options);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Tile_LinearLayoutAttr : Tile_Attr<"LinearLayout", "linear"> {
   let summary = "distributed layout: (register, lane, warp) -> tile coordinates";
   let description = [{

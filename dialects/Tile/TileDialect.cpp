@@ -71,6 +71,53 @@ void TileDialect::registerAttributes() {
       >();
 }
 
+LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t numWarps,
+                                   int64_t stages, BoolAttr smemEpilogue, CopyBoundsKind,
+                                   StringRef) {
+  if (numWarps < 1 || numWarps > 16 || (numWarps & (numWarps - 1)) != 0)
+    return emitError() << "#tile.strategy: num_warps must be a power of two in [1, 16], got "
+                       << numWarps;
+  if (stages != 1 && stages != 2)
+    return emitError() << "#tile.strategy: stages must be 1 or 2, got " << stages;
+  if (!smemEpilogue)
+    return emitError() << "#tile.strategy: smem_epilogue must be true or false";
+  return success();
+}
+
+LogicalResult TileDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  if (name == tilec::kBlocksAttr && !isa<BlocksKindAttr>(value))
+    return op->emitError() << name << " must be #tile<blocks full|partial|empty>, got " << value;
+  if (name == tilec::kStrategyAttrName && !isa<StrategyAttr>(value))
+    return op->emitError() << name << " must be a #tile.strategy<...>, got " << value;
+  if (name == tilec::kNumWarpsAttrName) {
+    auto warps = dyn_cast<IntegerAttr>(value);
+    int64_t n = warps ? warps.getInt() : 0;
+    if (!warps || n < 1 || n > 16 || (n & (n - 1)) != 0)
+      return op->emitError() << name << ": num-warps must be a power of two in [1, 16], got "
+                             << value;
+  }
+  if (name == tilec::kArgNamesAttrName) {
+    auto names = dyn_cast<ArrayAttr>(value);
+    if (!names || !llvm::all_of(names, [](Attribute a) {
+          auto str = dyn_cast<StringAttr>(a);
+          return str && !str.getValue().empty();
+        }))
+      return op->emitError() << name << " must be an array of non-empty parameter names, got "
+                             << value;
+  }
+  if (name == tilec::kGridAttrName) {
+    auto grid = dyn_cast<ArrayAttr>(value);
+    if (!grid || grid.size() != 3 ||
+        !llvm::all_of(grid, [](Attribute a) { return isa<StringAttr, IntegerAttr>(a); }))
+      return op->emitError() << name << " must be [\"x\", \"y\", \"z\"]: three grid-size "
+                                        "expressions over the kernel's integer parameters, got "
+                             << value;
+  }
+  return success();
+}
+
 LogicalResult ViewType::verify(function_ref<InFlightDiagnostic()> emitError, Type elementType,
                                unsigned rank) {
   if (rank < 1 || rank > 3)

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tilec/Layout/LinearLayout.h"
 
+#include "dialects/Tile/TileAttrNames.h"
+
 #include "dialects/Tile/TileDialect.h.inc"
 #include "dialects/Tile/TileEnums.h.inc"
 
@@ -28,11 +30,9 @@ namespace mlir::tile {
 tilec::LinearLayout toLinearLayout(LinearLayoutAttr attr);
 LinearLayoutAttr toAttr(MLIRContext *ctx, const tilec::LinearLayout &layout);
 
-/// Attribute name marking a func.func as a kernel entry point.
-inline constexpr llvm::StringLiteral kKernelAttrName = "tile.kernel";
-/// Unit argument attribute on a scalar kernel parameter declared > 0
-/// (tl.assume(x > 0)): passes may rely on it; every launch checks it.
-inline constexpr llvm::StringLiteral kPositiveAttrName = "tile.positive";
+// Named in TileAttrNames.h with the other contract attributes.
+using tilec::kKernelAttrName;
+using tilec::kPositiveAttrName;
 } // namespace mlir::tile
 
 #endif

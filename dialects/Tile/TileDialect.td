@@ -28,6 +28,9 @@ def Tile_Dialect : Dialect {
   let cppNamespace = "::mlir::tile";
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  // The typed contract attributes of TileAttrNames.h are checked wherever
+  // they appear (TileDialect.cpp).
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerTypes();
     void registerAttributes();

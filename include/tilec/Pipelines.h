@@ -3,6 +3,8 @@
 #define TILEC_PIPELINES_H
 
 #include "mlir/Pass/PassOptions.h"
+#include "llvm/Support/Error.h"
+#include "tilec/Strategy.h"
 
 namespace mlir {
 class DialectRegistry;
@@ -15,11 +17,11 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
   Option<std::string> arch{*this, "arch", llvm::cl::desc("sm_80 or sm_90a"),
                            llvm::cl::init("sm_80")};
   Option<int64_t> numWarps{*this, "num-warps", llvm::cl::desc("warps per program"),
-                           llvm::cl::init(4)};
+                           llvm::cl::init(kDefaultNumWarps)};
   Option<int64_t> stages{*this, "stages",
                          llvm::cl::desc("shared buffers per prefetched K/V tile (tile-pipeline): "
                                         "1 or 2"),
-                         llvm::cl::init(2)};
+                         llvm::cl::init(kDefaultStages)};
   Option<bool> skipUnitRescale{*this, "skip-unit-rescale",
                                llvm::cl::desc("skip multiplies by a broadcast of exact ones "
                                               "(warp vote; experimental)"),
@@ -33,7 +35,7 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
   Option<std::string> copyBounds{*this, "copy-bounds",
                                  llvm::cl::desc("bounds of global->shared copies: chunk, tile "
                                                 "or row (see convert-tile-to-nvvm)"),
-                                 llvm::cl::init("row")};
+                                 llvm::cl::init(kDefaultCopyBounds)};
   Option<bool> storeTranspose{*this, "store-transpose",
                               llvm::cl::desc("widen direct register-tile stores to 16 bytes "
                                              "with lane shuffles"),
@@ -52,11 +54,19 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),
-                            llvm::cl::init(true)};
+                            llvm::cl::init(kDefaultSmemEpilogue)};
 };
 
 /// tile IR (optionally after tile-optimize) -> LLVM + NVVM dialects.
 void buildTileToNVVMPipeline(mlir::OpPassManager &pm, const TileToNVVMOptions &options);
+
+/// tile-to-nvvm for `strategy` on `arch`, built directly (the driver's
+/// way): its loweringOptions parsed (an option with a field of its own there
+/// is refused: a second value would silently win), its fields set, and the
+/// whole checked as the registered pipeline checks it. Fails with a message
+/// naming the value.
+llvm::Error buildTileToNVVMPipeline(mlir::OpPassManager &pm, const Strategy &strategy,
+                                    llvm::StringRef arch);
 
 /// tile-optimize: FlashAttention-2's target-independent rewrites
 /// (tile-minimize-nonmatmul, tile-split-masked-loops, canonicalize, cse).

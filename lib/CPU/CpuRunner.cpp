@@ -137,7 +137,7 @@ compile(llvm::StringRef source, llvm::StringRef bufferName, llvm::StringRef kern
   if (!fn || !fn->hasAttr(tile::kKernelAttrName))
     return diags.error("no tile.kernel function @" + kernel + " in " + bufferName);
   auto compiled = std::make_shared<CompiledKernel>();
-  auto names = fn->getAttrOfType<ArrayAttr>("tile.arg_names");
+  auto names = fn->getAttrOfType<ArrayAttr>(tilec::kArgNamesAttrName);
   for (auto [i, type] : llvm::enumerate(fn.getArgumentTypes())) {
     tilec::CpuArg::Kind kind;
     if (isa<tile::PtrType>(type))

@@ -2,7 +2,10 @@
 #include "tilec/Driver/Driver.h"
 
 #include "Manifest.h"
+#include "dialects/Tile/TileAttrNames.h"
+#include "dialects/Tile/TileDialect.h"
 #include "tilec/InitAll.h"
+#include "tilec/Pipelines.h"
 #include "tilec/Target/NVPTX.h"
 #include "tilec/Target/Ptxas.h"
 #include "lib/runtime/Arch.h"
@@ -40,8 +43,6 @@ namespace tilec {
 static constexpr const char *kTilecVersion = "0.1.0";
 // Target-independent tile passes; optional, other engineers register it.
 static constexpr const char *kTileOptimizePipeline = "tile-optimize";
-// tile IR -> LLVM dialect + NVVM; the driver cannot work without it.
-static constexpr const char *kTileToNVVMPipeline = "tile-to-nvvm";
 
 std::string getCompilerVersion() {
   return llvm::formatv("tilec {0} (LLVM {1})", kTilecVersion, LLVM_VERSION_STRING).str();
@@ -223,27 +224,29 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
       if (Error e = runTextualPipeline(*module, kTileOptimizePipeline, *session, printIR,
                                        options.printStats, options.crashReproducerPath))
         return std::move(e);
+    // The strategy record travels in the IR (and so into --emit=tile) and
+    // into each manifest.
+    std::optional<tile::CopyBoundsKind> bounds =
+        tile::symbolizeCopyBoundsKind(options.strategy.copyBounds);
+    if (!bounds)
+      return makeError("copy-bounds must be row, tile or chunk, got '" +
+                       options.strategy.copyBounds + "'");
+    MLIRContext *ctx = session->context.get();
+    ctx->getOrLoadDialect<tile::TileDialect>(); // a module may hold no tile op
+    (*module)->setAttr(kStrategyAttrName,
+                       tile::StrategyAttr::get(ctx, options.strategy.numWarps, options.strategy.stages,
+                                               BoolAttr::get(ctx, options.strategy.smemEpilogue),
+                                               *bounds, options.strategy.loweringOptions));
     tileIR = printOp(*module);
 
-    if (!isRegistered(kTileToNVVMPipeline))
-      return makeError(llvm::formatv("pipeline {0} is not registered: this build has no "
-                                     "lowering from the tile dialect to NVVM",
-                                     kTileToNVVMPipeline));
-    // Options with a field of their own are set there: a second value in
-    // the free-form string would silently win.
-    for (StringRef owned : {"arch=", "num-warps=", "stages=", "smem-epilogue="})
-      for (StringRef word : llvm::split(options.extraLoweringOptions, ' '))
-        if (word.starts_with(owned))
-          return makeError(llvm::formatv("lowering option '{0}' has its own setting (--{1}); "
-                                         "it cannot be passed as a lowering option",
-                                         word, owned.drop_back()));
-    std::string lowering = llvm::formatv(
-        "{0}{{arch={1} num-warps={2} stages={3} smem-epilogue={4} {5}}", kTileToNVVMPipeline,
-        options.arch, options.numWarps, options.stages, options.smemEpilogue ? "true" : "false",
-        options.extraLoweringOptions);
-    if (Error e = runTextualPipeline(*module, lowering, *session, printIR, options.printStats,
-                                     options.crashReproducerPath))
+    // The lowering, built from the strategy record directly (no pipeline
+    // text to format and parse again).
+    PassManager pm(session->context.get(), ModuleOp::getOperationName());
+    configurePassManager(pm, printIR, options.printStats, options.crashReproducerPath);
+    if (Error e = buildTileToNVVMPipeline(pm, options.strategy, options.arch))
       return std::move(e);
+    if (failed(pm.run(*module)))
+      return diagnostics.takeError("the tile-to-nvvm pipeline failed without a diagnostic");
   }
 
   if (auto target = (*module)->getAttrOfType<StringAttr>(kTargetAttrName);
@@ -273,10 +276,21 @@ compileForGPU(StringRef source, StringRef bufferName, const CompileOptions &opti
       continue;
     }
     setMaxThreads(kernel, *launch);
+    if (auto strategy = (*module)->getAttrOfType<tile::StrategyAttr>(kStrategyAttrName))
+      launch->strategy = llvm::json::Object{
+          {"num_warps", strategy.getNumWarps()},
+          {"num_stages", strategy.getStages()},
+          {"smem_epilogue", strategy.getSmemEpilogue().getValue()},
+          {"copy_bounds", tile::stringifyCopyBoundsKind(strategy.getCopyBounds()).str()},
+          {"lowering_options", strategy.getLoweringOptions().str()}};
+    // Read into the manifest; LLVM IR translation would warn of each.
+    for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
+      for (StringRef name : {kElemAttrName, kAlignAttrName, kPositiveAttrName})
+        kernel.removeArgAttr(i, StringAttr::get(kernel.getContext(), name));
     launches.push_back(std::move(*launch));
   }
   if (!launchesValid)
-    return diagnostics.takeError("invalid tile.launch");
+    return diagnostics.takeError("invalid kernel ABI attributes");
 
   std::optional<std::string> ptxas = options.emitCubin ? findPtxas() : std::nullopt;
   std::vector<CompiledKernel> results;

@@ -1,5 +1,10 @@
-//===- Manifest.cpp - tile.launch -> the runtime's JSON launch manifest ---===//
+//===- Manifest.cpp - a lowered kernel's ABI -> its JSON launch manifest --===//
 #include "Manifest.h"
+
+#include "dialects/Tile/TileAttrNames.h"
+#include "tilec/runtime/GridSyntax.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -15,80 +20,146 @@ namespace tilec {
 // CUDA's limit on threads per block; the runtime checks the same bound.
 static constexpr int64_t kMaxThreadsPerBlock = 1024;
 
-static std::optional<std::array<int64_t, 3>> readInt3(Attribute attr) {
-  std::array<int64_t, 3> out;
-  if (auto dense = dyn_cast<DenseI64ArrayAttr>(attr)) {
-    if (dense.size() != 3)
-      return std::nullopt;
-    llvm::copy(dense.asArrayRef(), out.begin());
-    return out;
-  }
-  if (auto dense = dyn_cast<DenseI32ArrayAttr>(attr)) {
-    if (dense.size() != 3)
-      return std::nullopt;
-    llvm::copy(dense.asArrayRef(), out.begin());
-    return out;
-  }
-  auto array = dyn_cast<ArrayAttr>(attr);
-  if (!array || array.size() != 3)
-    return std::nullopt;
-  for (auto [i, element] : llvm::enumerate(array)) {
-    auto integer = dyn_cast<IntegerAttr>(element);
-    if (!integer)
-      return std::nullopt;
-    out[i] = integer.getInt();
-  }
-  return out;
+/// The kind the manifest gives a parameter passed as `type`; empty when the
+/// runtime cannot pass it.
+static StringRef kindOf(Type type) {
+  if (isa<LLVM::LLVMPointerType>(type))
+    return "ptr";
+  if (type.isInteger(32))
+    return "i32";
+  if (type.isInteger(64))
+    return "i64";
+  if (type.isF32())
+    return "f32";
+  return "";
 }
 
-/// Whether `type` is how the lowering passes a parameter of `kind`.
-static bool matchesKind(Type type, StringRef kind) {
-  if (kind == "ptr")
-    return isa<LLVM::LLVMPointerType>(type);
-  if (kind == "i32")
-    return type.isInteger(32);
-  if (kind == "i64")
-    return type.isInteger(64);
-  if (kind == "f32")
-    return type.isF32();
-  return false;
+/// The manifest's name of a pointee type; empty when the runtime has none.
+static StringRef elemName(Type type) {
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF32())
+    return "f32";
+  if (type.isInteger(32))
+    return "i32";
+  if (type.isInteger(64))
+    return "i64";
+  return "";
 }
 
 FailureOr<LaunchInfo> readLaunchInfo(LLVM::LLVMFuncOp kernel) {
   auto fail = [&](const Twine &message) {
-    return kernel.emitError() << "kernel @" << kernel.getSymName() << ": '"
-                              << kLaunchAttrName << "' " << message;
+    return kernel.emitError() << "kernel @" << kernel.getSymName() << ": " << message;
   };
-  Attribute raw = kernel->getAttr(kLaunchAttrName);
-  if (!raw)
-    return kernel.emitError() << "kernel @" << kernel.getSymName() << " has no '"
-                              << kLaunchAttrName
-                              << "' dictionary: nothing says how to launch it";
-  auto dict = dyn_cast<DictionaryAttr>(raw);
-  if (!dict)
-    return fail("must be a dictionary, got " + llvm::formatv("{0}", raw).str());
-
   LaunchInfo info;
-  auto gridAttr = dyn_cast_or_null<ArrayAttr>(dict.get("grid"));
+
+  // Parameters: kind from the signature, the rest from argument attributes.
+  ArrayRef<Type> argTypes = kernel.getFunctionType().getParams();
+  auto namesAttr = kernel->getAttrOfType<ArrayAttr>(kArgNamesAttrName);
+  if (kernel->hasAttr(kArgNamesAttrName) && !namesAttr)
+    return fail(Twine(kArgNamesAttrName) + " must be an array of strings");
+  if (namesAttr && namesAttr.size() != argTypes.size())
+    return fail(llvm::formatv("{0} has {1} names for {2} parameters", kArgNamesAttrName,
+                              namesAttr.size(), argTypes.size())
+                    .str());
+  llvm::StringSet<> seen;
+  for (auto [i, type] : llvm::enumerate(argTypes)) {
+    LaunchParam p;
+    if (namesAttr) {
+      auto name = dyn_cast<StringAttr>(namesAttr[i]);
+      if (!name || name.getValue().empty())
+        return fail(llvm::formatv("{0}[{1}] must be a non-empty string, got {2}",
+                                  kArgNamesAttrName, i, namesAttr[i])
+                        .str());
+      p.name = name.str();
+    } else {
+      p.name = "arg" + std::to_string(i);
+    }
+    if (!seen.insert(p.name).second)
+      return fail(llvm::formatv("parameter {0} repeats the name \"{1}\"", i, p.name).str());
+    p.kind = kindOf(type).str();
+    if (p.kind.empty())
+      return fail(llvm::formatv("parameter {0} ({1}) has type {2}; kernels take pointers, "
+                                "i32, i64 or f32",
+                                i, p.name, type)
+                      .str());
+    Attribute elem = kernel.getArgAttr(i, kElemAttrName);
+    if (p.kind == "ptr") {
+      auto elemType = dyn_cast_or_null<TypeAttr>(elem);
+      p.elem = elemType ? elemName(elemType.getValue()).str() : "";
+      if (p.elem.empty())
+        return fail(llvm::formatv("parameter {0} ({1}) is a pointer and needs {2} = one of "
+                                  "f16, bf16, f32, i32, i64",
+                                  i, p.name, kElemAttrName)
+                        .str());
+    } else if (elem) {
+      return fail(llvm::formatv("parameter {0} ({1}) has {2} but is not a pointer", i, p.name,
+                                kElemAttrName)
+                      .str());
+    }
+    if (Attribute positive = kernel.getArgAttr(i, kPositiveAttrName)) {
+      if (!isa<UnitAttr>(positive) || p.kind == "ptr")
+        return fail(llvm::formatv("parameter {0} ({1}): {2} is a unit attribute on an i32, "
+                                  "i64 or f32 parameter",
+                                  i, p.name, kPositiveAttrName)
+                        .str());
+      p.positive = true;
+    }
+    if (Attribute align = kernel.getArgAttr(i, kAlignAttrName)) {
+      auto bytes = dyn_cast<IntegerAttr>(align);
+      if (!bytes || bytes.getInt() <= 0 || !llvm::isPowerOf2_64(bytes.getInt()) || p.kind != "ptr")
+        return fail(llvm::formatv("parameter {0} ({1}): {2} must be a power-of-two byte "
+                                  "count, on a pointer",
+                                  i, p.name, kAlignAttrName)
+                        .str());
+      p.align = bytes.getInt();
+    }
+    info.params.push_back(std::move(p));
+  }
+
+  // The grid: three expressions over the integer parameters, checked with
+  // the runtime's own parser (tilec/runtime/GridSyntax.h).
+  auto gridAttr = kernel->getAttrOfType<ArrayAttr>(kGridAttrName);
   if (!gridAttr || gridAttr.size() != 3)
-    return fail("needs 'grid' = [x, y, z] with three string expressions");
+    return fail(Twine("needs ") + kGridAttrName +
+                " = [\"x\", \"y\", \"z\"]: three grid-size expressions over its integer "
+                "parameters");
+  std::vector<std::string> integerParams;
+  for (const LaunchParam &p : info.params)
+    if (p.kind == "i32" || p.kind == "i64")
+      integerParams.push_back(p.name);
   for (auto [i, element] : llvm::enumerate(gridAttr)) {
     if (auto str = dyn_cast<StringAttr>(element))
       info.grid[i] = str.getValue().str();
     else if (auto integer = dyn_cast<IntegerAttr>(element))
       info.grid[i] = std::to_string(integer.getInt());
     else
-      return fail(llvm::formatv("grid[{0}] must be a string or an integer", i).str());
-    if (info.grid[i].empty())
-      return fail(llvm::formatv("grid[{0}] is empty", i).str());
+      return fail(llvm::formatv("{0}[{1}] must be a string or an integer", kGridAttrName, i)
+                      .str());
+    grid::ParseError error;
+    if (!grid::parse(info.grid[i], integerParams, error))
+      return fail(llvm::formatv("{0}[{1}] '{2}': {3} at column {4}", kGridAttrName, i,
+                                info.grid[i], error.message, error.column)
+                      .str());
   }
 
-  Attribute blockAttr = dict.get("block");
-  std::optional<std::array<int64_t, 3>> block =
-      blockAttr ? readInt3(blockAttr) : std::nullopt;
-  if (!block)
-    return fail("needs 'block' = array<i64: x, y, z>");
-  info.block = *block;
+  // Threads per block: what the lowering told ptxas (nvvm.maxntid), else
+  // the kernel's warps.
+  Attribute ntid = kernel->getAttr(NVVM::NVVMDialect::getMaxntidAttrName());
+  if (!ntid)
+    ntid = kernel->getAttr(NVVM::NVVMDialect::getReqntidAttrName());
+  if (auto dense = dyn_cast_or_null<DenseI32ArrayAttr>(ntid)) {
+    ArrayRef<int32_t> extents = dense.asArrayRef();
+    for (size_t d = 0; d < 3; ++d)
+      info.block[d] = d < extents.size() ? extents[d] : 1;
+  } else if (auto warps = kernel->getAttrOfType<IntegerAttr>(kNumWarpsAttrName)) {
+    info.block = {warps.getInt() * 32, 1, 1};
+  } else {
+    return fail(Twine("says nothing of its block size: give it ") +
+                NVVM::NVVMDialect::getMaxntidAttrName() + " or " + kNumWarpsAttrName);
+  }
   int64_t threads = 1;
   for (int64_t extent : info.block) {
     if (extent < 1 || extent > kMaxThreadsPerBlock)
@@ -102,87 +173,23 @@ FailureOr<LaunchInfo> readLaunchInfo(LLVM::LLVMFuncOp kernel) {
                               kMaxThreadsPerBlock)
                     .str());
 
-  if (Attribute smem = dict.get("shared_bytes")) {
+  if (Attribute smem = kernel->getAttr(kSharedBytesAttrName)) {
     auto integer = dyn_cast<IntegerAttr>(smem);
     if (!integer || integer.getInt() < 0 || integer.getInt() > UINT32_MAX)
-      return fail("'shared_bytes' must be a non-negative 32-bit integer");
+      return fail(Twine(kSharedBytesAttrName) + " must be a non-negative 32-bit integer");
     info.sharedBytes = integer.getInt();
   }
 
-  auto paramsAttr = dyn_cast_or_null<ArrayAttr>(dict.get("params"));
-  if (!paramsAttr)
-    return fail("needs 'params' = [{name = ..., kind = ...}, ...]");
-  ArrayRef<Type> argTypes = kernel.getFunctionType().getParams();
-  if (paramsAttr.size() != argTypes.size())
-    return fail(llvm::formatv("lists {0} params but the kernel takes {1} arguments",
-                              paramsAttr.size(), argTypes.size())
-                    .str());
-  llvm::StringSet<> seen;
-  for (auto [i, element] : llvm::enumerate(paramsAttr)) {
-    auto param = dyn_cast<DictionaryAttr>(element);
-    auto name = param ? dyn_cast_or_null<StringAttr>(param.get("name")) : nullptr;
-    auto kind = param ? dyn_cast_or_null<StringAttr>(param.get("kind")) : nullptr;
-    if (!name || !kind || name.getValue().empty())
-      return fail(llvm::formatv("params[{0}] needs a non-empty string 'name' and a 'kind'", i)
-                      .str());
-    LaunchParam p{name.str(), kind.str(), ""};
-    if (!seen.insert(p.name).second)
-      return fail(llvm::formatv("params[{0}] repeats the name \"{1}\"", i, p.name).str());
-    if (!llvm::is_contained({"ptr", "i32", "i64", "f32"}, p.kind))
-      return fail(llvm::formatv("params[{0}] ({1}) has kind \"{2}\"; expected ptr, i32, "
-                                "i64 or f32",
-                                i, p.name, p.kind)
-                      .str());
-    auto elem = dyn_cast_or_null<StringAttr>(param.get("elem"));
-    if (p.kind == "ptr") {
-      if (!elem || !llvm::is_contained({"f16", "bf16", "f32", "i32", "i64"}, elem.getValue()))
-        return fail(llvm::formatv("params[{0}] ({1}) is a ptr and needs 'elem' = one of f16, "
-                                  "bf16, f32, i32, i64",
-                                  i, p.name)
-                        .str());
-      p.elem = elem.str();
-    } else if (param.get("elem")) {
-      return fail(llvm::formatv("params[{0}] ({1}) has 'elem' but is not a ptr", i, p.name)
-                      .str());
-    }
-    if (Attribute positive = param.get("positive")) {
-      auto flag = dyn_cast<BoolAttr>(positive);
-      if (!flag)
-        return fail(llvm::formatv("params[{0}] ({1}): 'positive' must be a bool", i, p.name)
-                        .str());
-      if (flag.getValue() && p.kind == "ptr")
-        return fail(llvm::formatv("params[{0}] ({1}) is a ptr and cannot be 'positive'", i,
-                                  p.name)
-                        .str());
-      p.positive = flag.getValue();
-    }
-    if (Attribute align = param.get("align")) {
-      auto bytes = dyn_cast<IntegerAttr>(align);
-      if (!bytes || bytes.getInt() <= 0 || !llvm::isPowerOf2_64(bytes.getInt()) || p.kind != "ptr")
-        return fail(llvm::formatv("params[{0}] ({1}): 'align' must be a power-of-two byte "
-                                  "count, on a ptr",
-                                  i, p.name)
-                        .str());
-      p.align = bytes.getInt();
-    }
-    if (!matchesKind(argTypes[i], p.kind))
-      return fail(llvm::formatv("params[{0}] ({1}) is declared {2} but argument #{0} has "
-                                "type {3}",
-                                i, p.name, p.kind, argTypes[i])
-                      .str());
-    info.params.push_back(std::move(p));
-  }
-
-  if (Attribute variant = dict.get("variant")) {
+  if (Attribute variant = kernel->getAttr(kVariantAttrName)) {
     if (!isa<DictionaryAttr>(variant))
-      return fail("'variant' must be a dictionary");
+      return fail(Twine(kVariantAttrName) + " must be a dictionary");
     info.variant = attributeToJson(variant);
   }
-  for (auto [key, field] : {std::pair("mask", &info.mask), {"mask_note", &info.maskNote}})
-    if (Attribute value = dict.get(key)) {
+  for (auto [key, field] : {std::pair(kMaskAttr, &info.mask), {kMaskNoteAttr, &info.maskNote}})
+    if (Attribute value = kernel->getAttr(key)) {
       auto str = dyn_cast<StringAttr>(value);
       if (!str)
-        return fail(llvm::formatv("'{0}' must be a string", key).str());
+        return fail(Twine(key) + " must be a string");
       *field = str.str();
     }
   return info;
@@ -282,6 +289,8 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
     doc["mask"] = launch.mask;
   if (!launch.maskNote.empty())
     doc["mask_note"] = launch.maskNote;
+  if (launch.strategy)
+    doc["strategy"] = *launch.strategy;
   if (ptxasInfo)
     doc["ptxas_info"] = ptxasInfoJson(*ptxasInfo);
   doc["compiler"] = compiler.str();

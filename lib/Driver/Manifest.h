@@ -1,9 +1,12 @@
-//===- Manifest.h - tile.launch -> the runtime's JSON launch manifest -----===//
+//===- Manifest.h - a lowered kernel's ABI -> its JSON launch manifest ----===//
 //
-// The lowering records how to launch each kernel in a `tile.launch`
-// dictionary on its llvm.func; this reads it (with diagnostics on the
-// function) and writes the JSON the runtime parses (lib/runtime/Manifest.cpp
-// is the reader; keep the two in step).
+// The kernel ABI is the driver's: from the attributes a lowered llvm.func
+// carries (dialects/Tile/TileAttrNames.h: tile.arg_names, tile.grid,
+// tile.variant, tile.mask, tile.shared_bytes, nvvm.maxntid, and per
+// parameter tile.elem, tile.align, tile.positive) this builds the launch
+// description, checking it (diagnostics on the function), and writes the
+// JSON the runtime parses (lib/runtime/Manifest.cpp is the reader; keep the
+// two in step).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEC_LIB_DRIVER_MANIFEST_H
@@ -20,11 +23,6 @@
 #include <vector>
 
 namespace tilec {
-
-/// The attribute the lowering puts on every kernel, and the one naming the
-/// target on the module.
-inline constexpr const char *kLaunchAttrName = "tile.launch";
-inline constexpr const char *kTargetAttrName = "tile.target";
 
 struct LaunchParam {
   std::string name;
@@ -47,11 +45,15 @@ struct LaunchInfo {
   /// tile-split-masked-loops' verdict on the kernel's masks ("split", "skip",
   /// "dense"; empty: no mask) and, when not "split", its remark.
   std::string mask, maskNote;
+  /// The strategy record it was lowered with (tile.strategy on the module),
+  /// by tilec.strategy.Strategy's field names; none for LLVM-dialect input.
+  std::optional<llvm::json::Value> strategy;
 };
 
-/// Reads and checks `tile.launch` of `kernel`, including that its params
-/// match the function's arguments one to one (the runtime packs arguments
-/// from the manifest alone). Emits an error on the kernel and fails otherwise.
+/// Builds and checks the launch description of `kernel` from its
+/// attributes: one param per argument (the runtime packs arguments from the
+/// manifest alone), a grid over the integer params. Emits an error on the
+/// kernel and fails otherwise.
 mlir::FailureOr<LaunchInfo> readLaunchInfo(mlir::LLVM::LLVMFuncOp kernel);
 
 struct ManifestFiles {

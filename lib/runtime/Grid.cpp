@@ -1,216 +1,37 @@
 //===- Grid.cpp - Grid expressions of launch manifests --------------------===//
+//
+// Evaluation only: the text is parsed by tilec::grid (GridSyntax.h), the
+// one parser of the grid language.
 
 #include "tilec/runtime/Runtime.h"
 
-#include <algorithm>
-#include <cctype>
 #include <limits>
 
 namespace tilec::runtime {
 
-/// Recursive-descent parser that compiles an expression to postfix code:
-///   expr  := term (('+' | '-') term)*
-///   term  := unary (('*' | '/') unary)*
-///   unary := '-' unary | primary
-///   primary := INT | NAME | FUNC '(' expr ',' expr ')' | '(' expr ')'
-/// with FUNC one of cdiv, min, max. A name is a function only when followed
-/// by '(', so a parameter may be called "min".
-class GridParser {
-public:
-  GridParser(GridExpr &out, const std::vector<std::string> &names)
-      : out_(out), src_(out.source_), names_(names) {}
-
-  void run() {
-    skipSpace();
-    if (pos_ == src_.size())
-      fail("empty expression");
-    parseExpr();
-    if (pos_ != src_.size())
-      fail(std::string("unexpected '") + src_[pos_] + "'");
-    size_t depth = 0, maxDepth = 0;
-    for (const GridExpr::Instr &in : out_.code_) {
-      bool push = in.op == Op::Const || in.op == Op::Slot;
-      bool unary = in.op == Op::Neg;
-      depth = push ? depth + 1 : unary ? depth : depth - 1;
-      maxDepth = std::max(maxDepth, depth);
-    }
-    if (maxDepth > GridExpr::kMaxStack)
-      fail("expression too deeply nested");
-  }
-
-private:
-  using Op = GridExpr::Op;
-
-  [[noreturn]] void fail(const std::string &what) const {
-    throw Error(Error::Kind::Grid, out_.what_ + " '" + src_ + "': " + what +
-                                       " at column " +
-                                       std::to_string(pos_ + 1));
-  }
-
-  void skipSpace() {
-    while (pos_ < src_.size() && std::isspace(static_cast<unsigned char>(
-                                     src_[pos_])))
-      ++pos_;
-  }
-
-  bool accept(char c) {
-    skipSpace();
-    if (pos_ < src_.size() && src_[pos_] == c) {
-      ++pos_;
-      skipSpace();
-      return true;
-    }
-    return false;
-  }
-
-  void expect(char c) {
-    if (!accept(c))
-      fail(std::string("expected '") + c + "'");
-  }
-
-  void emit(Op op, int64_t value = 0) { out_.code_.push_back({op, value}); }
-
-  void parseExpr() {
-    parseTerm();
-    while (true) {
-      if (accept('+')) {
-        parseTerm();
-        emit(Op::Add);
-      } else if (accept('-')) {
-        parseTerm();
-        emit(Op::Sub);
-      } else {
-        return;
-      }
-    }
-  }
-
-  void parseTerm() {
-    parseUnary();
-    while (true) {
-      if (accept('*')) {
-        parseUnary();
-        emit(Op::Mul);
-      } else if (accept('/')) {
-        parseUnary();
-        emit(Op::FloorDiv);
-      } else {
-        return;
-      }
-    }
-  }
-
-  void parseUnary() {
-    // Bounds the recursion; real grid expressions nest two or three levels.
-    if (++nesting_ > GridExpr::kMaxStack)
-      fail("expression too deeply nested");
-    if (accept('-')) {
-      parseUnary();
-      emit(Op::Neg);
-    } else {
-      parsePrimary();
-    }
-    --nesting_;
-  }
-
-  void parsePrimary() {
-    skipSpace();
-    if (pos_ == src_.size())
-      fail("expected a number, a name or '('");
-    char c = src_[pos_];
-    if (accept('(')) {
-      parseExpr();
-      expect(')');
-      return;
-    }
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t start = pos_;
-      int64_t v = 0;
-      while (pos_ < src_.size() &&
-             std::isdigit(static_cast<unsigned char>(src_[pos_]))) {
-        if (__builtin_mul_overflow(v, 10, &v) ||
-            __builtin_add_overflow(v, src_[pos_] - '0', &v)) {
-          pos_ = start;
-          fail("integer literal out of int64 range");
-        }
-        ++pos_;
-      }
-      emit(Op::Const, v);
-      skipSpace();
-      return;
-    }
-    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_'))
-      fail(std::string("unexpected '") + c + "'");
-    size_t start = pos_;
-    while (pos_ < src_.size() &&
-           (std::isalnum(static_cast<unsigned char>(src_[pos_])) ||
-            src_[pos_] == '_'))
-      ++pos_;
-    std::string name = src_.substr(start, pos_ - start);
-    if (accept('(')) {
-      Op op;
-      if (name == "cdiv")
-        op = Op::CDiv;
-      else if (name == "min")
-        op = Op::Min;
-      else if (name == "max")
-        op = Op::Max;
-      else {
-        pos_ = start;
-        fail("unknown function '" + name + "' (known: cdiv, min, max)");
-      }
-      parseExpr();
-      expect(',');
-      parseExpr();
-      expect(')');
-      emit(op);
-      return;
-    }
-    for (size_t i = 0; i < names_.size(); ++i) {
-      if (names_[i] == name) {
-        emit(Op::Slot, static_cast<int64_t>(i));
-        bool seen = false;
-        for (const auto &use : out_.names_)
-          seen |= use.first == name;
-        if (!seen)
-          out_.names_.emplace_back(name, i);
-        skipSpace();
-        return;
-      }
-    }
-    pos_ = start;
-    std::string known;
-    for (const std::string &n : names_)
-      known += (known.empty() ? "" : ", ") + n;
-    fail("unknown name '" + name + "' (integer parameters: " +
-         (known.empty() ? "none" : known) + ")");
-  }
-
-  GridExpr &out_;
-  const std::string &src_;
-  const std::vector<std::string> &names_;
-  size_t pos_ = 0;
-  size_t nesting_ = 0;
-};
-
 GridExpr GridExpr::parse(const std::string &source,
                          const std::vector<std::string> &names,
                          const std::string &what) {
+  grid::ParseError error;
+  std::optional<grid::Program> program = grid::parse(source, names, error);
+  if (!program)
+    throw Error(Error::Kind::Grid, what + " '" + source + "': " + error.message +
+                                       " at column " + std::to_string(error.column));
   GridExpr e;
   e.source_ = source;
   e.what_ = what;
-  GridParser(e, names).run();
+  e.program_ = std::move(*program);
   return e;
 }
 
 std::string GridExpr::describe(const std::vector<int64_t> &slots) const {
   std::string s = what_ + " '" + source_ + "'";
-  if (names_.empty())
+  if (program_.names.empty())
     return s;
   s += " (";
-  for (size_t i = 0; i < names_.size(); ++i)
-    s += (i ? ", " : "") + names_[i].first + "=" +
-         std::to_string(slots[names_[i].second]);
+  for (size_t i = 0; i < program_.names.size(); ++i)
+    s += (i ? ", " : "") + program_.names[i].first + "=" +
+         std::to_string(slots[program_.names[i].second]);
   return s + ")";
 }
 
@@ -223,7 +44,7 @@ int64_t GridExpr::eval(const std::vector<int64_t> &slots) const {
     return Error(Error::Kind::Grid,
                  describe(slots) + ": int64 overflow while evaluating");
   };
-  for (const Instr &in : code_) {
+  for (const grid::Instr &in : program_.code) {
     if (in.op == Op::Const || in.op == Op::Slot) {
       stack[sp++] = in.op == Op::Const ? in.value : slots.at(in.value);
       continue;

@@ -38,15 +38,17 @@ template <typename T> T unwrap(llvm::Expected<T> value) {
 
 py::list compile(const std::string &source, const std::string &bufferName,
                  const std::string &arch, int numWarps, int stages, bool smemEpilogue,
-                 const std::string &loweringOptions, bool runTilePasses, bool emitCubin,
+                 const std::string &copyBounds, const std::string &loweringOptions,
+                 bool runTilePasses, bool emitCubin,
                  bool printIRAfterAll, const std::string &crashReproducer,
                  const std::vector<std::string> &extraSass) {
   tilec::CompileOptions options;
   options.arch = arch;
-  options.numWarps = numWarps;
-  options.stages = stages;
-  options.smemEpilogue = smemEpilogue;
-  options.extraLoweringOptions = loweringOptions;
+  options.strategy.numWarps = numWarps;
+  options.strategy.stages = stages;
+  options.strategy.smemEpilogue = smemEpilogue;
+  options.strategy.copyBounds = copyBounds;
+  options.strategy.loweringOptions = loweringOptions;
   options.runTilePasses = runTilePasses;
   options.emitCubin = emitCubin;
   options.printIRAfterAll = printIRAfterAll;
@@ -161,8 +163,25 @@ PYBIND11_MODULE(_tilec, m) {
         py::arg("buffer_name") = "<tilec>",
         "Runs a textual pass pipeline (tile-opt's --pass-pipeline syntax) and "
         "returns the resulting IR.");
+  m.def(
+      "default_strategy",
+      []() {
+        tilec::Strategy s;
+        py::dict d;
+        d["num_warps"] = s.numWarps;
+        d["num_stages"] = s.stages;
+        d["smem_epilogue"] = s.smemEpilogue;
+        d["copy_bounds"] = s.copyBounds;
+        d["lowering_options"] = s.loweringOptions;
+        return d;
+      },
+      "The C++ strategy record's defaults (tilec/Strategy.h), by the Python "
+      "field names of tilec.strategy.Strategy.");
   m.def("compile", &compile, py::arg("source"), py::arg("buffer_name") = "<tilec>",
-        py::arg("arch") = "sm_80", py::arg("num_warps") = 4, py::arg("stages") = 2, py::arg("smem_epilogue") = true,
+        py::arg("arch") = "sm_80", py::arg("num_warps") = tilec::kDefaultNumWarps,
+        py::arg("stages") = tilec::kDefaultStages,
+        py::arg("smem_epilogue") = tilec::kDefaultSmemEpilogue,
+        py::arg("copy_bounds") = std::string(tilec::kDefaultCopyBounds),
         py::arg("lowering_options") = "",
         py::arg("run_tile_passes") = true,
         py::arg("emit_cubin") = true, py::arg("print_ir_after_all") = false,

@@ -154,6 +154,29 @@ PYBIND11_MODULE(_tilec_runtime, m) {
       "driver.");
 
   m.def(
+      "grid_expr",
+      [](const std::string &source, const std::vector<std::string> &params,
+         const py::dict &constants) {
+        // Constants (constexprs) are names too, printed as their values.
+        std::vector<std::string> names = params;
+        std::vector<std::optional<int64_t>> values(params.size());
+        for (auto item : constants) {
+          names.push_back(item.first.cast<std::string>());
+          values.push_back(item.second.cast<int64_t>());
+        }
+        tilec::grid::ParseError error;
+        std::optional<tilec::grid::Program> program = tilec::grid::parse(source, names, error);
+        if (!program)
+          throw py::value_error(error.message + " at column " +
+                                std::to_string(error.column));
+        return tilec::grid::print(*program, names, values);
+      },
+      py::arg("source"), py::arg("params"), py::arg("constants"),
+      "The canonical text of a grid expression (tilec/runtime/GridSyntax.h) "
+      "over the integer parameters `params`, with {name: int} `constants` "
+      "substituted; ValueError naming the problem and its column.");
+
+  m.def(
       "eval_grid",
       [](const std::vector<std::string> &exprs, const py::dict &values) {
         std::vector<std::pair<std::string, int64_t>> named;

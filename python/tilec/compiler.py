@@ -290,86 +290,50 @@ def write_artifacts(kernel, folder, extras=True):
     return Artifact(folder, name)
 
 
-COPY_BOUNDS = ("row", "tile", "chunk")
-# Warps per program: a power of two up to 16 (tile-partition-warps; the C++
-# side refuses other values too). Pipeline stages: 1 or 2 (tile-pipeline).
-MAX_WARPS = 16
-NUM_STAGES = (1, 2)
+# The strategy record and its checks live in strategy.py (one definition);
+# these names stay importable from here.
+from .strategy import (COPY_BOUNDS, MAX_WARPS, NUM_STAGES, Strategy,  # noqa: E402,F401
+                       check_copy_bounds, check_flag, check_num_stages, check_num_warps)
 
 
-def _integer(value, what):
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{what} must be an int, got {value!r}")
-    return value.__index__()
+def _strategy(strategy, num_warps, num_stages, smem_epilogue, copy_bounds, lowering_options):
+    """`strategy` (default: Strategy()) with the knobs given (not None)
+    replacing its fields, checked."""
+    base = strategy if strategy is not None else Strategy()
+    return base.replace(num_warps=num_warps, num_stages=num_stages, smem_epilogue=smem_epilogue,
+                        copy_bounds=copy_bounds, lowering_options=lowering_options).checked()
 
 
-def check_num_warps(value, what="num_warps"):
-    """`value` as an int if it is a valid number of warps, else a ValueError
-    (TypeError for a non-integer) that names it and the allowed values."""
-    n = _integer(value, what)
-    if n < 1 or n > MAX_WARPS or n & (n - 1):
-        raise ValueError(f"{what} must be a power of two in [1, {MAX_WARPS}], got {value!r}")
-    return n
-
-
-def check_num_stages(value, what="num_stages"):
-    n = _integer(value, what)
-    if n not in NUM_STAGES:
-        raise ValueError(f"{what} must be 1 (one shared buffer per K/V tile) or 2 (a ring), "
-                         f"got {value!r}")
-    return n
-
-
-def check_flag(value, what):
-    if not isinstance(value, bool) and value not in (0, 1):
-        raise TypeError(f"{what} must be a bool, got {value!r}")
-    return bool(value)
-
-
-def compile(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-            num_stages=2, smem_epilogue=True, lowering_options="", copy_bounds="row",
-            extra_sass=()):
+def compile(text, source_name="<tilec>", arch="sm_80", num_warps=None, run_tile_passes=True,
+            num_stages=None, smem_epilogue=None, lowering_options=None, copy_bounds=None,
+            extra_sass=(), strategy=None):
     """Compiles MLIR text; returns the list of result dicts (see _tilec.compile).
-    num_stages: shared buffers per prefetched K/V tile (1 or 2, tile-pipeline).
-    smem_epilogue: store narrow register tiles (O) through shared memory as
-    16-byte chunks. copy_bounds: how global->shared copies respect the view's
-    bounds, one of COPY_BOUNDS (convert-tile-to-nvvm's copy-bounds option:
-    'row' sizes each 16-byte chunk 16 or 0 by its row, 'tile' branches once
-    per tile to unchecked or checked copies, 'chunk' checks every chunk).
-    lowering_options: more tile-to-nvvm options, verbatim
-    ("skip-unit-rescale=true"), for experiments. extra_sass: more GPUs to
+    strategy: a tilec.strategy.Strategy (default: its defaults); the knobs
+    num_warps, num_stages, smem_epilogue, copy_bounds and lowering_options,
+    when given, replace its fields (see Strategy). extra_sass: more GPUs to
     assemble the PTX for (("sm_90",) for an sm_80 kernel run on an H100/H200),
     listed in the manifest's "sass" and loaded by the runtime instead of a
     JIT compile of the PTX."""
     if isinstance(extra_sass, str):
         extra_sass = (extra_sass,)
-    num_warps = check_num_warps(num_warps)
-    num_stages = check_num_stages(num_stages)
-    smem_epilogue = check_flag(smem_epilogue, "smem_epilogue")
-    if copy_bounds not in COPY_BOUNDS:
-        raise ValueError(f"copy_bounds must be one of {COPY_BOUNDS}, got {copy_bounds!r}")
-    if "copy-bounds=" in lowering_options:
-        raise ValueError("pass the copy-bounds mode as copy_bounds=, not in lowering_options "
-                         f"({lowering_options!r})")
-    options = f"copy-bounds={copy_bounds} {lowering_options}".strip()
+    s = _strategy(strategy, num_warps, num_stages, smem_epilogue, copy_bounds, lowering_options)
     if compiler_kind() == "cli":
-        return _compile_cli(text, source_name, arch=arch, num_warps=num_warps,
-                            stages=num_stages, smem_epilogue=bool(smem_epilogue),
-                            lowering_options=options, run_tile_passes=run_tile_passes,
+        return _compile_cli(text, source_name, arch=arch, strategy=s,
+                            run_tile_passes=run_tile_passes,
                             print_ir_after_all=_dump_ir(),
                             crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""),
                             extra_sass=list(extra_sass))
-    return _call(native().compile, text, source_name, arch=arch, num_warps=num_warps,
-                 stages=num_stages, smem_epilogue=bool(smem_epilogue),
-                 lowering_options=options,
+    return _call(native().compile, text, source_name, arch=arch, num_warps=s.num_warps,
+                 stages=s.num_stages, smem_epilogue=s.smem_epilogue,
+                 copy_bounds=s.copy_bounds, lowering_options=s.lowering_options,
                  run_tile_passes=run_tile_passes,
                  print_ir_after_all=_dump_ir(),
                  crash_reproducer=os.environ.get("TILEC_CRASH_REPRODUCER", ""),
                  extra_sass=list(extra_sass))
 
 
-def _compile_cli(text, source_name, arch, num_warps, stages, smem_epilogue, lowering_options,
-                 run_tile_passes, print_ir_after_all, crash_reproducer, extra_sass):
+def _compile_cli(text, source_name, arch, strategy, run_tile_passes, print_ir_after_all,
+                 crash_reproducer, extra_sass):
     """_tilec.compile through the tilec CLI in a child process (an LLVM abort
     stays there): the same options as tilec's flags, the same result dicts,
     read back from the files `tilec --emit=all -o DIR --results=FILE` writes;
@@ -378,9 +342,10 @@ def _compile_cli(text, source_name, arch, num_warps, stages, smem_epilogue, lowe
     with tempfile.TemporaryDirectory(prefix="tilec-cli.") as tmp:
         out, results = Path(tmp) / "out", Path(tmp) / "results.json"
         cmd = [cli, f"--source-name={source_name}", f"--arch={arch}",
-               f"--num-warps={int(num_warps)}", f"--stages={int(stages)}",
-               f"--smem-epilogue={'true' if smem_epilogue else 'false'}",
-               f"--lowering-options={lowering_options}", "--emit=all", "-o", str(out),
+               f"--num-warps={strategy.num_warps}", f"--stages={strategy.num_stages}",
+               f"--smem-epilogue={'true' if strategy.smem_epilogue else 'false'}",
+               f"--copy-bounds={strategy.copy_bounds}",
+               f"--lowering-options={strategy.lowering_options}", "--emit=all", "-o", str(out),
                f"--results={results}"]
         if not run_tile_passes:
             cmd.append("--no-tile-passes")
@@ -444,21 +409,27 @@ def _dump_ir():
 _memory_cache = {}
 
 
-def cache_key(text, arch, num_warps, run_tile_passes, num_stages=2, smem_epilogue=True,
-              copy_bounds="row"):
+def cache_key(text, arch, strategy, run_tile_passes):
+    """The compile cache's key: the compiler, the arch, the strategy record's
+    canonical form (Strategy.key(), as in prebuilt digests) and the IR."""
     h = hashlib.sha256()
-    for part in (version(), arch, str(num_warps), str(num_stages), str(bool(smem_epilogue)),
-                 copy_bounds, str(run_tile_passes), text):
+    for part in (version(), arch, strategy.key(), str(run_tile_passes), text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
 
 
-def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_tile_passes=True,
-                   num_stages=2, smem_epilogue=True, copy_bounds="row"):
+def compile_cached(text, source_name="<tilec>", arch="sm_80", strategy=None, run_tile_passes=True,
+                   **knobs):
     """Like compile(), but returns Artifacts and reuses earlier results from
-    memory or from the disk cache."""
-    key = cache_key(text, arch, num_warps, run_tile_passes, num_stages, smem_epilogue, copy_bounds)
+    memory or from the disk cache. `knobs` (num_warps=, ...) replace fields
+    of `strategy` as in compile()."""
+    s = _strategy(strategy, knobs.pop("num_warps", None), knobs.pop("num_stages", None),
+                  knobs.pop("smem_epilogue", None), knobs.pop("copy_bounds", None),
+                  knobs.pop("lowering_options", None))
+    if knobs:
+        raise TypeError(f"compile_cached: unexpected arguments {sorted(knobs)}")
+    key = cache_key(text, arch, s, run_tile_passes)
     if key in _memory_cache and not _dump_ir():
         return _memory_cache[key]
     entry = cache_dir() / key[:2] / key
@@ -468,8 +439,7 @@ def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_t
         if all(Path(a.manifest_path).exists() for a in arts):
             _memory_cache[key] = arts
             return arts
-    kernels = compile(text, source_name, arch, num_warps, run_tile_passes, num_stages,
-                      smem_epilogue, copy_bounds=copy_bounds)
+    kernels = compile(text, source_name, arch, run_tile_passes=run_tile_passes, strategy=s)
     # Write to a private folder, then rename: concurrent compilers of the same
     # kernel never see a half-written entry.
     entry.parent.mkdir(parents=True, exist_ok=True)
@@ -490,13 +460,13 @@ def compile_cached(text, source_name="<tilec>", arch="sm_80", num_warps=4, run_t
     return arts
 
 
-def build_options(num_warps=4, num_stages=2, smem_epilogue=True, copy_bounds="row",
-                  lowering_options=""):
-    """The compile options that change a kernel's code, as one canonical
-    string: part of a prebuilt artifact's digest, so that two builds of the
-    same IR (the tuner's configurations) are told apart."""
-    return (f"num_warps={int(num_warps)} num_stages={int(num_stages)} "
-            f"smem_epilogue={bool(smem_epilogue)} copy_bounds={copy_bounds} {lowering_options}").strip()
+def build_options(num_warps=None, num_stages=None, smem_epilogue=None, copy_bounds=None,
+                  lowering_options=None):
+    """Strategy(...).key() of these knobs (the rest: the defaults): the
+    canonical form a prebuilt artifact's digest is keyed by."""
+    return Strategy().replace(num_warps=num_warps, num_stages=num_stages,
+                              smem_epilogue=smem_epilogue, copy_bounds=copy_bounds,
+                              lowering_options=lowering_options).key()
 
 
 def ir_digest(text, options=""):

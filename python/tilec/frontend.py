@@ -1745,7 +1745,7 @@ class CodeGen(ast.NodeVisitor):
         if len(grid) > 3 or not grid:
             self.error(self.fdef, f"grid has {len(grid)} dimensions; give 1 to 3")
         grid = grid + (1,) * (3 - len(grid))
-        ints = {n for n, t in self.params if isinstance(t, tl.dtype) and t.is_int}
+        ints = [n for n, t in self.params if isinstance(t, tl.dtype) and t.is_int]
         return [_grid_expr(self, g, ints) for g in grid]
 
 
@@ -1763,58 +1763,38 @@ def _attr(v):
     raise TypeError(f"unsupported tile.variant value {v!r}")
 
 
-_GRID_OPS = {ast.Add: ("+", 1), ast.Sub: ("-", 1), ast.Mult: ("*", 2),
-             ast.Div: ("/", 2), ast.FloorDiv: ("/", 2)}
-
-
 def _grid_expr(gen, expr, int_params):
-    """Renders one grid dimension for the manifest: integers, integer
-    parameter names, + - * / (floor), cdiv/min/max; constexprs substituted."""
+    """Renders one grid dimension for tile.grid: an int, or an expression
+    string in the grid language (tilec/runtime/GridSyntax.h: integers,
+    integer parameters, + - * / //, cdiv/min/max), which the runtime
+    extension's one parser checks and prints canonically with the integer
+    constexprs substituted."""
     if isinstance(expr, int) and not isinstance(expr, bool):
         return str(expr)
     if not isinstance(expr, str):
         gen.error(gen.fdef, f"grid dimensions are ints or expression strings, got {expr!r}")
+    constants = {k: v for k, v in gen.constexprs.items()
+                 if isinstance(v, int) and not isinstance(v, bool)}
+    params = [n for n in int_params if n not in constants]
     try:
-        tree = ast.parse(expr, mode="eval").body
-    except SyntaxError as e:
-        gen.error(gen.fdef, f"grid expression {expr!r}: {e.msg}")
+        return _grid_syntax().grid_expr(expr, params, constants)
+    except ValueError as e:
+        gen.error(gen.fdef, f"grid expression {expr!r}: {e}")
 
-    def bad(why):
-        gen.error(gen.fdef, f"grid expression {expr!r}: {why}")
 
-    def render(n):
-        """(text, precedence)"""
-        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
-            return str(n.value), 3
-        if isinstance(n, ast.Name):
-            if n.id in gen.constexprs:
-                v = gen.constexprs[n.id]
-                if isinstance(v, bool) or not isinstance(v, int):
-                    bad(f"constexpr '{n.id}' is {v!r}, not an integer")
-                return str(v), 3
-            if n.id not in int_params:
-                bad(f"'{n.id}' is not an integer parameter of the kernel")
-            return n.id, 3
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            t, p = render(n.operand)
-            return "-" + (t if p == 3 else f"({t})"), 3
-        if isinstance(n, ast.BinOp) and type(n.op) in _GRID_OPS:
-            sym, prec = _GRID_OPS[type(n.op)]
-            lt, lp = render(n.left)
-            rt, rp = render(n.right)
-            if lp < prec:
-                lt = f"({lt})"
-            if rp < prec or (rp == prec and sym in ("-", "/")):
-                rt = f"({rt})"
-            return f"{lt} {sym} {rt}", prec
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("cdiv", "min", "max"):
-            if len(n.args) != 2 or n.keywords:
-                bad(f"{n.func.id} takes two arguments")
-            return f"{n.func.id}({render(n.args[0])[0]}, {render(n.args[1])[0]})", 3
-        bad(f"unsupported element {ast.unparse(n)!r} (allowed: integers, integer "
-            "parameters, + - * /, cdiv, min, max)")
-
-    return render(tree)[0]
+def _grid_syntax():
+    """The runtime extension, whose grid_expr is the grid language's parser
+    (the compiler driver and the runtime use the same C++)."""
+    try:
+        from . import _tilec_runtime as rt  # installed by pip
+    except ImportError:
+        try:
+            import _tilec_runtime as rt  # build tree: <build>/python on sys.path
+        except ImportError as e:
+            raise ImportError("tilec's frontend needs the runtime extension _tilec_runtime "
+                              "for grid expressions (build it: scripts/build.sh "
+                              "_tilec_runtime, or cmake -S lib/runtime)") from e
+    return rt
 
 
 def generate(fn, constexprs, name, grid, variant):

@@ -5,7 +5,10 @@ import inspect
 import re
 
 from . import compiler, frontend
+from .strategy import Strategy
 from .errors import CompilationError
+
+_DEFAULT = Strategy()
 
 # numpy dtype names of the element types (CPU path).
 _NUMPY_DTYPE = {"f16": "float16", "f32": "float32", "i32": "int32", "i64": "int64"}
@@ -43,10 +46,15 @@ class JITFunction:
     directly with ``grid=``-free arguments is not supported because each set
     of constexprs is a different kernel."""
 
-    def __init__(self, fn, grid, name=None, variant=None, num_warps=4, num_stages=2,
-                 smem_epilogue=True, copy_bounds="row"):
+    def __init__(self, fn, grid, name=None, variant=None, num_warps=None, num_stages=None,
+                 smem_epilogue=None, copy_bounds=None):
         # Knobs given as numbers are checked here, at the decorator; a name
-        # of a constexpr is checked when the kernel is specialized.
+        # of a constexpr is checked when the kernel is specialized. None:
+        # the strategy record's default (tilec.strategy.Strategy).
+        num_warps = _DEFAULT.num_warps if num_warps is None else num_warps
+        num_stages = _DEFAULT.num_stages if num_stages is None else num_stages
+        smem_epilogue = _DEFAULT.smem_epilogue if smem_epilogue is None else smem_epilogue
+        copy_bounds = _DEFAULT.copy_bounds if copy_bounds is None else copy_bounds
         if not isinstance(num_warps, str):
             compiler.check_num_warps(num_warps, f"{fn.__name__}: num_warps")
         if not isinstance(num_stages, str):
@@ -159,10 +167,13 @@ class Kernel:
         self.ir = ir
         self.params = params  # [(name, type)] in launch order
         self.constexprs = constexprs
-        self.num_warps = jit_fn.num_warps if isinstance(jit_fn.num_warps, int) else 4
-        self.num_stages = jit_fn.num_stages if isinstance(jit_fn.num_stages, int) else 2
-        self.smem_epilogue = jit_fn.smem_epilogue if isinstance(jit_fn.smem_epilogue, bool) else True
-        self.copy_bounds = jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS else "row"
+        # JITFunction.specialize sets the knobs that name constexprs.
+        self.num_warps = jit_fn.num_warps if isinstance(jit_fn.num_warps, int) else _DEFAULT.num_warps
+        self.num_stages = jit_fn.num_stages if isinstance(jit_fn.num_stages, int) else _DEFAULT.num_stages
+        self.smem_epilogue = (jit_fn.smem_epilogue if isinstance(jit_fn.smem_epilogue, bool)
+                              else _DEFAULT.smem_epilogue)
+        self.copy_bounds = (jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS
+                            else _DEFAULT.copy_bounds)
         self._compiled = {}
         self._launchers = {}
         self._mask = None
@@ -197,10 +208,14 @@ class Kernel:
                           "note": text.replace("\\\\", "\\")}
         return dict(self._mask)
 
+    @property
+    def strategy(self):
+        """This kernel's own strategy record (tilec.strategy.Strategy)."""
+        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds)
+
     def build_options(self):
-        """compiler.build_options() of this kernel's own knobs."""
-        return compiler.build_options(self.num_warps, self.num_stages, self.smem_epilogue,
-                                      self.copy_bounds)
+        """The canonical form (Strategy.key()) of this kernel's own knobs."""
+        return self.strategy.key()
 
     def __repr__(self):
         sig = ", ".join(f"{n}: {t}" for n, t in self.params)
@@ -223,17 +238,13 @@ class Kernel:
         disk. Without the compiler extension, a prebuilt artifact of the same
         IR (compiler.find_prebuilt) is used instead."""
         # None means "this kernel's own"; 0 is a value (and refused), not a default.
-        num_warps = self.num_warps if num_warps is None else \
-            compiler.check_num_warps(num_warps, f"{self.name}: num_warps")
-        num_stages = self.num_stages if num_stages is None else \
-            compiler.check_num_stages(num_stages, f"{self.name}: num_stages")
-        smem_epilogue = self.smem_epilogue if smem_epilogue is None else \
-            compiler.check_flag(smem_epilogue, f"{self.name}: smem_epilogue")
-        copy_bounds = copy_bounds or self.copy_bounds
+        strategy = self.strategy.replace(num_warps=num_warps, num_stages=num_stages,
+                                         smem_epilogue=smem_epilogue,
+                                         copy_bounds=copy_bounds).checked(self.name)
         have_compiler = compiler.can_compile()
         if have_compiler:
             arch = arch or compiler.default_arch()
-        key = (arch, num_warps, num_stages, smem_epilogue, copy_bounds, run_tile_passes)
+        key = (arch, strategy, run_tile_passes)
         art = self._compiled.get(key)
         if art is not None:
             return art
@@ -241,15 +252,12 @@ class Kernel:
             # No compiler here (a GPU host without LLVM and without the tilec
             # CLI bundle): use artifacts that scripts/build_artifacts.py built
             # from this same IR and options.
-            options = compiler.build_options(num_warps, num_stages, smem_epilogue, copy_bounds)
-            art = compiler.find_prebuilt(self.name, self.ir, arch, options)
+            art = compiler.find_prebuilt(self.name, self.ir, arch, strategy.key())
             if art is None:
                 compiler.native()  # raises ImportError saying how to build it
         else:
-            art = compiler.compile_cached(self.ir, self.source_name, arch=arch,
-                                          num_warps=num_warps, run_tile_passes=run_tile_passes,
-                                          num_stages=num_stages, smem_epilogue=smem_epilogue,
-                                          copy_bounds=copy_bounds)
+            art = compiler.compile_cached(self.ir, self.source_name, arch=arch, strategy=strategy,
+                                          run_tile_passes=run_tile_passes)
             if len(art) != 1:
                 raise CompilationError(f"expected one kernel from {self.name}, got {len(art)}")
             art = art[0]
@@ -388,8 +396,8 @@ def _check_buffer(what, dtype, value, cpu):
         raise ValueError(f"{what}: the last dimension must be contiguous (stride {value.stride(-1)})")
 
 
-def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=2,
-        smem_epilogue=True, copy_bounds="row"):
+def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stages=None,
+        smem_epilogue=None, copy_bounds=None):
     """Marks a tile-language kernel.
 
     grid: up to three grid expressions over the kernel's integer parameters
@@ -411,6 +419,8 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=4, num_stages=
       (each 16-byte chunk copies 16 or 0 bytes by its row, no branch),
       "tile" (one test per tile branches to unchecked or checked copies) or
       "chunk" (every chunk checked), or the name of a constexpr holding one.
+    A knob left out (None) takes the strategy record's default
+    (tilec.strategy.Strategy: 4 warps, 2 stages, smem_epilogue, "row").
     """
     def wrap(f):
         return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps,

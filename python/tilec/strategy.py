@@ -15,21 +15,112 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from . import compiler
+COPY_BOUNDS = ("row", "tile", "chunk")
+# Warps per program: a power of two up to 16 (tile-partition-warps; the C++
+# side refuses other values too). Pipeline stages: 1 or 2 (tile-pipeline).
+MAX_WARPS = 16
+NUM_STAGES = (1, 2)
+
+
+def _integer(value, what):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    return value.__index__()
+
+
+def check_num_warps(value, what="num_warps"):
+    """`value` as an int if it is a valid number of warps, else a ValueError
+    (TypeError for a non-integer) that names it and the allowed values."""
+    n = _integer(value, what)
+    if n < 1 or n > MAX_WARPS or n & (n - 1):
+        raise ValueError(f"{what} must be a power of two in [1, {MAX_WARPS}], got {value!r}")
+    return n
+
+
+def check_num_stages(value, what="num_stages"):
+    n = _integer(value, what)
+    if n not in NUM_STAGES:
+        raise ValueError(f"{what} must be 1 (one shared buffer per K/V tile) or 2 (a ring), "
+                         f"got {value!r}")
+    return n
+
+
+def check_flag(value, what):
+    if not isinstance(value, bool) and value not in (0, 1):
+        raise TypeError(f"{what} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def check_copy_bounds(value, what="copy_bounds"):
+    if value not in COPY_BOUNDS:
+        raise ValueError(f"{what} must be one of {COPY_BOUNDS}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """The strategy record: every knob that chooses how a kernel is lowered
+    (beyond the block sizes, which are the kernel's constexprs), with its
+    default -- the one place Python spells them. The C++ twin is
+    include/tilec/Strategy.h (test_strategy.py checks the defaults agree);
+    the compiled kernel's manifest carries it as "strategy". `key()` is its
+    one canonical form: it keys the compile cache and prebuilt digests."""
+
+    num_warps: int = 4          # warps per program
+    num_stages: int = 2         # shared buffers per K/V tile (tile-pipeline stages)
+    smem_epilogue: bool = True  # O leaves through shared memory, 16-byte chunks
+    copy_bounds: str = "row"    # how K/V copies respect the view's bounds (COPY_BOUNDS)
+    # More tile-to-nvvm options for an experiment ("skip-unit-rescale=true").
+    lowering_options: str = ""
+
+    def checked(self, what=""):
+        """This record with each field checked (ValueError/TypeError naming
+        it, prefixed by `what`) and normalized (ints, bools)."""
+        p = f"{what}: " if what else ""
+        if "copy-bounds=" in self.lowering_options:
+            raise ValueError("pass the copy-bounds mode as copy_bounds=, not in lowering_options "
+                             f"({self.lowering_options!r})")
+        return Strategy(check_num_warps(self.num_warps, p + "num_warps"),
+                        check_num_stages(self.num_stages, p + "num_stages"),
+                        check_flag(self.smem_epilogue, p + "smem_epilogue"),
+                        check_copy_bounds(self.copy_bounds, p + "copy_bounds"),
+                        " ".join(self.lowering_options.split()))
+
+    def key(self):
+        """The canonical text of the record: part of a prebuilt artifact's
+        digest and of the compile cache's key, so that two builds of the same
+        IR (the tuner's configurations) are told apart."""
+        return (f"num_warps={int(self.num_warps)} num_stages={int(self.num_stages)} "
+                f"smem_epilogue={bool(self.smem_epilogue)} copy_bounds={self.copy_bounds} "
+                f"{self.lowering_options}").strip()
+
+    def replace(self, **changes):
+        """A copy with `changes`; a None value keeps this record's field."""
+        import dataclasses
+
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_D = Strategy()
 
 
 @dataclass(frozen=True)
 class FlashConfig:
+    """Block sizes plus the strategy record's fields (defaults: Strategy's)."""
+
     block_m: int
     block_n: int
     num_warps: int
-    num_stages: int = 2   # shared buffers per K/V tile (tile-pipeline stages)
-    smem_epilogue: bool = True  # O leaves through shared memory, 16-byte chunks
-    # How K/V copies respect the view's bounds (compiler.COPY_BOUNDS).
-    copy_bounds: str = "row"
-    # More tile-to-nvvm options for an experiment (lowering_options="skip-unit-rescale=true");
-    # the tuner compiles them in, flash_attn_func's kernels never do.
-    lowering_options: str = ""
+    num_stages: int = _D.num_stages
+    smem_epilogue: bool = _D.smem_epilogue
+    copy_bounds: str = _D.copy_bounds
+    # The tuner compiles experiments' options in; flash_attn_func's kernels never do.
+    lowering_options: str = _D.lowering_options
+
+    @property
+    def strategy(self):
+        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds,
+                        self.lowering_options)
 
     @property
     def tag(self):
@@ -39,14 +130,12 @@ class FlashConfig:
         -skip-unit-rescale)."""
         extra = "".join("-" + opt.replace("=true", "").replace("=", "-")
                         for opt in self.lowering_options.split())
-        bounds = "" if self.copy_bounds == "row" else f"-copy-bounds-{self.copy_bounds}"
+        bounds = "" if self.copy_bounds == _D.copy_bounds else f"-copy-bounds-{self.copy_bounds}"
         return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
                 + ("e" if self.smem_epilogue else "") + bounds + extra)
 
     def __post_init__(self):
-        if self.copy_bounds not in compiler.COPY_BOUNDS:
-            raise ValueError(f"copy_bounds must be one of {compiler.COPY_BOUNDS}, "
-                             f"got {self.copy_bounds!r}")
+        check_copy_bounds(self.copy_bounds)
 
     def valid(self):
         """Split-Q gives every warp whole m16 row tiles."""
@@ -105,7 +194,7 @@ CANDIDATES = (
     FlashConfig(128, 64, 8, 2, True),
 )
 
-DEFAULT = FlashConfig(64, 64, 4)
+DEFAULT = FlashConfig(64, 64, _D.num_warps)
 
 # (arch, head_dim, causal) -> config. Measured on an H200 with the sm_80 code
 # path; see bench/RESULTS.md for the tuning runs behind each entry

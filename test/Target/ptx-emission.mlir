@@ -7,7 +7,7 @@
 // RUN: sed 's/"sm_80"/"sm_90a"/' %S/Inputs/mma_tile.mlir | tilec --from-llvm-dialect --arch=sm_90a --emit=ptx -o - | FileCheck %s --check-prefix=SM90
 
 // PTX ISA 8.6 (tilec's default), one entry with all four params, the block
-// size from tile.launch as .maxntid, and the mma survives O3 and isel.
+// size (tile.num_warps) as .maxntid, and the mma survives O3 and isel.
 // PTX: .version 8.6
 // PTX: .target sm_80
 // PTX: .address_size 64

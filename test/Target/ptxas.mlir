@@ -1,6 +1,6 @@
 // REQUIRES: ptxas
 // ptxas assembles tilec's PTX for both targets, and the manifest describes
-// the launch exactly as tile.launch did, plus ptxas's resource report.
+// the launch exactly as the kernel's ABI attributes say, plus ptxas's resource report.
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: tilec --from-llvm-dialect --arch=sm_80 --emit=all -o %t/sm80 %S/Inputs/mma_tile.mlir --stats 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: ls %t/sm80 | FileCheck %s --check-prefix=FILES

@@ -19,9 +19,9 @@
 // CAUSAL:       %[[D0:.+]] = arith.maxsi %{{.+}}, %c0_i32 : i32
 // CAUSAL-NEXT:  %[[D:.+]] = arith.minsi %[[D0]], %[[E]] : i32
 // CAUSAL-NEXT:  scf.for %{{.+}} = %c0_i32 to %[[D]] step
-// CAUSAL:       } {tile.blocks = "full"}
+// CAUSAL:       } {tile.blocks = #tile<blocks full>}
 // CAUSAL-NEXT:  scf.for %{{.+}} = %[[D]] to %[[E]] step
-// CAUSAL:       } {tile.blocks = "partial"}
+// CAUSAL:       } {tile.blocks = #tile<blocks partial>}
 // CAUSAL-NOT:   scf.for
 
 // The first block run is a = min(max(skip bound, 0), ub), the last one ends at
@@ -33,9 +33,9 @@
 // WINDOW-NEXT:  %[[E0:.+]] = arith.maxsi %{{.+}}, %[[A]] : i32
 // WINDOW-NEXT:  %[[E:.+]] = arith.minsi %[[E0]], %[[UB]] : i32
 // WINDOW:       scf.for %{{.+}} = %[[A]] to %[[B:[^ ]+]] step
-// WINDOW:       } {tile.blocks = "partial"}
+// WINDOW:       } {tile.blocks = #tile<blocks partial>}
 // WINDOW-NEXT:  scf.for %{{.+}} = %[[B]] to %[[D:[^ ]+]] step
-// WINDOW:       } {tile.blocks = "full"}
+// WINDOW:       } {tile.blocks = #tile<blocks full>}
 // WINDOW-NEXT:  scf.for %{{.+}} = %[[D]] to %[[E]] step
-// WINDOW:       } {tile.blocks = "partial"}
+// WINDOW:       } {tile.blocks = #tile<blocks partial>}
 // WINDOW-NOT:   scf.for

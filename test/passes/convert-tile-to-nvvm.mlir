@@ -7,13 +7,16 @@
 // butterfly shuffles (lanes 1 and 2 of a quad), P·V is two more mma.sync fed
 // by ldmatrix.x4.trans of V, and P never touches shared memory. ldmatrix is
 // inline PTX so its constant offset sits in the instruction ([base+imm]).
-// The manifest records the widest access through each pointer (Q's f16 pairs
-// in registers: 4 bytes; K and V by 16-byte cp.async; O by 16-byte chunks),
-// which the runtime checks the pointers' alignment against.
+// The lowering leaves the kernel's ABI for the driver's manifest: the
+// widest access through each pointer (Q's f16 pairs in registers: 4 bytes;
+// K and V by 16-byte cp.async; O by 16-byte chunks), which the runtime
+// checks the pointers' alignment against, each pointee, the kernel's own
+// attributes carried over, and its shared memory.
 // CHECK-LABEL: llvm.func @attention_step
+// CHECK-SAME:    (%{{.*}}: !llvm.ptr<1> {tile.align = 4 : i64, tile.elem = f16}, %{{.*}}: !llvm.ptr<1> {tile.align = 16 : i64, tile.elem = f16}, %{{.*}}: !llvm.ptr<1> {tile.align = 16 : i64, tile.elem = f16}, %{{.*}}: !llvm.ptr<1> {tile.align = 16 : i64, tile.elem = f32}, %{{.*}}: i32)
 // CHECK-SAME:    nvvm.kernel
 // CHECK-SAME:    nvvm.maxntid = array<i32: 128, 1, 1>
-// CHECK-SAME:    tile.launch = {block = [128, 1, 1], grid = ["cdiv(n, 64)", "1", "1"], params = [{align = 4 : i64, elem = "f16", kind = "ptr", name = "q"}, {align = 16 : i64, elem = "f16", kind = "ptr", name = "k"}, {align = 16 : i64, elem = "f16", kind = "ptr", name = "v"}, {align = 16 : i64, elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}], shared_bytes = 5120 : i64}
+// CHECK-SAME:    tile.arg_names = ["q", "k", "v", "o", "n"], tile.grid = ["cdiv(n, 64)", "1", "1"], tile.num_warps = 4 : i64, tile.shared_bytes = 5120 : i64}
 // Nothing has touched shared memory when the kernel starts, and nothing
 // between the two fills: neither needs a barrier before it.
 // CHECK-NOT:     nvvm.barrier0
@@ -88,14 +91,6 @@ func.func @bf16_dot(%qp: !tile.ptr<bf16>, %kp: !tile.ptr<bf16>, %n: i32)
   %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<bf16, 2> -> tensor<16x16xbf16>
   %zero = arith.constant dense<0.0> : tensor<64x16xf32>
   %s = tile.dot %q, %k, %zero transpose_b : tensor<64x16xbf16>, tensor<16x16xbf16> -> tensor<64x16xf32>
-  return
-}
-
-// -----
-
-// The launch manifest needs the grid rule.
-// expected-error@below {{kernel needs tile.grid}}
-func.func @no_grid(%n: i32) attributes {tile.kernel} {
   return
 }
 
@@ -235,15 +230,6 @@ func.func @leak(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %
     scf.yield %s : tensor<64x64xf32>
   }
   tile.store %a2, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
-  return
-}
-
-// -----
-
-// Grid expressions are evaluated by the runtime from integer parameters only.
-// expected-error@below {{tile.grid expression "cdiv(seqlen, 64)" names 'seqlen', which is not an integer parameter of the kernel}}
-func.func @grid_names_unknown(%n: i32, %x: f32)
-    attributes {tile.kernel, tile.arg_names = ["n", "x"], tile.grid = ["cdiv(seqlen, 64)", "1", "1"]} {
   return
 }
 

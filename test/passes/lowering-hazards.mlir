@@ -145,7 +145,7 @@ func.func @pc(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op
     %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     scf.yield %o2 : tensor<64x64xf32>
-  } {tile.blocks = "full"}
+  } {tile.blocks = #tile<blocks full>}
   %b = scf.for %j = %mid to %n step %c1 iter_args(%o = %a) -> (tensor<64x64xf32>) : i32 {
     %row = arith.muli %j, %c64 : i32
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
@@ -155,19 +155,19 @@ func.func @pc(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op
     %v = tile.load %vv[%row2, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     scf.yield %o2 : tensor<64x64xf32>
-  } {tile.blocks = "partial"}
+  } {tile.blocks = #tile<blocks partial>}
   tile.store %b, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
 
 // -----
 
-// The manifest's alignment for a pointer used at a constant offset: K's
+// The alignment the manifest asks for a pointer used at a constant offset: K's
 // 16-byte copies start 8 bytes past k, so k itself must not be 16-byte
 // aligned and no such requirement is stated; its 4-byte register loads
 // still ask for 4 (8 is a multiple of 4).
 // CHECK-LABEL: llvm.func @offset_base
-// CHECK-SAME:    params = [{align = 4 : i64, elem = "f16", kind = "ptr", name = "k"}, {align = 16 : i64, elem = "f32", kind = "ptr", name = "o"}, {kind = "i32", name = "n"}]
+// CHECK-SAME:    (%{{.*}}: !llvm.ptr<1> {tile.align = 4 : i64, tile.elem = f16}, %{{.*}}: !llvm.ptr<1> {tile.align = 16 : i64, tile.elem = f32}, %{{.*}}: i32)
 func.func @offset_base(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
     attributes {tile.kernel, tile.arg_names = ["k", "o", "n"], tile.grid = ["1", "1", "1"]} {
   %c0 = arith.constant 0 : i32

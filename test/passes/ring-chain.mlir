@@ -37,14 +37,14 @@ func.func @chain(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, 
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     scf.yield %s : tensor<64x64xf32>
-  } {tile.blocks = "full"}
+  } {tile.blocks = #tile<blocks full>}
   %b = scf.for %j = %mid to %n step %c1 iter_args(%o = %a) -> (tensor<64x64xf32>) : i32 {
     %row = arith.muli %j, %c64 : i32
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     %neg = arith.negf %s : tensor<64x64xf32>
     scf.yield %neg : tensor<64x64xf32>
-  } {tile.blocks = "partial"}
+  } {tile.blocks = #tile<blocks partial>}
   tile.store %b, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }

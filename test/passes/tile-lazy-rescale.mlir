@@ -75,10 +75,10 @@
 // CPU runner); the second loop, which matches, is rewritten.
 // PARTIAL:     scf.for
 // PARTIAL-NOT: tile.skip_unit_rescale
-// PARTIAL:     tile.blocks = "full"
+// PARTIAL:     tile.blocks = #tile<blocks full>
 // PARTIAL:     scf.for
 // PARTIAL:     {tile.skip_unit_rescale}
-// PARTIAL:     tile.blocks = "partial"
+// PARTIAL:     tile.blocks = #tile<blocks partial>
 
 // BAD: tile-lazy-rescale: threshold must be in (0, 15], got 0
 // BAD16: tile-lazy-rescale: threshold must be in (0, 15], got 1.6

@@ -14,14 +14,14 @@
 // CHECK:             %[[F:.+]] = math.fma %[[S]], %{{.+}}, %{{.+}} : tensor<64x64xf32>
 // CHECK-NEXT:        math.exp2 %[[F]] : tensor<64x64xf32>
 // CHECK-NOT:         math.exp2 {{.*}} : tensor<64x64xf32>
-// CHECK:           } {tile.blocks = "full"}
+// CHECK:           } {tile.blocks = #tile<blocks full>}
 // CHECK:           scf.for
 // CHECK:             arith.select
-// CHECK:           } {tile.blocks = "partial"}
+// CHECK:           } {tile.blocks = #tile<blocks partial>}
 // CHECK-NEXT:      arith.mulf
 // CHECK-NEXT:      scf.yield
 // CHECK:         } else {
-// CHECK:         } {tile.blocks = "full", tile.softmax_fallback}
-// CHECK:         } {tile.blocks = "partial", tile.softmax_fallback}
+// CHECK:         } {tile.blocks = #tile<blocks full>, tile.softmax_fallback}
+// CHECK:         } {tile.blocks = #tile<blocks partial>, tile.softmax_fallback}
 // CHECK-NOT:     linalg.
 // CHECK-NOT:     tensor.

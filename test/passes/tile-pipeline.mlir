@@ -140,10 +140,10 @@ func.func @carried(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %n: i32)
 // RING-LABEL: func.func @chained
 // RING:         %[[K0:.+]] = tile.load
 // RING:         %[[L1:.+]]:2 = scf.for {{.*}} iter_args({{.*}}, %{{[^ ]+}} = %[[K0]]) {{.*}} {
-// RING:         } {tile.blocks = "full"}
+// RING:         } {tile.blocks = #tile<blocks full>}
 // RING-NOT:     tile.load
 // RING:         scf.for {{.*}} iter_args(%{{[^ ]+}} = %[[L1]]#0, %{{[^ ]+}} = %[[L1]]#1)
-// RING:         } {tile.blocks = "partial"}
+// RING:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-LABEL: func.func @chained
 // CHECK:         scf.for
 // CHECK-NEXT:      arith.muli
@@ -165,14 +165,14 @@ func.func @chained(%kp: !tile.ptr<f16>, %mid: i32, %n: i32) attributes {tile.ker
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     scf.yield %s : tensor<64x64xf32>
-  } {tile.blocks = "full"}
+  } {tile.blocks = #tile<blocks full>}
   %b = scf.for %j = %mid to %n step %c1 iter_args(%o = %a) -> (tensor<64x64xf32>) : i32 {
     %row = arith.muli %j, %c64 : i32
     %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
     %s = tile.dot %q, %k, %o transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
     %neg = arith.negf %s : tensor<64x64xf32>
     scf.yield %neg : tensor<64x64xf32>
-  } {tile.blocks = "partial"}
+  } {tile.blocks = #tile<blocks partial>}
   return
 }
 

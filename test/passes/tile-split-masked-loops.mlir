@@ -5,10 +5,10 @@
 // CHECK-LABEL: func.func @seqlen_bound(
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @seqlen_bound(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -42,10 +42,10 @@ func.func @seqlen_bound(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tenso
 // CHECK:         tile.program_id 0
 // CHECK:         %[[FULL:.+]] = scf.for %{{.+}} = %{{.+}} to %[[B:[^ ]+]] step
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         %[[DIAG:.+]] = scf.for %{{.+}} = %[[B]] to %[[E:[0-9]+]] step %{{.+}} iter_args(%{{.+}} = %[[FULL]])
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 // CHECK:         return %[[DIAG]]
 func.func @causal(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
@@ -88,13 +88,13 @@ func.func @causal(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf
 // CHECK-LABEL: func.func @sliding_window(
 // CHECK:         scf.for %{{.+}} = %[[START:[^ ]+]] to
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 func.func @sliding_window(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
@@ -197,10 +197,10 @@ func.func @equality_mask(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
 // CHECK-LABEL: func.func @broadcast_predicate(
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @broadcast_predicate(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -236,10 +236,10 @@ func.func @broadcast_predicate(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -
 // CHECK:         %[[LEN:.+]] = arith.subi %[[END]], %[[START]]
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @loaded_seqlen(%s: tensor<16x16xf32>, %cu: !tile.ptr<i32>, %b: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -282,13 +282,13 @@ func.func @loaded_seqlen(%s: tensor<16x16xf32>, %cu: !tile.ptr<i32>, %b: i32) ->
 // CHECK-SAME:    tile.mask = "split"
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @prefix_lm(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -334,13 +334,13 @@ func.func @prefix_lm(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<1
 // CHECK:         arith.divsi
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @chunked(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -387,13 +387,13 @@ func.func @chunked(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16x
 // CHECK:         arith.select
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @key_independent(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32, %limit: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -435,13 +435,13 @@ func.func @key_independent(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32, %limi
 // CHECK-LABEL: func.func @two_masks(
 // CHECK:         scf.for
 // CHECK-COUNT-2:   arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK-COUNT-2:   arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @two_masks(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -482,13 +482,13 @@ func.func @two_masks(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<1
 // CHECK-LABEL: func.func @diagonal(
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK:         scf.for
 // CHECK-NOT:       arith.select
-// CHECK:         } {tile.blocks = "full"}
+// CHECK:         } {tile.blocks = #tile<blocks full>}
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @diagonal(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32
@@ -531,7 +531,7 @@ func.func @diagonal(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16
 // CHECK-SAME:    tile.mask_note = "mask applied in every block that runs
 // CHECK:         scf.for
 // CHECK:           arith.select
-// CHECK:         } {tile.blocks = "partial"}
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
 // CHECK-NOT:     scf.for
 func.func @partly_unknown(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32, %ids: tensor<16x16xi32>) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32

@@ -1,7 +1,7 @@
 """copy_bounds: how the GPU lowering's global->shared copies respect the
 view's bounds (convert-tile-to-nvvm's copy-bounds option), reached from the
 DSL (a jit knob, per strategy-table entry) and from compiler.compile.
-lit's test/passes/bounds-per-tile.mlir pins the IR of each mode; these tests
+lit's test/passes/convert-tile-to-nvvm-options/copy-bounds.mlir pins the IR of each mode; these tests
 check the plumbing and the PTX each mode leads to."""
 
 import re

@@ -308,8 +308,27 @@ def _bad_grid(x: tl.ptr(tl.float32), n: tl.int32):
 
 
 def test_error_grid_names_unknown_parameter():
-    with pytest.raises(tilec.CompilationError, match=r"'m' is not an integer parameter"):
+    with pytest.raises(tilec.CompilationError,
+                       match=r"grid expression 'cdiv\(m, 4\)': unknown name 'm' \(integer parameters: n\) at column 6"):
         _bad_grid.specialize()
+
+
+@pytest.mark.parametrize("expr, text", [
+    # The frontend's grid text is the runtime parser's canonical form, with
+    # integer constexprs substituted (BLOCK = 64 below).
+    ("cdiv(n,BLOCK)", "cdiv(n, 64)"),
+    ("n // BLOCK + (n - 1) * 2", "n / 64 + (n - 1) * 2"),
+    ("n - (n - BLOCK)", "n - (n - 64)"),
+    ("n * (n / 2)", "n * (n / 2)"),
+    ("-(n + 1)", "-(n + 1)"),
+    ("max(min(n, 3), -BLOCK)", "max(min(n, 3), -64)"),
+])
+def test_grid_text_is_canonical(expr, text):
+    @tilec.jit(grid=(expr,))
+    def k(x: tl.ptr(tl.float32), n: tl.int32, BLOCK: tl.constexpr):
+        pass
+
+    assert f'tile.grid = ["{text}", "1", "1"]' in k.specialize(BLOCK=64).ir
 
 
 # --- tl.assume ----------------------------------------------------------------

@@ -136,7 +136,7 @@ def test_loaded_bounds_still_split_masked_loops(causal):
     loop-invariant scalar like a sequence-length parameter: the loop splits
     into unmasked and masked blocks (plus the causal diagonal)."""
     ir = compiler.run_pipeline(varlen_fwd.specialize(CAUSAL=causal).ir, "tile-optimize")
-    blocks = re.findall(r'tile.blocks = "(\w+)"', ir)
+    blocks = re.findall(r'tile.blocks = #tile<blocks (\w+)>', ir)
     assert blocks.count("full") == 1 and "partial" in blocks, blocks
     assert "mask stays applied" not in ir
 
@@ -409,7 +409,7 @@ def test_varlen_with_early_exit_matches_float64(causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_loops_inside_the_early_exit_still_split(causal):
     ir = compiler.run_pipeline(varlen_early_exit.specialize(CAUSAL=causal).ir, "tile-optimize")
-    blocks = re.findall(r'tile.blocks = "(\w+)"', ir)
+    blocks = re.findall(r'tile.blocks = #tile<blocks (\w+)>', ir)
     assert blocks.count("full") == 1 and "partial" in blocks, blocks
 
 
@@ -610,7 +610,7 @@ def test_paged_kv_loads_are_prefetched():
     left un-prefetched."""
     ir = compiler.run_pipeline(paged_fwd.specialize().ir, "tile-optimize,tile-pipeline")
     assert "not prefetched" not in ir
-    for loop in re.findall(r"scf.for .*?\{tile.blocks = \"\w+\"\}", ir, re.S):
+    for loop in re.findall(r"scf.for .*?\{tile.blocks = #tile<blocks \w+>\}", ir, re.S):
         body = loop.split("{", 1)[1]
         top = body[:body.index("tile.dot")]
         assert re.search(r"scf.if %\w+ -> \(i32\) \{\s+%\w+ = tile.load_scalar", top), top[:2000]

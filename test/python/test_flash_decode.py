@@ -947,7 +947,7 @@ def test_paged_sub_tiles_are_prefetched_together(page, nsub):
     kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", paged=True, per_batch=True))
     ir = compiler.run_pipeline(kernel.ir, "tile-optimize,tile-pipeline")
     assert "not prefetched" not in ir
-    loops = re.findall(r"scf.for .*?\{tile.blocks = \"\w+\"\}", ir, re.S)
+    loops = re.findall(r"scf.for .*?\{tile.blocks = #tile<blocks \w+>\}", ir, re.S)
     assert loops
     for loop in loops:
         body = loop.split("{", 1)[1]

@@ -1,7 +1,7 @@
 """store-transpose (a lowering option, on by default): the O accumulator stored
 straight from registers leaves as 16-byte chunks after lane shuffles
 instead of 4-byte stores. The shuffle network itself is pinned by lit
-(test/passes/store-transpose.mlir); its numerics need a GPU (bench/tune.sh
+(test/passes/convert-tile-to-nvvm-options/store-transpose.mlir); its numerics need a GPU (bench/tune.sh
 checks every candidate configuration before timing it)."""
 
 import re

@@ -11,67 +11,85 @@
 // NO-LOWERING: no_gpu_math.mlir:12:8: error: 'math.erf' on 'f32' has no GPU (NVPTX) lowering; the GPU lowers math.exp, exp2, log, log2, tanh, sin, cos
 // NO-LOWERING-NOT: LLVM ERROR
 
-// A kernel the runtime could not launch: nothing says grid or block.
-// CHECK: tilec-errors.mlir:1 offset :[[@LINE+1]]:3: error: kernel @no_launch has no 'tile.launch' dictionary
-  llvm.func @no_launch() attributes {nvvm.kernel} {
+// A kernel the runtime could not launch: nothing says its grid.
+// CHECK: tilec-errors.mlir:1 offset :[[@LINE+1]]:3: error: kernel @no_grid: needs tile.grid = ["x", "y", "z"]: three grid-size expressions over its integer parameters
+  llvm.func @no_grid() attributes {nvvm.kernel, tile.num_warps = 1 : i64} {
     llvm.return
   }
 
 // -----
 
-// The runtime packs arguments from params alone, so a count mismatch is fatal.
-// CHECK: error: kernel @too_few_params: 'tile.launch' lists 1 params but the kernel takes 2 arguments
-llvm.func @too_few_params(%a: !llvm.ptr<1>, %n: i32) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "a", kind = "ptr", elem = "f16"}]}} {
+// Nor its block.
+// CHECK: error: kernel @no_block: says nothing of its block size: give it nvvm.maxntid or tile.num_warps
+llvm.func @no_block() attributes {nvvm.kernel, tile.grid = ["1", "1", "1"]} {
   llvm.return
 }
 
 // -----
 
-// A param declared i32 where the kernel takes a pointer.
-// CHECK: error: kernel @kind_mismatch: 'tile.launch' params[0] (n) is declared i32 but argument #0 has type !llvm.ptr<1>
-llvm.func @kind_mismatch(%a: !llvm.ptr<1>) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "n", kind = "i32"}]}} {
+// The runtime packs arguments by the manifest's params, one per argument.
+// CHECK: error: kernel @too_few_names: tile.arg_names has 1 names for 2 parameters
+llvm.func @too_few_names(%a: !llvm.ptr<1> {tile.elem = f16}, %n: i32) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"], tile.arg_names = ["a"]} {
+  llvm.return
+}
+
+// -----
+
+// A parameter the runtime cannot pass.
+// CHECK: error: kernel @f64_param: parameter 0 (x) has type f64; kernels take pointers, i32, i64 or f32
+llvm.func @f64_param(%x: f64) attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"], tile.arg_names = ["x"]} {
   llvm.return
 }
 
 // -----
 
 // A pointer must say what it points to (the runtime checks tensor dtypes).
-// CHECK: error: kernel @ptr_without_elem: 'tile.launch' params[0] (q) is a ptr and needs 'elem' = one of f16, bf16, f32, i32, i64
-llvm.func @ptr_without_elem(%q: !llvm.ptr<1>) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "q", kind = "ptr"}]}} {
+// CHECK: error: kernel @ptr_without_elem: parameter 0 (q) is a pointer and needs tile.elem = one of f16, bf16, f32, i32, i64
+llvm.func @ptr_without_elem(%q: !llvm.ptr<1>) attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"], tile.arg_names = ["q"]} {
   llvm.return
 }
 
 // -----
 
 // Two parameters of one name would be ambiguous in grid expressions.
-// CHECK: error: kernel @repeated_name: 'tile.launch' params[1] repeats the name "n"
-llvm.func @repeated_name(%n: i32, %m: i32) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "n", kind = "i32"}, {name = "n", kind = "i32"}]}} {
+// CHECK: error: kernel @repeated_name: parameter 1 repeats the name "n"
+llvm.func @repeated_name(%n: i32, %m: i32) attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"], tile.arg_names = ["n", "n"]} {
+  llvm.return
+}
+
+// -----
+
+// A grid expression reads integer parameters only (the runtime's parser,
+// tilec/runtime/GridSyntax.h, checks it here already).
+// CHECK: error: kernel @grid_names_pointer: tile.grid[0] 'cdiv(q, 64)': unknown name 'q' (integer parameters: n) at column 6
+llvm.func @grid_names_pointer(%q: !llvm.ptr<1> {tile.elem = f16}, %n: i32) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["cdiv(q, 64)", "1", "1"], tile.arg_names = ["q", "n"]} {
+  llvm.return
+}
+
+// -----
+
+// CHECK: error: kernel @bad_grid_syntax: tile.grid[1] 'n +': expected a number, a name or '(' at column 4
+llvm.func @bad_grid_syntax(%n: i32) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "n +", "1"], tile.arg_names = ["n"]} {
   llvm.return
 }
 
 // -----
 
 // CUDA allows at most 1024 threads per block.
-// CHECK: error: kernel @huge_block: 'tile.launch' block has 2048 threads; CUDA allows at most 1024
-llvm.func @huge_block() attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 1024, 2, 1>, params = []}} {
+// CHECK: error: kernel @huge_block: block has 2048 threads; CUDA allows at most 1024
+llvm.func @huge_block() attributes {nvvm.kernel, nvvm.maxntid = array<i32: 1024, 2, 1>,
+    tile.grid = ["1", "1", "1"]} {
   llvm.return
 }
 
 // -----
 
-// A grid needs three extents.
-// CHECK: error: kernel @short_grid: 'tile.launch' needs 'grid' = [x, y, z] with three string expressions
-llvm.func @short_grid() attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1"], block = array<i64: 32, 1, 1>, params = []}} {
+// A grid needs three extents (the tile dialect verifies tile.grid's shape).
+// CHECK: error: tile.grid must be ["x", "y", "z"]: three grid-size expressions over the kernel's integer parameters, got ["1", "1"]
+llvm.func @short_grid() attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1"]} {
   llvm.return
 }
 
@@ -80,8 +98,7 @@ llvm.func @short_grid() attributes {nvvm.kernel,
 // IR lowered for one target is not compiled for another.
 // CHECK: error: module is lowered for sm_90a (tile.target) but the requested arch is sm_80
 module attributes {tile.target = "sm_90a"} {
-  llvm.func @other_target() attributes {nvvm.kernel,
-      tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>, params = []}} {
+  llvm.func @other_target() attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"]} {
     llvm.return
   }
 }
@@ -101,8 +118,7 @@ llvm.func @device_only() {
 func.func @leftover() {
   return
 }
-llvm.func @uses_leftover() attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>, params = []}} {
+llvm.func @uses_leftover() attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"]} {
   llvm.return
 }
 
@@ -114,21 +130,28 @@ llvm.bogus
 
 // -----
 
-// 'align' (the widest access through a pointer) is a power-of-two byte
+// tile.align (the widest access through a pointer) is a power-of-two byte
 // count, and only pointers have one.
-// CHECK: error: kernel @bad_align: 'tile.launch' params[0] (q): 'align' must be a power-of-two byte count, on a ptr
-llvm.func @bad_align(%q: !llvm.ptr<1>) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "q", kind = "ptr", elem = "f16", align = 12 : i64}]}} {
+// CHECK: error: kernel @bad_align: parameter 0 (q): tile.align must be a power-of-two byte count, on a pointer
+llvm.func @bad_align(%q: !llvm.ptr<1> {tile.elem = f16, tile.align = 12 : i64}) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"], tile.arg_names = ["q"]} {
   llvm.return
 }
 
 // -----
 
-// CHECK: error: kernel @align_on_scalar: 'tile.launch' params[0] (n): 'align' must be a power-of-two byte count, on a ptr
-llvm.func @align_on_scalar(%n: i32) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "n", kind = "i32", align = 16 : i64}]}} {
+// CHECK: error: kernel @align_on_scalar: parameter 0 (n): tile.align must be a power-of-two byte count, on a pointer
+llvm.func @align_on_scalar(%n: i32 {tile.align = 16 : i64}) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"], tile.arg_names = ["n"]} {
+  llvm.return
+}
+
+// -----
+
+// tl.assume(x > 0) is for scalars; a pointer is never checked for it.
+// CHECK: error: kernel @positive_pointer: parameter 0 (q): tile.positive is a unit attribute on an i32, i64 or f32 parameter
+llvm.func @positive_pointer(%q: !llvm.ptr<1> {tile.elem = f16, tile.positive}) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"], tile.arg_names = ["q"]} {
   llvm.return
 }
 
@@ -136,10 +159,9 @@ llvm.func @align_on_scalar(%n: i32) attributes {nvvm.kernel,
 
 // LLVM dialect input is checked too, before translation: llvm.tanh without
 // `afn` has no NVPTX pattern (LLVM's fatal "Cannot select: ftanh").
-// CHECK: tilec-errors.mlir:{{[0-9]+}} offset :10:8: error: 'llvm.intr.tanh' on 'f32' needs the 'afn' fast-math flag on NVPTX (tanh.approx.f32)
-llvm.func @strict_tanh(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "p", kind = "ptr", elem = "f32"}]}} {
+// CHECK: tilec-errors.mlir:{{[0-9]+}} offset :9:8: error: 'llvm.intr.tanh' on 'f32' needs the 'afn' fast-math flag on NVPTX (tanh.approx.f32)
+llvm.func @strict_tanh(%p: !llvm.ptr<1> {tile.elem = f32}) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"]} {
   %x = llvm.load %p : !llvm.ptr<1> -> f32
   %y = llvm.intr.tanh(%x) : (f32) -> f32
   llvm.store %y, %p : f32, !llvm.ptr<1>
@@ -150,9 +172,8 @@ llvm.func @strict_tanh(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
 
 // llvm.exp has no NVPTX lowering at all ("no libcall available for fexp").
 // CHECK: error: 'llvm.intr.exp' on 'f32' has no NVPTX lowering
-llvm.func @plain_exp(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "p", kind = "ptr", elem = "f32"}]}} {
+llvm.func @plain_exp(%p: !llvm.ptr<1> {tile.elem = f32}) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"]} {
   %x = llvm.load %p : !llvm.ptr<1> -> f32
   %y = llvm.intr.exp(%x) : (f32) -> f32
   llvm.store %y, %p : f32, !llvm.ptr<1>
@@ -163,9 +184,8 @@ llvm.func @plain_exp(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
 
 // f64 sine: NVPTX has no approximate f64 form.
 // CHECK: error: 'llvm.intr.sin' on 'f64' has no f64 form on NVPTX
-llvm.func @sin_f64(%p: !llvm.ptr<1>) attributes {nvvm.kernel,
-    tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                   params = [{name = "p", kind = "ptr", elem = "f32"}]}} {
+llvm.func @sin_f64(%p: !llvm.ptr<1> {tile.elem = f32}) attributes {nvvm.kernel,
+    tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"]} {
   %x = llvm.load %p : !llvm.ptr<1> -> f64
   %y = llvm.intr.sin(%x) {fastmathFlags = #llvm.fastmath<afn>} : (f64) -> f64
   llvm.store %y, %p : f64, !llvm.ptr<1>

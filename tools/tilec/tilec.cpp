@@ -42,12 +42,16 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"), cl::in
                                cl::cat(tilecCategory));
 cl::opt<std::string> arch("arch", cl::desc("GPU architecture: sm_80 or sm_90a"),
                           cl::init("sm_80"), cl::cat(tilecCategory));
-cl::opt<int> numWarps("num-warps", cl::desc("warps per thread block"), cl::init(4),
-                      cl::cat(tilecCategory));
+cl::opt<int> numWarps("num-warps", cl::desc("warps per thread block"),
+                      cl::init(tilec::kDefaultNumWarps), cl::cat(tilecCategory));
 cl::opt<int> stages("stages",
                     cl::desc("shared buffers per prefetched K/V tile: 1 (FlashAttention-2's "
                              "schedule) or 2 (a ring, one barrier per iteration)"),
-                    cl::init(2), cl::cat(tilecCategory));
+                    cl::init(tilec::kDefaultStages), cl::cat(tilecCategory));
+cl::opt<std::string> copyBounds("copy-bounds",
+                                cl::desc("how global->shared copies respect their view's "
+                                         "bounds: row, tile or chunk"),
+                                cl::init(tilec::kDefaultCopyBounds), cl::cat(tilecCategory));
 cl::opt<std::string> loweringOptions(
     "lowering-options",
     cl::desc("more tile-to-nvvm pipeline options, verbatim (e.g. skip-unit-rescale=true)"),
@@ -55,7 +59,7 @@ cl::opt<std::string> loweringOptions(
 cl::opt<bool> smemEpilogue("smem-epilogue",
                            cl::desc("store narrow register tiles (the O accumulator) through "
                                     "shared memory as 16-byte chunks (default true)"),
-                           cl::init(true), cl::cat(tilecCategory));
+                           cl::init(tilec::kDefaultSmemEpilogue), cl::cat(tilecCategory));
 cl::opt<Emit> emit("emit", cl::desc("what to write"), cl::init(Emit::All),
                    cl::values(clEnumValN(Emit::PTX, "ptx", "<kernel>.ptx and <kernel>.json"),
                               clEnumValN(Emit::Cubin, "cubin",
@@ -82,7 +86,7 @@ cl::opt<std::string> crashReproducer("crash-reproducer",
                                      cl::value_desc("PATH"), cl::cat(tilecCategory));
 cl::opt<bool> fromLLVMDialect(
     "from-llvm-dialect",
-    cl::desc("the input is already LLVM dialect + NVVM with tile.launch on each kernel; "
+    cl::desc("the input is already LLVM dialect + NVVM with the ABI attributes on each kernel (TileAttrNames.h); "
              "skip the tile pipelines (testing)"),
     cl::Hidden, cl::cat(tilecCategory));
 cl::opt<bool> splitInputFile("split-input-file",
@@ -196,10 +200,11 @@ LogicalResult compileAndWrite(StringRef source, StringRef bufferName, bool stats
   const bool toStdout = output == "-" || (output.empty() && isTextEmit(emit));
   tilec::CompileOptions options;
   options.arch = arch;
-  options.numWarps = numWarps;
-  options.stages = stages;
-  options.smemEpilogue = smemEpilogue;
-  options.extraLoweringOptions = loweringOptions;
+  options.strategy.numWarps = numWarps;
+  options.strategy.stages = stages;
+  options.strategy.smemEpilogue = smemEpilogue;
+  options.strategy.copyBounds = copyBounds;
+  options.strategy.loweringOptions = loweringOptions;
   options.runTilePasses = !noTilePasses;
   options.emitCubin = wantCubin || stats;
   options.printIRAfterAll = printIRAfterAll;

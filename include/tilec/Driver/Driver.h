@@ -9,6 +9,8 @@
 #ifndef TILEC_DRIVER_DRIVER_H
 #define TILEC_DRIVER_DRIVER_H
 
+#include "tilec/Strategy.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -20,18 +22,9 @@ namespace tilec {
 struct CompileOptions {
   /// "sm_80" (mma.sync path) or "sm_90a".
   std::string arch = "sm_80";
-  /// Warps per program (thread block); FlashAttention-2 uses 4 for 64-row blocks.
-  int numWarps = 4;
-  /// Shared-memory buffers per prefetched K/V tile: 1 (FlashAttention-2's
-  /// single buffer) or 2 (a ring; one barrier per iteration).
-  int stages = 2;
-  /// Store the O tile (any register tile holding under 16 bytes of a row per
-  /// thread) through shared memory as 16-byte chunks: FA2's epilogue. A
-  /// strategy knob: it measured faster at head_dim 64, slower at 128.
-  bool smemEpilogue = true;
-  /// More `tile-to-nvvm` options, verbatim ("skip-unit-rescale=true"): the
-  /// way experiments reach the lowering before they earn a field here.
-  std::string extraLoweringOptions;
+  /// How the kernel is lowered: warps, stages, epilogue, copy bounds and
+  /// more lowering options, with their defaults (tilec/Strategy.h).
+  Strategy strategy;
   /// Run the target-independent tile passes (minimize-nonmatmul, split-masked-loops).
   bool runTilePasses = true;
   /// Produce a cubin with ptxas when the toolkit is present (PTX is always produced).
@@ -45,8 +38,9 @@ struct CompileOptions {
   bool printIRAfterAll = false;
   /// Write an MLIR crash reproducer here when a pass fails (empty: off).
   std::string crashReproducerPath;
-  /// The input is already in the LLVM dialect (+ nvvm) with `tile.launch` on
-  /// each kernel: skip every tile pipeline and go straight to LLVM IR. For
+  /// The input is already in the LLVM dialect (+ nvvm), each kernel with the
+  /// ABI attributes the lowering leaves (dialects/Tile/TileAttrNames.h):
+  /// skip every tile pipeline and go straight to LLVM IR. For
   /// tests of the back half, and for IR saved from a previous run.
   bool inputIsLLVMDialect = false;
   /// Report per-pass timing and pass statistics on stderr.

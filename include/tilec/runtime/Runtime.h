@@ -14,6 +14,7 @@
 #ifndef TILEC_RUNTIME_RUNTIME_H
 #define TILEC_RUNTIME_RUNTIME_H
 
+#include "tilec/runtime/GridSyntax.h"
 #include "tilec/runtime/Json.h"
 
 #include <array>
@@ -84,10 +85,9 @@ inline constexpr std::array<int64_t, 3> kMaxGrid = {(int64_t(1) << 31) - 1,
 /// "gridDim.x", "gridDim.y", "gridDim.z" for axis 0, 1, 2.
 const char *gridAxisName(int axis);
 
-/// One grid dimension as an integer expression over named values: integer
-/// literals, names, + - * / (floor division), unary -, parentheses,
-/// cdiv(a, b), min(a, b), max(a, b). Names are bound to slots when parsing,
-/// so evaluation is a walk over a small postfix program.
+/// One grid dimension as an integer expression over named values (the
+/// language of GridSyntax.h). Names are bound to slots when parsing, so
+/// evaluation is a walk over a small postfix program.
 class GridExpr {
 public:
   GridExpr() = default;
@@ -106,21 +106,14 @@ public:
   const std::string &source() const { return source_; }
 
 private:
-  static constexpr size_t kMaxStack = 64;
-  enum class Op { Const, Slot, Neg, Add, Sub, Mul, FloorDiv, CDiv, Min, Max };
-  struct Instr {
-    Op op;
-    int64_t value; ///< the constant, or the slot index
-  };
+  static constexpr size_t kMaxStack = grid::kMaxStack;
+  using Op = grid::Op;
   /// "<what> '<source>' (name=value, ...)" for error messages.
   std::string describe(const std::vector<int64_t> &slots) const;
 
   std::string source_;
   std::string what_;
-  std::vector<Instr> code_;
-  std::vector<std::pair<std::string, size_t>> names_; ///< names used, slots
-
-  friend class GridParser;
+  grid::Program program_;
 };
 
 /// Evaluates the three grid dimensions and checks the result is a launchable

@@ -597,3 +597,58 @@ func.func @atomic_add_offsets(%x: tensor<64x128xf32>, %v: !tile.view<f32, 2>, %r
   tile.atomic_add %x, %v[%r] : tensor<64x128xf32>, !tile.view<f32, 2>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// The typed contract attributes (dialects/Tile/TileAttrNames.h)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// tile.blocks is an enum, not free text.
+func.func @blocks_as_string(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-error@below {{tile.blocks must be #tile<blocks full|partial|empty>, got "full"}}
+  scf.for %i = %c0 to %n step %c1 {
+  } {tile.blocks = "full"}
+  return
+}
+
+// -----
+
+// expected-error@below {{#tile.strategy: num_warps must be a power of two in [1, 16], got 3}}
+module attributes {tile.strategy = #tile.strategy<num_warps = 3, stages = 2, smem_epilogue = true, copy_bounds = row, lowering_options = "">} {
+}
+
+// -----
+
+// expected-error@below {{#tile.strategy: stages must be 1 or 2, got 3}}
+module attributes {tile.strategy = #tile.strategy<num_warps = 4, stages = 3, smem_epilogue = true, copy_bounds = row, lowering_options = "">} {
+}
+
+// -----
+
+// expected-error@below {{tile.strategy must be a #tile.strategy<...>, got "4 warps"}}
+module attributes {tile.strategy = "4 warps"} {
+}
+
+// -----
+
+// expected-error@below {{tile.num_warps: num-warps must be a power of two in [1, 16], got 6 : i64}}
+func.func @six_warps() attributes {tile.kernel, tile.num_warps = 6 : i64} {
+  return
+}
+
+// -----
+
+// expected-error@below {{tile.arg_names must be an array of non-empty parameter names, got ["x", ""]}}
+func.func @empty_name(%x: i32, %y: i32) attributes {tile.kernel, tile.arg_names = ["x", ""]} {
+  return
+}
+
+// -----
+
+// expected-error@below {{tile.grid must be ["x", "y", "z"]: three grid-size expressions over the kernel's integer parameters, got ["1"]}}
+func.func @one_axis() attributes {tile.kernel, tile.grid = ["1"]} {
+  return
+}

@@ -204,3 +204,10 @@ func.func @linear_explicit_rank(
 func.func @types(%a: !tile.ptr<f32>, %b: !tile.ptr<i64>, %c: !tile.view<bf16, 3>) {
   return
 }
+
+// -----
+
+// The strategy record round-trips.
+// CHECK: module attributes {tile.strategy = #tile.strategy<num_warps = 8, stages = 1, smem_epilogue = false, copy_bounds = chunk, lowering_options = "skip-unit-rescale=true">}
+module attributes {tile.strategy = #tile.strategy<num_warps = 8, stages = 1, smem_epilogue = false, copy_bounds = chunk, lowering_options = "skip-unit-rescale=true">} {
+}

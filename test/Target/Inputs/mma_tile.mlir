@@ -2,18 +2,15 @@
 // warp multiplies a 16x16 f16 tile by a 16x8 one with mma.sync m16n8k16.
 // Each lane reads its fragments pre-arranged (a: 4 x f16x2, b: 2 x f16x2 per
 // lane, the PTX m16n8k16 fragment order) and writes its 4 f32 accumulators
-// to out[4*lane..]; lanes >= n skip the store. Used by the tests beside
-// Inputs/.
+// to out[4*lane..]; lanes >= n skip the store. Its ABI attributes are the
+// ones the lowering leaves (dialects/Tile/TileAttrNames.h). Used by the
+// tests beside Inputs/.
 module attributes {tile.target = "sm_80"} {
-  llvm.func @mma_tile(%a: !llvm.ptr<1>, %b: !llvm.ptr<1>, %out: !llvm.ptr<1>, %n: i32)
-      attributes {nvvm.kernel,
-                  tile.launch = {grid = ["1", "1", "1"], block = array<i64: 32, 1, 1>,
-                                 shared_bytes = 0 : i64,
-                                 params = [{name = "a", kind = "ptr", elem = "f16"},
-                                           {name = "b", kind = "ptr", elem = "f16"},
-                                           {name = "out", kind = "ptr", elem = "f32"},
-                                           {name = "n", kind = "i32"}],
-                                 variant = {name = "mma_smoke", block_m = 16 : i64, causal = false}}} {
+  llvm.func @mma_tile(%a: !llvm.ptr<1> {tile.elem = f16}, %b: !llvm.ptr<1> {tile.elem = f16},
+                      %out: !llvm.ptr<1> {tile.elem = f32}, %n: i32)
+      attributes {nvvm.kernel, tile.num_warps = 1 : i64, tile.grid = ["1", "1", "1"],
+                  tile.shared_bytes = 0 : i64, tile.arg_names = ["a", "b", "out", "n"],
+                  tile.variant = {name = "mma_smoke", block_m = 16 : i64, causal = false}} {
     %lane = nvvm.read.ptx.sreg.tid.x : i32
     %c2 = llvm.mlir.constant(2 : i32) : i32
     %c4 = llvm.mlir.constant(4 : i32) : i32

@@ -1,6 +1,8 @@
 """Prints the tile IR of kernels/flash_fwd.py specialized with NAME=VALUE
-arguments (Python literals), e.g. `flash_variant_ir.py WINDOW=True`. Needs only
-the tilec package's pure-Python frontend (python/ of the source tree)."""
+arguments (Python literals), e.g. `flash_variant_ir.py WINDOW=True`. Needs the
+tilec package's frontend (python/ of the source tree) and the runtime
+extension, whose parser renders grid expressions (lit puts <build>/python on
+PYTHONPATH)."""
 import ast
 import sys
 from pathlib import Path

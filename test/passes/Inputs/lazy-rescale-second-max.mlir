@@ -102,7 +102,7 @@ module {
         %89 = arith.truncf %81 : tensor<64x64xf32> to tensor<64x64xf16>
         %90 = tile.dot %89, %72, %88 : tensor<64x64xf16>, tensor<64x128xf16> -> tensor<64x128xf32>
         scf.yield %75, %85, %90 : tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>
-      } {tile.blocks = "full"}
+      } {tile.blocks = #tile<blocks full>}
       %68:3 = scf.for %arg24 = %66 to %64 step %c1_i32 iter_args(%arg25 = %67#0, %arg26 = %67#1, %arg27 = %67#2) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>)  : i32 {
         %70 = arith.muli %arg24, %c64_i32 : i32
         %71 = tile.load %15[%70, %c0_i32] padding =  zero : <f16, 2> -> tensor<64x128xf16>
@@ -132,7 +132,7 @@ module {
         %95 = arith.truncf %87 : tensor<64x64xf32> to tensor<64x64xf16>
         %96 = tile.dot %95, %72, %94 : tensor<64x64xf16>, tensor<64x128xf16> -> tensor<64x128xf32>
         scf.yield %81, %91, %96 : tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>
-      } {tile.blocks = "partial"}
+      } {tile.blocks = #tile<blocks partial>}
       %69 = arith.mulf %68#0, %39 : tensor<64xf32>
       scf.yield %69, %68#1, %68#2 : tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>
     } else {
@@ -174,7 +174,7 @@ module {
         %87 = arith.truncf %79 : tensor<64x64xf32> to tensor<64x64xf16>
         %88 = tile.dot %87, %71, %86 : tensor<64x64xf16>, tensor<64x128xf16> -> tensor<64x128xf32>
         scf.yield %75, %83, %88 : tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>
-      } {tile.blocks = "full", tile.softmax_fallback}
+      } {tile.blocks = #tile<blocks full>, tile.softmax_fallback}
       %68:3 = scf.for %arg24 = %66 to %64 step %c1_i32 iter_args(%arg25 = %67#0, %arg26 = %67#1, %arg27 = %67#2) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>)  : i32 {
         %69 = arith.muli %arg24, %c64_i32 : i32
         %70 = tile.load %15[%69, %c0_i32] padding =  zero : <f16, 2> -> tensor<64x128xf16>
@@ -203,7 +203,7 @@ module {
         %93 = arith.truncf %85 : tensor<64x64xf32> to tensor<64x64xf16>
         %94 = tile.dot %93, %71, %92 : tensor<64x64xf16>, tensor<64x128xf16> -> tensor<64x128xf32>
         scf.yield %81, %89, %94 : tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>
-      } {tile.blocks = "partial", tile.softmax_fallback}
+      } {tile.blocks = #tile<blocks partial>, tile.softmax_fallback}
       scf.yield %68#0, %68#1, %68#2 : tensor<64xf32>, tensor<64xf32>, tensor<64x128xf32>
     }
     %44 = arith.divf %cst, %43#1 : tensor<64xf32>

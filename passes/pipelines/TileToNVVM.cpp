@@ -1,4 +1,4 @@
-//===- Pipelines.cpp - the named pipelines ---------------------------------===//
+//===- TileToNVVM.cpp - tile-to-nvvm, and every named pipeline registered --===//
 //
 // Pipelines are named C++ functions, registered so that
 // `tile-opt --pass-pipeline=...`, the tilec driver and Python run the same list.
@@ -12,6 +12,9 @@
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 
@@ -54,7 +57,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
 }
 
 /// tile-optimize (FA2's target-independent rewrites) and tile-to-cpu (host
-/// execution for numerics checks); built in OptimizeAndCPUPipelines.cpp.
+/// execution for numerics checks); built in OptimizeAndCPU.cpp.
 static void registerOptimizeAndCPUPipelines() {
   PassPipelineRegistration<>("tile-optimize",
                              "FlashAttention-2's rewrites: minimize non-matmul work, split "
@@ -79,6 +82,32 @@ static std::string invalidOption(const tilec::TileToNVVMOptions &options) {
   if (options.stages != 1 && options.stages != 2)
     return "tile-to-nvvm: stages must be 1 or 2, got " + std::to_string(options.stages);
   return "";
+}
+
+llvm::Error tilec::buildTileToNVVMPipeline(OpPassManager &pm, const Strategy &strategy,
+                                          StringRef arch) {
+  auto error = [](const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  for (StringRef owned : {"arch=", "num-warps=", "stages=", "smem-epilogue=", "copy-bounds="})
+    for (StringRef word : llvm::split(strategy.loweringOptions, ' '))
+      if (word.starts_with(owned))
+        return error("lowering option '" + word + "' has its own setting (--" +
+                     owned.drop_back() + "); it cannot be passed as a lowering option");
+  TileToNVVMOptions options;
+  std::string parseError;
+  llvm::raw_string_ostream os(parseError);
+  if (failed(options.parseFromString(strategy.loweringOptions, os)))
+    return error("invalid lowering options '" + strategy.loweringOptions + "': " + parseError);
+  options.arch = arch.str();
+  options.numWarps = strategy.numWarps;
+  options.stages = strategy.stages;
+  options.smemEpilogue = strategy.smemEpilogue;
+  options.copyBounds = strategy.copyBounds;
+  if (std::string why = invalidOption(options); !why.empty())
+    return error(why);
+  buildTileToNVVMPipeline(pm, options);
+  return llvm::Error::success();
 }
 
 void tilec::registerTilecPipelines() {

@@ -1,4 +1,4 @@
-//===- OptimizeAndCPUPipelines.cpp - tile-optimize and tile-to-cpu --------===//
+//===- OptimizeAndCPU.cpp - the tile-optimize and tile-to-cpu pipelines ---===//
 #include "tilec/Passes.h"
 #include "tilec/Pipelines.h"
 

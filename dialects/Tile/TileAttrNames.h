@@ -1,0 +1,90 @@
+//===- TileAttrNames.h - the attributes passes and the driver agree on -----===//
+//
+// Every discardable attribute that carries a contract from one pass to
+// another, or from the compiler to the driver's launch manifest, is named
+// here and nowhere else. The tile dialect verifies the typed ones
+// (TileDialect.cpp, verifyOperationAttribute): tile.blocks, tile.strategy,
+// tile.num_warps, tile.grid, tile.arg_names.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEC_DIALECTS_TILE_TILEATTRNAMES_H
+#define TILEC_DIALECTS_TILE_TILEATTRNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace tilec {
+
+// --- on a kernel's func.func (the frontend or a hand-written kernel) -------
+
+/// Unit: this func.func is a kernel entry point.
+inline constexpr llvm::StringLiteral kKernelAttrName = "tile.kernel";
+/// Unit argument attribute on a scalar kernel parameter declared > 0
+/// (tl.assume(x > 0)): passes may rely on it; every launch checks it.
+inline constexpr llvm::StringLiteral kPositiveAttrName = "tile.positive";
+/// Array of strings: the parameters' names (default "arg<i>"), as the
+/// manifest and the runtime's error messages name them.
+inline constexpr llvm::StringLiteral kArgNamesAttrName = "tile.arg_names";
+/// Array of three strings: the launch grid, expressions over the integer
+/// parameters in the language of tilec/runtime/GridSyntax.h.
+inline constexpr llvm::StringLiteral kGridAttrName = "tile.grid";
+/// Dictionary: what the frontend specialized (dtype, head_dim, causal, ...);
+/// copied to the manifest's "variant".
+inline constexpr llvm::StringLiteral kVariantAttrName = "tile.variant";
+
+/// #tile.strategy<...> on a module: the strategy record it is lowered with
+/// (tilec/Strategy.h), put there by the driver and written into manifests.
+inline constexpr llvm::StringLiteral kStrategyAttrName = "tile.strategy";
+
+// --- set by passes ------------------------------------------------------------
+
+/// i64 on a kernel: warps per program, set by tile-partition-warps, read by
+/// the lowering.
+inline constexpr llvm::StringLiteral kNumWarpsAttrName = "tile.num_warps";
+
+/// #tile<blocks full|partial|empty> on a K/V loop that tile-split-masked-loops
+/// made: no block needs the mask, every block may, or none runs.
+/// tile-pipeline chains adjacent split loops; tile-count-work reports per
+/// kind.
+inline constexpr llvm::StringLiteral kBlocksAttr = "tile.blocks";
+
+/// On a kernel function: what tile-split-masked-loops made of its masks,
+/// the least of any loop: "split" (blocks classified: skipped, unmasked,
+/// masked) or "dense" (the mask is applied in every block that runs; blocks
+/// it hides entirely may still be skipped). The launch manifest's "mask".
+inline constexpr llvm::StringLiteral kMaskAttr = "tile.mask";
+/// With a tile.mask other than "split": the pass's remark (what it could not
+/// classify, where). The manifest's "mask_note".
+inline constexpr llvm::StringLiteral kMaskNoteAttr = "tile.mask_note";
+
+/// On the loop tile-minimize-nonmatmul keeps for rows whose running max is
+/// -inf (the exact softmax, no folded-scale rewrite); later rewrites leave it
+/// alone and tile-count-work counts it apart.
+inline constexpr llvm::StringLiteral kSoftmaxFallbackAttr = "tile.softmax_fallback";
+
+/// On a multiply by a row broadcast that tile-lazy-rescale made exactly 1 in
+/// most rows; convert-tile-to-nvvm skips it in warps where every factor is 1.
+inline constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_rescale";
+
+// --- left by convert-tile-to-nvvm for the driver (lib/Driver/Manifest.cpp) --
+//
+// The lowering carries the kernel attributes above over to its llvm.func
+// (tile.arg_names, tile.grid, tile.variant, tile.mask, tile.mask_note,
+// tile.num_warps) and adds what only it knows; the driver builds the launch
+// manifest from them, and an LLVM-dialect input (tilec --from-llvm-dialect)
+// states the same attributes by hand.
+
+/// String on the module: the arch the module was lowered for.
+inline constexpr llvm::StringLiteral kTargetAttrName = "tile.target";
+/// i64 on a lowered kernel: dynamic shared memory per program, in bytes.
+inline constexpr llvm::StringLiteral kSharedBytesAttrName = "tile.shared_bytes";
+/// Type argument attribute on a lowered kernel's pointer parameter: the
+/// element type it points to (LLVM pointers are opaque).
+inline constexpr llvm::StringLiteral kElemAttrName = "tile.elem";
+/// i64 argument attribute on a lowered kernel's pointer parameter: its
+/// widest access in bytes, when wider than one element (16 for cp.async);
+/// the runtime refuses a pointer not aligned to it.
+inline constexpr llvm::StringLiteral kAlignAttrName = "tile.align";
+
+} // namespace tilec
+
+#endif
