@@ -83,6 +83,26 @@ def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, **kw):
             + _variants(CAUSAL, **kw))
 
 
+def probabilities(s, mask, l2, c, scale, softcap, slope, rows, kq, CAUSAL, SOFTCAP, ALIBI):
+    """(P, tanh) recomputed from the raw scores s = Q·Kᵀ of a block, or their
+    transpose (both kernels: l2 = lse·log2(e) broadcast along the key axis,
+    rows/kq the query and key indices in s's orientation, c = scale·log2(e)):
+    the forward's scores -- capped, biased, -inf where masked -- then
+    P = exp(scores − lse). tanh is SOFTCAP's (for dS's 1 − tanh²), else None."""
+    t = None
+    if SOFTCAP or ALIBI:  # the forward's scores, in natural-log units
+        s = s * (scale / softcap if SOFTCAP else scale)
+        if SOFTCAP:
+            t = tl.tanh(s)
+            s = softcap * t
+        if ALIBI:
+            s = alibi_bias(s, slope, rows, kq, CAUSAL)
+        s = tl.where(mask, s, float("-inf"))
+        return tl.exp2(s * LOG2E - l2), t
+    s = tl.where(mask, s, float("-inf"))
+    return tl.exp2(s * c - l2), t
+
+
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"kind": "bwd_dq", "dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL",
@@ -141,6 +161,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     deltav = tl.view(delta + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     lse2v = tl.view(lse2 + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     D = max(16, tl.next_power_of_2(HEAD_DIM))
+    slope = None
     if ALIBI:
         slope = tl.load(alibi + (b * stride_alibi_b + h))
     qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
@@ -173,18 +194,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         mask = kq < seqlen_q                                # keys past seqlen_k do not exist
         if CAUSAL or WINDOW:
             mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
-        if SOFTCAP or ALIBI:  # the forward's scores, in natural-log units
-            s = s * (scale / softcap if SOFTCAP else scale)
-            if SOFTCAP:
-                t = tl.tanh(s)
-                s = softcap * t
-            if ALIBI:
-                s = alibi_bias(s, slope, rows, kq, CAUSAL)
-            s = tl.where(mask, s, float("-inf"))
-            p = tl.exp2(s * LOG2E - l2[:, None])
-        else:
-            s = tl.where(mask, s, float("-inf"))
-            p = tl.exp2(s * c - l2[:, None])                # P = exp(scale·S − lse)
+        p, t = probabilities(s, mask, l2[:, None], c, scale, softcap, slope, rows, kq,
+                             CAUSAL, SOFTCAP, ALIBI)        # P = exp(scale·S − lse)
         dp = tl.dot(dot, vt, trans_b=True)                  # dP = dO·Vᵀ
         if DROPOUT:  # the forward's mask, regenerated: dP of P ∘ Z, Z = keep / (1 - p)
             keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows,
@@ -264,6 +275,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         # dQᵀ of this (batch, head): element (d, i) is dq_accum[b, i, h, d].
         dqtv = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
                        (1, stride_dqas))
+    slope = None
     if ALIBI:
         slope = tl.load(alibi + (b * stride_alibi_b + h))
     kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
@@ -293,18 +305,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         mask = rows < seqlen_q
         if CAUSAL or WINDOW:
             mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
-        if SOFTCAP or ALIBI:  # the forward's scores, in natural-log units
-            st = st * (scale / softcap if SOFTCAP else scale)
-            if SOFTCAP:
-                tt = tl.tanh(st)
-                st = softcap * tt
-            if ALIBI:
-                st = alibi_bias(st, slope, rows, kq, CAUSAL)
-            st = tl.where(mask, st, float("-inf"))
-            pt = tl.exp2(st * LOG2E - l2[None, :])
-        else:
-            st = tl.where(mask, st, float("-inf"))
-            pt = tl.exp2(st * c - l2[None, :])              # Pᵀ
+        pt, tt = probabilities(st, mask, l2[None, :], c, scale, softcap, slope, rows, kq,
+                               CAUSAL, SOFTCAP, ALIBI)      # Pᵀ
         qs, dos = qt, dot
         if SPLIT_D > 1:
             qs = tl.load(qv, (row0, c0), (BLOCK_M, DS))
