@@ -66,7 +66,8 @@ LOG2E = math.log2(math.e)
 
 _fwd = kernel_files.load("flash_fwd")
 # The forward's mask, score and dropout helpers.
-alibi_bias, visible, dropout_keep = _fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep
+alibi_bias, visible, dropout_keep, sequence_bounds = (_fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep,
+                                                    _fwd.sequence_bounds)
 
 
 def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, DROPOUT=False, **_):
@@ -144,10 +145,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     bq, bk, diag = b, b, causal_offset
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
-        bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
-        seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
-        if use_seqused_k:
-            seqlen_k = tl.load(seqused_k + b)
+        bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                                     use_seqused_k, b)
         diag = seqlen_k - seqlen_q
         if row0 >= seqlen_q:
             return
@@ -255,10 +254,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     bq, bk, diag = b, b, causal_offset
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
-        bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
-        seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
-        if use_seqused_k:
-            seqlen_k = tl.load(seqused_k + b)
+        bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                                     use_seqused_k, b)
         diag = seqlen_k - seqlen_q
         if col0 >= seqlen_k:  # past this sequence's keys (the caller zeroed dk, dv)
             return

@@ -98,6 +98,16 @@ def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     return tl.where(mask, s, float("-inf"))
 
 
+def sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b):
+    """VARLEN's sequence b: (first query row, first key row, seqlen_q,
+    seqlen_k) from cu_seqlens (seqlen_k from seqused_k when given)."""
+    bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
+    seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
+    if use_seqused_k:
+        seqlen_k = tl.load(seqused_k + b)
+    return bq, bk, seqlen_q, seqlen_k
+
+
 def dropout_keep(seed, rng_offset, dropout_p, bh, rows, cols, max_q, max_k):
     """Which elements dropout keeps (a bool tile): element (b, h, i, j) of S
     is kept when tl.rand(seed, rng_offset + ((b·heads + h)·max_q + i)·max_k
@@ -146,10 +156,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     bq, bk = b, b                                           # which "batch" row the views start at
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b: rows cu_seqlens[b]..cu_seqlens[b+1] (the caller passes stride_*b = stride_*s)
-        bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
-        seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
-        if use_seqused_k:
-            seqlen_k = tl.load(seqused_k + b)
+        bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                                     use_seqused_k, b)
         if row0 >= seqlen_q:                                # past this sequence's end
             return
     # Views of this (batch, head)'s rows: seqlen x head_dim.
