@@ -24,6 +24,7 @@ import math
 from . import kernel_files
 from . import language as tl
 from . import strategy
+from .flash_attn import _dtype_name, _is_torch, _strides
 
 
 
@@ -50,20 +51,6 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
     else:
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv"))
     return mod.flash_bwd_dq.specialize(**common, **cfg.constexprs("dq")), dkdv, cfg
-
-
-def _is_torch(x):
-    return type(x).__module__.startswith("torch")
-
-
-def _dtype_name(t):
-    return str(t.dtype).replace("torch.", "")
-
-
-def _strides(t):
-    if _is_torch(t):
-        return tuple(t.stride())
-    return tuple(s // t.itemsize for s in t.strides)
 
 
 # -- CPU runner plumbing: torch CPU tensors <-> numpy (bf16 as uint16 bits) --

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from . import kernel_files
 from . import language as tl
-from .flash_attn import _is_torch, _pad_head_dim, _rows_aligned, _strides
+from .flash_attn import _dtype_name, _is_torch, _pad_head_dim, _rows_aligned, _strides
 
 _MAX_SPLITS = 128
 # What num_splits=0 assumes without a GPU to ask (an H100/H200).
@@ -224,10 +224,6 @@ def _sm_count(device):
         return torch.cuda.get_device_properties(device).multi_processor_count
     except Exception:  # noqa: BLE001 - no GPU to ask: the H200's count
         return _DEFAULT_SMS
-
-
-def _dtype_name(t):
-    return str(t.dtype).replace("torch.", "")
 
 
 def _fail(msg, cls=ValueError):
@@ -816,7 +812,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         qb, qk, qr = heads * seqlen_q * head_dim, rows_q * head_dim, head_dim
     plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size if paged else 0,
                        num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS)
-    block_m, m_blocks, num_splits = plan.block_m, plan.m_blocks, plan.num_splits
+    m_blocks, num_splits = plan.m_blocks, plan.num_splits
     split = num_splits > 1
 
     obuf = ops.empty((batch, heads, seqlen_q, head_dim), dtype)
