@@ -29,6 +29,9 @@ def pytest_collection_modifyitems(config, items):
         deselected = [it for i, it in enumerate(items) if i not in keep]
         items[:] = [it for i, it in enumerate(items) if i in keep]
         config.hook.pytest_deselected(items=deselected)
+    # Random order, so a run cut by the time budget still spans every test
+    # function (file order would spend it on the first few).
+    random.Random(int(os.environ.get("TILEC_UPSTREAM_SEED", "0")) + 1).shuffle(items)
 
 
 def pytest_runtest_setup(item):
