@@ -25,7 +25,8 @@
 //
 //   Lowering.h         the per-kernel state every file shares (KernelLowering)
 //   Addressing.cpp     thread coordinates, global/shared addresses, widths
-//   SharedMemory.cpp   the shared-memory stack; cp.async waits and barriers
+//   SharedMemory.cpp   shared regions (read from tile-allocate-shared's
+//                      tile.smem); cp.async waits and barriers
 //   AsyncCopy.cpp      tile.load into shared tiles (cp.async, commit groups)
 //   LoadStore.cpp      register-tile loads/stores, atomics, scalar loads
 //   Dot.cpp            tile.dot: ldmatrix + mma.sync m16n8k16 (MMAv2)
@@ -50,12 +51,6 @@ namespace tilec {
 namespace tilec::nvvm {
 
 LogicalResult KernelLowering::lowerOp(Operation *op) {
-  if (failed(dispatchOp(op)))
-    return failure();
-  return checkSharedBudget(op);
-}
-
-LogicalResult KernelLowering::dispatchOp(Operation *op) {
   b.setLoc(op->getLoc());
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
     Value v;
@@ -233,6 +228,10 @@ LogicalResult KernelLowering::run() {
   });
   if (layouts.wasInterrupted())
     return failure();
+  // Where shared tiles live is decided before (../AllocateShared.cpp).
+  if (!func->getAttrOfType<IntegerAttr>(tilec::kSharedBytesAttrName))
+    return func.emitError() << "kernel has no " << tilec::kSharedBytesAttrName
+                            << ": run tile-allocate-shared first";
   // The signature. The kernel's ABI (names, element types, grid, ...) is the
   // driver's: it writes the launch manifest from the attributes this leaves
   // on the llvm.func (below; names in dialects/Tile/TileAttrNames.h).
@@ -307,7 +306,6 @@ LogicalResult KernelLowering::run() {
   kernel->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                   b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
-  kernel->setAttr(tilec::kSharedBytesAttrName, b.getI64IntegerAttr(sharedPeak));
   func.erase();
   return success();
 }
@@ -366,7 +364,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
       return signalPassFailure();
     }
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, *target, smemEpilogue, skipUnitRescale, *bounds,
+      if (failed(KernelLowering(func, smem, *target, skipUnitRescale, *bounds,
                                 storeTranspose, carryRingAddresses, *xorPhases)
                      .run()))
         return signalPassFailure();

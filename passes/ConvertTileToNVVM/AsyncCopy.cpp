@@ -24,7 +24,15 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     return op.emitError() << "a tile loaded into shared memory needs the view's last "
                              "dimension contiguous (stride a constant 1)";
   auto reused = reuseRegion.find(op.getResult());
-  SharedTile tile = reused != reuseRegion.end() ? reused->second : allocateShared(type);
+  SharedTile tile;
+  if (reused != reuseRegion.end()) {
+    tile = reused->second;
+  } else {
+    FailureOr<SharedTile> region = regionOf(op, smem::sharedTileGeometry(type, hw));
+    if (failed(region))
+      return failure();
+    tile = *region;
+  }
   int64_t rowBytes = tile.cols * tile.elemBytes;
   if (rowBytes % hw.chunkBytes != 0)
     return op.emitError() << "rows of a shared tile must be whole 16-byte chunks, got "

@@ -47,7 +47,10 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
       sharedTiles[out] = sharedTiles[in];
       return success();
     }
-    SharedTile tile = allocateShared(cast<RankedTensorType>(out.getType()));
+    FailureOr<SharedTile> region = regionOf(op, smem::sharedTileGeometry(op.getResult().getType(), hw));
+    if (failed(region))
+      return failure();
+    SharedTile tile = *region;
     drainRegion(tile);
     barrierBeforeFill();
     writeShared(tile, layoutOf(in), regs[in]);
@@ -72,9 +75,11 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   if (type.getRank() > 2)
     return op.emitError() << "layout conversion of a rank-" << type.getRank()
                           << " tile through shared memory is not supported";
-  int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  SharedTile scratch = allocateRegion(type.getRank() == 2 ? type.getDimSize(0) : 1,
-                                      type.getShape().back(), elemBytes, /*swizzleBits=*/0);
+  // Its region: tile-allocate-shared's, by smem::conversionScratch.
+  FailureOr<SharedTile> region = regionOf(op, smem::conversionScratch(op));
+  if (failed(region))
+    return failure();
+  SharedTile scratch = *region;
   drainRegion(scratch);
   barrierBeforeFill();
   writeShared(scratch, from, regs[in]);

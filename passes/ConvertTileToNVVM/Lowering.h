@@ -4,8 +4,9 @@
 // methods are defined by op family, one file each in this folder (see the
 // map at the top of ../ConvertTileToNVVM.cpp); this header is the state they
 // share: the value maps (scalars, register tiles, shared tiles, views), the
-// strategy options, the cp.async group bookkeeping and the shared-memory
-// stack.
+// strategy options and the cp.async group bookkeeping. Where shared tiles
+// live is tile-allocate-shared's (../AllocateShared.cpp): the lowering reads
+// their regions (regionOf).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEC_PASSES_CONVERTTILETONVVM_LOWERING_H
@@ -15,6 +16,7 @@
 #include "tilec/Passes.h"
 
 #include "TargetInfo.h"
+#include "../AllocateShared.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -100,11 +102,10 @@ enum class XorRingPhases {
 
 class KernelLowering {
 public:
-  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, const TargetInfo &target, bool smemEpilogue,
+  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, const TargetInfo &target,
                  bool skipUnitRescale, CopyBounds copyBounds, bool storeTranspose,
                  bool carryRingAddresses, XorRingPhases xorRingPhases)
       : func(func), smemGlobal(smem), target(target), hw(target.description()),
-        smemEpilogue(smemEpilogue),
         skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), storeTranspose(storeTranspose),
         carryRingAddresses(carryRingAddresses), xorRingPhases(xorRingPhases),
         ctx(func.getContext()),
@@ -173,7 +174,7 @@ private:
   /// in it are waited for before it; at the top of its body the previous
   /// iteration's copies are the newest group; after it, what the body
   /// waited for is not known to have happened (zero trips) and its stack
-  /// space is popped.
+  /// space is free again (tile.smem_body: where the body's regions start).
   struct LoopSchedule {
     int64_t sharedMark = 0, completeBefore = -1, visibleBefore = -1;
     SmallVector<std::pair<Value, int64_t>> pendingBefore;
@@ -183,8 +184,6 @@ private:
   LoopSchedule beginLoopSchedule(scf::ForOp op);
   void beginIterationSchedule(const LoopSchedule &schedule);
   void endLoopSchedule(const LoopSchedule &schedule);
-  /// Pops the regions (offset, bytes) that are on top of the stack.
-  void popRegions(ArrayRef<std::pair<int64_t, int64_t>> dead);
   /// The schedule across an scf.if (lowerIf): each path starts from the
   /// state before it; after it, commits count as on the longer path, fills
   /// of either path as the newest group.
@@ -194,7 +193,7 @@ private:
     std::map<int64_t, std::pair<int64_t, int64_t>> writersBefore, writersAfter;
     int64_t visibleBefore = -1;
     bool accessBefore = false, accessAfter = false;
-    int64_t sharedMark = 0, completeBefore = -1; // of the path being lowered
+    int64_t completeBefore = -1; // of the path being lowered
   };
   BranchSchedule beginBranchSchedule(bool hasElse);
   void beginPathSchedule(BranchSchedule &schedule);
@@ -215,21 +214,17 @@ private:
   void barrierBeforeFill();
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
-  SharedTile allocateShared(RankedTensorType type);
-  /// An error at `op` when the shared tiles live so far take more than the
-  /// target allows one block (the peak is reached while lowering `op`).
-  LogicalResult checkSharedBudget(Operation *op);
-  /// The next region of the shared-memory stack, 128-byte aligned.
-  SharedTile allocateRegion(int64_t rows, int64_t cols, int64_t elemBytes, unsigned swizzleBits);
+  /// The region tile-allocate-shared gave `op` (its tile.smem) as a tile of
+  /// geometry `g` (AllocateShared.h's rule for the op); an error at `op`
+  /// when either is missing.
+  FailureOr<SharedTile> regionOf(Operation *op, std::optional<smem::Geometry> g);
   /// Inline PTX with side effects (kept in order with barriers and waits).
   Operation *inlinePtx(TypeRange results, ValueRange operands, StringRef text,
                        StringRef constraints);
 
   // --- ops ----------------------------------------------------------------
   LogicalResult lowerBlock(Block &block);
-  /// Lowers `op` (dispatchOp) and checks the shared-memory budget after it.
   LogicalResult lowerOp(Operation *op);
-  LogicalResult dispatchOp(Operation *op);
   LogicalResult lowerLoad(LoadOp op);
   LogicalResult lowerLoadToShared(LoadOp op);
   LogicalResult lowerStore(StoreOp op);
@@ -253,8 +248,6 @@ private:
   /// The architecture's primitives and hardware numbers (TargetInfo.h).
   const TargetInfo &target;
   const TargetDescription &hw;
-  /// Store narrow register tiles through shared memory (16-byte chunks).
-  bool smemEpilogue;
   /// Multiply by a broadcast only where a factor differs from 1 (see
   /// lowerRescale).
   bool skipUnitRescale;
@@ -319,12 +312,9 @@ private:
   /// When set, new chunk bases are computed at the insertion point and kept
   /// here instead (see sharedChunkBase).
   std::map<ChunkBaseKey, Value> *localChunkBases = nullptr;
-  /// Shared memory is allocated like a stack: tiles made inside a loop body
-  /// or branch die with it, so the next loop (the masked/unmasked copies
-  /// tile-split-masked-loops makes) reuses the space. The barrier before
-  /// every fill makes reuse safe.
-  int64_t sharedBytes = 0;
-  int64_t sharedPeak = 0;
+  /// Shared memory is reused (tile-allocate-shared: a loop body's or
+  /// branch's tiles die with it, so the next loop reuses the space); the
+  /// barrier before every fill and drainRegion make the reuse safe.
   int64_t committedGroups = 0;
   /// Highest cp.async group known complete at this point of the walk.
   int64_t completeThrough = -1;

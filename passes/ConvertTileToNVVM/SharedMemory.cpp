@@ -1,15 +1,15 @@
-//===- SharedMemory.cpp - shared memory and the cp.async schedule ---------===//
+//===- SharedMemory.cpp - shared regions and the cp.async schedule --------===//
 //
-// Where shared memory goes, and where cp.async waits and barriers are placed:
-// every decision of the schedule is made in this file; the op families call
-// it (AsyncCopy: commitGroup; Dot and the epilogue: waitFor, drainRegion,
+// Where cp.async waits and barriers are placed: every decision of the
+// schedule is made in this file; the op families call it (AsyncCopy:
+// commitGroup; Dot and the epilogue: waitFor, drainRegion,
 // barrierBeforeFill; ControlFlow: the Loop/Branch schedule around bodies).
 //
-// Allocation. Shared tiles are regions of one dynamic buffer, allocated like
-// a stack (allocateRegion): tiles made in a loop body or branch die with it
-// (endLoopSchedule, endPathSchedule pop them), so the masked and unmasked
-// loops tile-split-masked-loops makes reuse the space. Regions start at
-// multiples of the swizzle period (TargetDescription::sharedAlignment).
+// Allocation is not decided here: tile-allocate-shared (../AllocateShared.cpp)
+// gave every op that needs shared memory its region (tile.smem), a loop its
+// ring twins and where its body's regions start (tile.smem_body); regionOf
+// reads them. Regions of a loop body or branch are reused after it, so a
+// refill may meet copies still in flight into the same bytes (drainRegion).
 //
 // Waits. Each tile filled by cp.async is one commit group (commitGroup),
 // numbered at compile time. A tile's wait is deferred to its first read
@@ -34,37 +34,21 @@
 
 namespace tilec::nvvm {
 
-SharedTile KernelLowering::allocateShared(RankedTensorType type) {
-  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
-  int64_t elemBytes = type.getElementTypeBitWidth() / 8;
-  int64_t chunksPerRow = cols * elemBytes / hw.chunkBytes;
-  auto encoding = cast<SharedLayoutAttr>(type.getEncoding());
-  return allocateRegion(rows, cols, elemBytes,
-                        std::min<unsigned>(encoding.getSwizzle(), std::max(0, tilec::log2Exact(chunksPerRow))));
-}
-
-SharedTile KernelLowering::allocateRegion(int64_t rows, int64_t cols, int64_t elemBytes,
-                                          unsigned swizzleBits) {
+FailureOr<SharedTile> KernelLowering::regionOf(Operation *op, std::optional<smem::Geometry> g) {
+  auto region = op->getAttrOfType<SharedRegionAttr>(tilec::kSmemAttrName);
+  if (!region || !g)
+    return op->emitError() << "this op needs a region of shared memory but has no valid "
+                           << tilec::kSmemAttrName << ": run tile-allocate-shared first";
+  if (region.getBytes() < g->bytes())
+    return op->emitError() << tilec::kSmemAttrName << " " << region << " is smaller than the "
+                           << g->bytes() << " bytes the tile takes";
   SharedTile tile;
-  tile.rows = rows;
-  tile.cols = cols;
-  tile.elemBytes = elemBytes;
-  tile.swizzleBits = swizzleBits;
-  tile.offset = llvm::alignTo(sharedBytes, hw.sharedAlignment);
-  sharedBytes = tile.offset + tile.bytes();
-  sharedPeak = std::max(sharedPeak, sharedBytes);
+  tile.offset = region.getOffset();
+  tile.rows = g->rows;
+  tile.cols = g->cols;
+  tile.elemBytes = g->elemBytes;
+  tile.swizzleBits = g->swizzleBits;
   return tile;
-}
-
-LogicalResult KernelLowering::checkSharedBudget(Operation *op) {
-  // Nested ops are checked first, so the error lands on the innermost op
-  // whose tiles pushed the stack past the limit.
-  if (sharedPeak <= hw.maxSharedBytesPerBlock)
-    return success();
-  return op->emitError() << "the shared tiles live here take " << sharedPeak << " bytes, but "
-                         << hw.arch << " allows at most " << hw.maxSharedBytesPerBlock
-                         << " bytes of shared memory per block (fewer pipeline stages, smaller "
-                            "blocks or no shared-memory epilogue need less)";
 }
 
 void KernelLowering::waitFor(Value tileValue) {
@@ -167,7 +151,9 @@ void KernelLowering::waitForLoopInvariantTiles(scf::ForOp op) {
 
 KernelLowering::LoopSchedule KernelLowering::beginLoopSchedule(scf::ForOp op) {
   LoopSchedule schedule;
-  schedule.sharedMark = sharedBytes;
+  // Without tile.smem_body every region counts as the body's (safe).
+  if (auto body = op->getAttrOfType<SharedRegionAttr>(tilec::kSmemBodyAttrName))
+    schedule.sharedMark = body.getOffset();
   // Waits inside the body may never run (zero trips): they prove nothing
   // after the loop, and neither does the body's count of commits.
   schedule.completeBefore = completeThrough;
@@ -195,26 +181,12 @@ void KernelLowering::beginIterationSchedule(const LoopSchedule &schedule) {
 }
 
 void KernelLowering::endLoopSchedule(const LoopSchedule &schedule) {
-  sharedBytes = schedule.sharedMark;
   completeThrough = schedule.completeBefore;
   visibleThrough = schedule.visibleBefore;
   sharedAccessSinceBarrier = true;
   assumeCommittedLast(schedule.pendingBefore);
   if (schedule.bodyFills) // zero trips commit nothing: indices shift between paths
     renumberPendingWriters();
-}
-
-void KernelLowering::popRegions(ArrayRef<std::pair<int64_t, int64_t>> dead) {
-  for (bool popped = true; popped;) {
-    popped = false;
-    for (auto [offset, bytes] : dead)
-      if (offset + bytes == sharedBytes ||
-          (offset < sharedBytes &&
-           int64_t(llvm::alignTo(offset + bytes, hw.sharedAlignment)) == sharedBytes)) {
-        sharedBytes = offset;
-        popped = true;
-      }
-  }
 }
 
 KernelLowering::BranchSchedule KernelLowering::beginBranchSchedule(bool hasElse) {
@@ -232,7 +204,6 @@ KernelLowering::BranchSchedule KernelLowering::beginBranchSchedule(bool hasElse)
 }
 
 void KernelLowering::beginPathSchedule(BranchSchedule &schedule) {
-  schedule.sharedMark = sharedBytes;
   schedule.completeBefore = completeThrough;
   for (auto [value, group] : schedule.pendingBefore)
     sharedTiles[value].pendingGroup = group;
@@ -244,7 +215,6 @@ void KernelLowering::beginPathSchedule(BranchSchedule &schedule) {
 
 void KernelLowering::endPathSchedule(BranchSchedule &schedule) {
   schedule.accessAfter |= sharedAccessSinceBarrier;
-  sharedBytes = schedule.sharedMark;
   completeThrough = schedule.completeBefore;
   visibleThrough = schedule.visibleBefore;
   schedule.committedAfter = std::max(schedule.committedAfter, committedGroups);
