@@ -82,6 +82,31 @@ def TileAllocateShared : Pass<"tile-allocate-shared", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tile::TileDialect"];
 }
 
+def TileInsertWaits : Pass<"tile-insert-waits", "mlir::ModuleOp"> {
+  let summary = "place the cp.async commits, waits and barriers shared tiles need";
+  let description = [{
+    Runs after tile-allocate-shared (it reads the regions) and before the
+    lowering, which translates what it inserts one op to one instruction.
+    Every tile.load into a shared tile (an asynchronous copy) is followed by
+    `tile.async_commit`: one group per tile, numbered at compile time. Where
+    a copied tile is first read (a tile.dot operand, a conversion out of
+    shared memory), `tile.async_wait pending = N` (N = the groups committed
+    after its own, which may stay in flight: K's and V's copies of one
+    iteration overlap) and a `tile.barrier` (the other threads' copies), each
+    unless already implied; tiles filled before a loop and read in it are
+    waited for in front of the loop. Before a region is written again (a
+    copy, a conversion into it, scratch, epilogue staging: WAR), a wait for
+    the last group that wrote any of its bytes and a barrier if any thread
+    touched shared memory since the last one. The count stays true path by
+    path: each branch of an scf.if starts from the state before it; after a
+    loop or branch, tiles pending before it count as committed last; at the
+    top of a loop body the previous iteration's copies are the newest group,
+    written to every region from the body's start (tile.smem_body). Before
+    the kernel returns, a wait for every group.
+  }];
+  let dependentDialects = ["::mlir::tile::TileDialect"];
+}
+
 def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
   let summary = "lower layout-assigned tile IR to the LLVM and NVVM dialects";
   let description = [{
@@ -91,7 +116,8 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
     fragments read by ldmatrix from shared memory; shared-memory tiles are
     filled with cp.async, in the regions tile-allocate-shared gave them (it
     must run first; a tile.store it gave a staging region goes through
-    shared memory). Kernels become `llvm.func`s with `nvvm.kernel`,
+    shared memory); tile-insert-waits' `tile.async_commit`, `tile.async_wait`
+    and `tile.barrier` become one instruction each. Kernels become `llvm.func`s with `nvvm.kernel`,
     carrying the kernel's `tile.*` attributes (`tile.shared_bytes` among them) and,
     per pointer parameter, `tile.elem` and `tile.align`, from which the driver
     builds the launch manifest (dialects/Tile/TileAttrNames.h). Scalar arith/scf remain for the

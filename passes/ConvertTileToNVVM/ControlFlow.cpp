@@ -4,8 +4,8 @@
 // also decides how a loop-carried shared tile is refilled (in place, or a
 // two-region ring with a loop-carried parity: the twin is tile-allocate-
 // shared's), chains split loops' rings, carries ring addresses
-// (carryRingShifts), and keeps the cp.async group count true across the
-// loop.
+// (carryRingShifts). The waits across loops and branches are
+// tile-insert-waits' (../InsertWaits.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -95,7 +95,6 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     parityInit = from;
     firstRing = false;
   }
-  waitForLoopInvariantTiles(op);
   SmallVector<Value> inits = flatten(op.getInitArgs());
   if (hasRing) // parity: which region of each ring holds the carried tile
     inits.push_back(parityInit ? parityInit : i32(0));
@@ -103,7 +102,6 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
                                    scalar(op.getStep()), inits);
   mapping.map(op.getInductionVar(), newFor.getInductionVar());
   unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
-  LoopSchedule schedule = beginLoopSchedule(op);
   // carry-ring-addresses (on): carry the ring's ldmatrix addresses
   // (carryRingShifts; one per tile, the other swizzle phases XOR-derived in
   // sharedChunkBase) where an accumulator takes 128 or more registers per
@@ -123,15 +121,10 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       body->getTerminator()->erase();
     b.setInsertionPointToEnd(body);
 
-    beginIterationSchedule(schedule);
-
     Value parity = hasRing ? body->getArguments().back() : Value();
     for (Carried &c : carried) {
       Value init = op.getInitArgs()[c.index];
       SharedTile tile = sharedTiles[init];
-      // Its copy was committed before the body starts (before the loop, or
-      // in the previous iteration): see beginIterationSchedule.
-      tile.pendingGroup = newestGroup();
       SharedTile fill = tile;
       if (c.ring) {
         Value twin = i32(tile.twinDistance);
@@ -152,7 +145,6 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   int64_t loopResults = newFor.getNumResults(); // before carried bases are added
   if (hasRing)
     carryRingShifts(newFor, inits.back());
-  endLoopSchedule(schedule);
   unflatten(op.getResults(), newFor.getResults().take_front(loopResults - (hasRing ? 1 : 0)));
 
   for (Carried &c : carried) {
@@ -161,8 +153,6 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       after.parity = newFor.getResult(loopResults - 1);
       after.delta = arith::MulIOp::create(b, after.parity, i32(after.twinDistance));
     }
-    // Uses after the loop wait for everything committed before they run.
-    after.pendingGroup = newestGroup();
     sharedTiles[op.getResult(c.index)] = after;
   }
   return success();
@@ -258,13 +248,10 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   }
   bool hasElse = !op.getElseRegion().empty();
   auto newIf = scf::IfOp::create(b, types, scalar(op.getCondition()), hasElse);
-  BranchSchedule schedule = beginBranchSchedule(hasElse);
   for (auto [oldRegion, newRegion] :
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
       continue;
-    beginPathSchedule(schedule);
-    llvm::scope_exit release([&] { endPathSchedule(schedule); });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
     if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
@@ -275,7 +262,6 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
         return failure();
     scf::YieldOp::create(b, flatten(oldRegion->front().getTerminator()->getOperands()));
   }
-  endBranchSchedule(schedule);
   unflatten(op.getResults(), newIf.getResults());
   return success();
 }

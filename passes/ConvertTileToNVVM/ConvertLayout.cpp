@@ -51,15 +51,12 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
     if (failed(region))
       return failure();
     SharedTile tile = *region;
-    drainRegion(tile);
-    barrierBeforeFill();
+    // (The drain and barrier before, and the barrier after: tile-insert-waits.)
     writeShared(tile, layoutOf(in), regs[in]);
-    barrier();
     sharedTiles[out] = tile;
     return success();
   }
   if (isShared(in)) {
-    waitFor(in);
     regs[out] = readShared(sharedTiles[in], layoutOf(out), elemType);
     return success();
   }
@@ -80,10 +77,10 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   if (failed(region))
     return failure();
   SharedTile scratch = *region;
-  drainRegion(scratch);
-  barrierBeforeFill();
+  // The drain and barrier before are tile-insert-waits'; this one, between
+  // the writes and the reads, is the op's own (the pass models it).
   writeShared(scratch, from, regs[in]);
-  barrier();
+  target.barrier(b);
   regs[out] = readShared(scratch, to, elemType);
   return success();
 }

@@ -363,8 +363,8 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
   int run = staging->run;
   int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
 
-  drainRegion(tile);
-  barrierBeforeFill();
+  // The drain and barrier before are tile-insert-waits'; the one between
+  // the writes and the reads below is the op's own (the pass models it).
   SmallVector<Value> thread = threadCoords(layout);
   SmallVector<Value> &values = regs[value];
   // Addresses are computed here, not hoisted: they would be live (and
@@ -399,7 +399,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
                                         ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * elemBytes});
     LLVM::StoreOp::create(b, word, address, run * elemBytes);
   }
-  barrier();
+  target.barrier(b);
 
   // Whole chunks, consecutive threads along a row.
   int64_t threads = numWarps * kWarpSize, totalChunks = rows * chunksPerRow;
@@ -445,8 +445,6 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     storeGlobalIf(ok, address, data, hw.chunkBytes);
   }
   noteAccess(view, hw.chunkBytes);
-  // The chunk reads above: the next fill of this space needs a barrier.
-  sharedAccessSinceBarrier = true;
   return success();
 }
 

@@ -4,9 +4,10 @@
 // methods are defined by op family, one file each in this folder (see the
 // map at the top of ../ConvertTileToNVVM.cpp); this header is the state they
 // share: the value maps (scalars, register tiles, shared tiles, views), the
-// strategy options and the cp.async group bookkeeping. Where shared tiles
-// live is tile-allocate-shared's (../AllocateShared.cpp): the lowering reads
-// their regions (regionOf).
+// strategy options. Where shared tiles live is tile-allocate-shared's
+// (../AllocateShared.cpp): the lowering reads their regions (regionOf); the
+// cp.async commits, waits and barriers are tile-insert-waits' ops
+// (../InsertWaits.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEC_PASSES_CONVERTTILETONVVM_LOWERING_H
@@ -73,8 +74,6 @@ struct SharedTile {
   int64_t rows = 0, cols = 0, elemBytes = 0;
   unsigned swizzleBits = 0;
   int64_t bytes() const { return rows * cols * elemBytes; }
-  /// Index of the cp.async group that fills it; -1 once waited for.
-  int64_t pendingGroup = -1;
 };
 
 inline std::optional<int64_t> constantInt(Value v) {
@@ -155,63 +154,6 @@ private:
   int viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType);
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
-  void waitFor(Value tile);
-  /// Closes the cp.async group of the copies just issued into `tile`.
-  void commitGroup(SharedTile &tile);
-  /// Before the kernel returns: no copy may be left in flight.
-  void waitForAllBeforeExit();
-  /// Shared tiles with a copy not yet waited for, and their group indices.
-  SmallVector<std::pair<Value, int64_t>> pendingSnapshot();
-  /// After a loop or branch (which may run any number of times, or not at
-  /// all), the tiles that were pending before it are waited for as if
-  /// committed last: a later wait covers every group committed so far.
-  void assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending);
-  void drainRegion(const SharedTile &tile);
-  /// The newest committed group: what a use waits for when the tile's own
-  /// group is not known on every path (after loops and branches).
-  int64_t newestGroup() const { return committedGroups - 1; }
-  /// The schedule across a loop (lowerFor): tiles filled before it and read
-  /// in it are waited for before it; at the top of its body the previous
-  /// iteration's copies are the newest group; after it, what the body
-  /// waited for is not known to have happened (zero trips) and its stack
-  /// space is free again (tile.smem_body: where the body's regions start).
-  struct LoopSchedule {
-    int64_t sharedMark = 0, completeBefore = -1, visibleBefore = -1;
-    SmallVector<std::pair<Value, int64_t>> pendingBefore;
-    bool bodyFills = false;
-  };
-  void waitForLoopInvariantTiles(scf::ForOp op);
-  LoopSchedule beginLoopSchedule(scf::ForOp op);
-  void beginIterationSchedule(const LoopSchedule &schedule);
-  void endLoopSchedule(const LoopSchedule &schedule);
-  /// The schedule across an scf.if (lowerIf): each path starts from the
-  /// state before it; after it, commits count as on the longer path, fills
-  /// of either path as the newest group.
-  struct BranchSchedule {
-    SmallVector<std::pair<Value, int64_t>> pendingBefore;
-    int64_t committedBefore = 0, committedAfter = 0;
-    std::map<int64_t, std::pair<int64_t, int64_t>> writersBefore, writersAfter;
-    int64_t visibleBefore = -1;
-    bool accessBefore = false, accessAfter = false;
-    int64_t completeBefore = -1; // of the path being lowered
-  };
-  BranchSchedule beginBranchSchedule(bool hasElse);
-  void beginPathSchedule(BranchSchedule &schedule);
-  void endPathSchedule(BranchSchedule &schedule);
-  void endBranchSchedule(const BranchSchedule &schedule);
-  /// lastWriter[offset] = (group, bytes), merged with what is there (the
-  /// later group, the larger extent) so no coverage is lost.
-  void recordWriter(int64_t offset, int64_t group, int64_t bytes);
-  /// After a loop or branch whose paths commit different numbers of groups,
-  /// a compile-time group index no longer names one group on every path:
-  /// regions whose copies are not known complete count as written by the
-  /// newest group (a later drain then waits for everything).
-  void renumberPendingWriters();
-  /// bar.sync; copies waited for so far are now visible to every thread.
-  void barrier();
-  /// The barrier a refill of shared memory needs (everyone done with what
-  /// was there), unless no thread touched shared memory since the last one.
-  void barrierBeforeFill();
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
   /// The region tile-allocate-shared gave `op` (its tile.smem) as a tile of
@@ -312,20 +254,6 @@ private:
   /// When set, new chunk bases are computed at the insertion point and kept
   /// here instead (see sharedChunkBase).
   std::map<ChunkBaseKey, Value> *localChunkBases = nullptr;
-  /// Shared memory is reused (tile-allocate-shared: a loop body's or
-  /// branch's tiles die with it, so the next loop reuses the space); the
-  /// barrier before every fill and drainRegion make the reuse safe.
-  int64_t committedGroups = 0;
-  /// Highest cp.async group known complete at this point of the walk.
-  int64_t completeThrough = -1;
-  /// Highest group known complete *and* followed by a barrier: its data is
-  /// visible to every thread without another bar.sync.
-  int64_t visibleThrough = -1;
-  /// Whether some thread may have read or written shared memory since the
-  /// last barrier (a refill must then wait for everyone first).
-  bool sharedAccessSinceBarrier = false; // nothing before the kernel starts
-  /// Per region offset: (last group that filled it, region bytes).
-  std::map<int64_t, std::pair<int64_t, int64_t>> lastWriter;
 };
 
 /// The bits of dimension `d` that lane/warp bases set, and that register

@@ -42,6 +42,8 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   allocate.arch = options.arch;
   allocate.smemEpilogue = options.smemEpilogue;
   pm.addPass(createTileAllocateShared(allocate));
+  // regions -> the copies' schedule: commits, waits and barriers as ops.
+  pm.addPass(createTileInsertWaits());
   // layouts -> nvvm: per-thread registers, mma.sync, ldmatrix, cp.async.
   ConvertTileToNVVMOptions lowering;
   lowering.arch = options.arch;
