@@ -16,16 +16,20 @@
 // combine plus butterfly shuffles over the lanes that span the reduced axis;
 // tile.dot mma.sync m16n8k16 with B fragments read by ldmatrix(.trans);
 // shared tiles are filled by cp.async (16-byte copies, zero-filled beyond
-// the view) whose wait is deferred to the first read, so K and V copies of
-// one iteration overlap. Scalar arith/scf stay for the upstream conversions
-// of the tile-to-nvvm pipeline.
+// the view) in the regions tile-allocate-shared gave them; the commits,
+// waits and barriers are ops tile-insert-waits placed, one instruction each.
+// Scalar arith/scf stay for the upstream conversions of the tile-to-nvvm
+// pipeline.
 //
 // This file holds the pass, the kernel's setup (run) and the dispatch by op
 // (lowerOp); each op family is lowered in its own file of ConvertTileToNVVM/:
 //
 //   Lowering.h         the per-kernel state every file shares (KernelLowering)
 //   Addressing.cpp     thread coordinates, global/shared addresses, widths
-//   SharedMemory.cpp   the shared-memory stack; cp.async waits and barriers
+//   SharedMemory.cpp   shared regions (read from tile-allocate-shared's
+//                      tile.smem) and element reads/writes; the cp.async
+//                      commits, waits and barriers are tile-insert-waits'
+//                      ops (../InsertWaits.cpp), lowered in lowerOp
 //   AsyncCopy.cpp      tile.load into shared tiles (cp.async, commit groups)
 //   LoadStore.cpp      register-tile loads/stores, atomics, scalar loads
 //   Dot.cpp            tile.dot: ldmatrix + mma.sync m16n8k16 (MMAv2)
@@ -50,12 +54,6 @@ namespace tilec {
 namespace tilec::nvvm {
 
 LogicalResult KernelLowering::lowerOp(Operation *op) {
-  if (failed(dispatchOp(op)))
-    return failure();
-  return checkSharedBudget(op);
-}
-
-LogicalResult KernelLowering::dispatchOp(Operation *op) {
   b.setLoc(op->getLoc());
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
     Value v;
@@ -178,8 +176,20 @@ LogicalResult KernelLowering::dispatchOp(Operation *op) {
     }
   }
   if (isa<func::ReturnOp>(op)) {
-    waitForAllBeforeExit();
     LLVM::ReturnOp::create(b, ValueRange{});
+    return success();
+  }
+  // tile-insert-waits' schedule, one instruction each.
+  if (isa<AsyncCommitOp>(op)) {
+    target.asyncCommitGroup(b);
+    return success();
+  }
+  if (auto wait = dyn_cast<AsyncWaitOp>(op)) {
+    target.asyncWait(b, wait.getPending());
+    return success();
+  }
+  if (isa<BarrierOp>(op)) {
+    target.barrier(b);
     return success();
   }
   bool touchesTiles = llvm::any_of(op->getOperandTypes(), [](Type t) { return isa<RankedTensorType>(t); }) ||
@@ -233,6 +243,20 @@ LogicalResult KernelLowering::run() {
   });
   if (layouts.wasInterrupted())
     return failure();
+  // Where shared tiles live is decided before (../AllocateShared.cpp), and
+  // so are the commits, waits and barriers of the copies (../InsertWaits.cpp).
+  if (!func->getAttrOfType<IntegerAttr>(tilec::kSharedBytesAttrName))
+    return func.emitError() << "kernel has no " << tilec::kSharedBytesAttrName
+                            << ": run tile-allocate-shared first";
+  bool copies = false, commits = false;
+  func.walk([&](Operation *op) {
+    if (auto load = dyn_cast<LoadOp>(op))
+      copies |= isShared(load.getResult());
+    commits |= isa<AsyncCommitOp>(op);
+  });
+  if (copies && !commits)
+    return func.emitError() << "kernel copies into shared memory but has no tile.async_commit: "
+                               "run tile-insert-waits first";
   // The signature. The kernel's ABI (names, element types, grid, ...) is the
   // driver's: it writes the launch manifest from the attributes this leaves
   // on the llvm.func (below; names in dialects/Tile/TileAttrNames.h).
@@ -307,7 +331,6 @@ LogicalResult KernelLowering::run() {
   kernel->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                   b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
-  kernel->setAttr(tilec::kSharedBytesAttrName, b.getI64IntegerAttr(sharedPeak));
   func.erase();
   return success();
 }
@@ -366,7 +389,7 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
       return signalPassFailure();
     }
     for (func::FuncOp func : kernels)
-      if (failed(KernelLowering(func, smem, *target, smemEpilogue, skipUnitRescale, *bounds,
+      if (failed(KernelLowering(func, smem, *target, skipUnitRescale, *bounds,
                                 storeTranspose, carryRingAddresses, *xorPhases)
                      .run()))
         return signalPassFailure();

@@ -50,6 +50,63 @@ def TilePipeline : Pass<"tile-pipeline", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def TileAllocateShared : Pass<"tile-allocate-shared", "mlir::ModuleOp"> {
+  let summary = "give every shared-memory tile its region of the kernel's dynamic shared memory";
+  let description = [{
+    Runs on layout-assigned tile IR (after tile-partition-warps, the last pass
+    that makes shared tiles) and before convert-tile-to-nvvm, which reads what
+    it decides. Every op that needs shared memory (passes/AllocateShared.h:
+    loads into shared tiles, conversions into them, the twins of two-region
+    prefetch rings, layout-conversion scratch, smem-epilogue staging) gets
+    `tile.smem = #tile.smem<offset, bytes>`; an scf.for gets the twins it
+    allocates (`tile.smem_twins`) and where its body's own tiles start
+    (`tile.smem_body`); each kernel gets its peak (`tile.shared_bytes`).
+    Regions follow program order like a stack: a region lives from its op to
+    the end of the block that holds it (a loop body or branch frees its
+    tiles when it ends, so the masked and unmasked loops
+    tile-split-masked-loops makes reuse the same space); a loop's carried
+    tiles and ring twins live until the loop ends and are freed then when
+    nothing after it reads them; epilogue staging lives only during its
+    store. Offsets are multiples of the target's swizzle period. A kernel
+    whose tiles need more than the target allows one block is refused at the
+    op where the peak is reached.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_80\"",
+           "target architecture: its alignment, chunk size and shared-memory limit">,
+    Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"::tilec::kDefaultSmemEpilogue",
+           "store register tiles holding under 16 bytes of a row per thread through "
+           "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue): "
+           "such stores get a staging region, which the lowering then uses">,
+  ];
+  let dependentDialects = ["::mlir::tile::TileDialect"];
+}
+
+def TileInsertWaits : Pass<"tile-insert-waits", "mlir::ModuleOp"> {
+  let summary = "place the cp.async commits, waits and barriers shared tiles need";
+  let description = [{
+    Runs after tile-allocate-shared (it reads the regions) and before the
+    lowering, which translates what it inserts one op to one instruction.
+    Every tile.load into a shared tile (an asynchronous copy) is followed by
+    `tile.async_commit`: one group per tile, numbered at compile time. Where
+    a copied tile is first read (a tile.dot operand, a conversion out of
+    shared memory), `tile.async_wait pending = N` (N = the groups committed
+    after its own, which may stay in flight: K's and V's copies of one
+    iteration overlap) and a `tile.barrier` (the other threads' copies), each
+    unless already implied; tiles filled before a loop and read in it are
+    waited for in front of the loop. Before a region is written again (a
+    copy, a conversion into it, scratch, epilogue staging: WAR), a wait for
+    the last group that wrote any of its bytes and a barrier if any thread
+    touched shared memory since the last one. The count stays true path by
+    path: each branch of an scf.if starts from the state before it; after a
+    loop or branch, tiles pending before it count as committed last; at the
+    top of a loop body the previous iteration's copies are the newest group,
+    written to every region from the body's start (tile.smem_body). Before
+    the kernel returns, a wait for every group.
+  }];
+  let dependentDialects = ["::mlir::tile::TileDialect"];
+}
+
 def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
   let summary = "lower layout-assigned tile IR to the LLVM and NVVM dialects";
   let description = [{
@@ -57,8 +114,11 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
     elementwise ops become scalar ops per register, `tile.reduce` an in-thread
     combine plus butterfly shuffles, `tile.dot` mma.sync m16n8k16 with B
     fragments read by ldmatrix from shared memory; shared-memory tiles are
-    filled with cp.async. Kernels become `llvm.func`s with `nvvm.kernel`,
-    carrying the kernel's `tile.*` attributes plus `tile.shared_bytes` and,
+    filled with cp.async, in the regions tile-allocate-shared gave them (it
+    must run first; a tile.store it gave a staging region goes through
+    shared memory); tile-insert-waits' `tile.async_commit`, `tile.async_wait`
+    and `tile.barrier` become one instruction each. Kernels become `llvm.func`s with `nvvm.kernel`,
+    carrying the kernel's `tile.*` attributes (`tile.shared_bytes` among them) and,
     per pointer parameter, `tile.elem` and `tile.align`, from which the driver
     builds the launch manifest (dialects/Tile/TileAttrNames.h). Scalar arith/scf remain for the
     upstream conversions that follow in the `tile-to-nvvm` pipeline.
@@ -97,9 +157,6 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "'non-trans' (K), 'all' or 'none'. 'trans' is the one measured with no "
            "local memory in the d128 hot loops on both sm_80 and the sm_90 JIT "
            "and fastest (2026-11-29, bench/RESULTS.md Session 5)">,
-    Option<"smemEpilogue", "smem-epilogue", "bool", /*default=*/"::tilec::kDefaultSmemEpilogue",
-           "store register tiles holding under 16 bytes of a row per thread through "
-           "shared memory, as 16-byte chunks along rows (FlashAttention-2's epilogue)">,
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
                            "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];

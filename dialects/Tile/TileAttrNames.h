@@ -65,6 +65,25 @@ inline constexpr llvm::StringLiteral kSoftmaxFallbackAttr = "tile.softmax_fallba
 /// most rows; convert-tile-to-nvvm skips it in warps where every factor is 1.
 inline constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_rescale";
 
+// --- set by tile-allocate-shared, read by convert-tile-to-nvvm -------------
+//
+// Where each shared-memory tile lives (passes/AllocateShared.cpp; which ops
+// need a region, and its size, is passes/AllocateShared.h).
+
+/// #tile.smem<offset, bytes> on an op that needs shared memory: a tile.load
+/// or tile.convert_layout whose result is a shared tile (a reload refilling a
+/// loop-carried tile repeats that tile's region), a tile.convert_layout
+/// through a scratch tile, a tile.store staged through shared memory (the
+/// smem-epilogue).
+inline constexpr llvm::StringLiteral kSmemAttrName = "tile.smem";
+/// Array of #tile.smem on an scf.for: the twin region of each carried shared
+/// tile that starts a two-region prefetch ring there, in iter-arg order.
+inline constexpr llvm::StringLiteral kSmemTwinsAttrName = "tile.smem_twins";
+/// #tile.smem on an scf.for: the space its body's own tiles take (they
+/// start at `offset`; every region at or above it may be refilled by the
+/// next iteration).
+inline constexpr llvm::StringLiteral kSmemBodyAttrName = "tile.smem_body";
+
 // --- left by convert-tile-to-nvvm for the driver (lib/Driver/Manifest.cpp) --
 //
 // The lowering carries the kernel attributes above over to its llvm.func
@@ -75,7 +94,9 @@ inline constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_resc
 
 /// String on the module: the arch the module was lowered for.
 inline constexpr llvm::StringLiteral kTargetAttrName = "tile.target";
-/// i64 on a lowered kernel: dynamic shared memory per program, in bytes.
+/// i64 on a kernel: dynamic shared memory per program, in bytes (the peak
+/// of its regions). Set on the func.func by tile-allocate-shared, carried
+/// over to the llvm.func by convert-tile-to-nvvm.
 inline constexpr llvm::StringLiteral kSharedBytesAttrName = "tile.shared_bytes";
 /// Type argument attribute on a lowered kernel's pointer parameter: the
 /// element type it points to (LLVM pointers are opaque).

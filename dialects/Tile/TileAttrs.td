@@ -97,4 +97,22 @@ def Tile_SharedLayoutAttr : Tile_Attr<"SharedLayout", "shared"> {
   let assemblyFormat = "`<` `swizzle` `=` $swizzle `>`";
 }
 
+def Tile_SharedRegionAttr : Tile_Attr<"SharedRegion", "smem"> {
+  let summary = "a region of the kernel's dynamic shared memory";
+  let description = [{
+    Bytes [offset, offset + bytes) of the one dynamic shared-memory window a
+    kernel's shared tiles live in. tile-allocate-shared puts one on every op
+    that needs shared memory (`tile.smem`: a tile.load or tile.convert_layout
+    into a shared tile, a layout conversion's scratch, a staged epilogue
+    store), the twins of prefetch rings on their scf.for (`tile.smem_twins`)
+    and the space a loop body's own tiles start at (`tile.smem_body`);
+    convert-tile-to-nvvm reads them (dialects/Tile/TileAttrNames.h). Offsets
+    are multiples of the target's swizzle period (128 bytes). Example:
+    `#tile.smem<offset = 8192, bytes = 16384>`.
+  }];
+  let parameters = (ins "int64_t":$offset, "int64_t":$bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // TILE_ATTRS_TD

@@ -84,6 +84,14 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult SharedRegionAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t offset,
+                                       int64_t bytes) {
+  if (offset < 0 || bytes < 0)
+    return emitError() << "#tile.smem: offset and bytes must be >= 0, got offset = " << offset
+                       << ", bytes = " << bytes;
+  return success();
+}
+
 LogicalResult TileDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().strref();
   Attribute value = attr.getValue();
@@ -97,6 +105,19 @@ LogicalResult TileDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     if (!warps || n < 1 || n > 16 || (n & (n - 1)) != 0)
       return op->emitError() << name << ": num-warps must be a power of two in [1, 16], got "
                              << value;
+  }
+  if ((name == tilec::kSmemAttrName || name == tilec::kSmemBodyAttrName) &&
+      !isa<SharedRegionAttr>(value))
+    return op->emitError() << name << " must be a #tile.smem<offset = .., bytes = ..>, got " << value;
+  if (name == tilec::kSmemTwinsAttrName) {
+    auto twins = dyn_cast<ArrayAttr>(value);
+    if (!twins || !llvm::all_of(twins, [](Attribute a) { return isa<SharedRegionAttr>(a); }))
+      return op->emitError() << name << " must be an array of #tile.smem<...>, got " << value;
+  }
+  if (name == tilec::kSharedBytesAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(value);
+    if (!bytes || bytes.getInt() < 0)
+      return op->emitError() << name << " must be a non-negative integer, got " << value;
   }
   if (name == tilec::kArgNamesAttrName) {
     auto names = dyn_cast<ArrayAttr>(value);

@@ -275,4 +275,48 @@ def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure, SameOperandsAndResul
   let hasFolder = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Asynchronous copies into shared memory and their synchronization
+//===----------------------------------------------------------------------===//
+//
+// A tile.load whose result is a #tile.shared tile is an asynchronous copy
+// (cp.async on sm_80): it joins the open commit group and its data may not
+// have landed when the next op runs. These three ops, placed by
+// tile-insert-waits (passes/InsertWaits.cpp) from the dataflow, say when it
+// has; convert-tile-to-nvvm translates each to one instruction.
+
+def Tile_AsyncCommitOp : Tile_Op<"async_commit", [MemoryEffects<[MemWrite]>]> {
+  let summary = "close the open group of asynchronous copies";
+  let description = [{
+    The copies issued by this thread since the previous commit form one
+    group, numbered in program order (cp.async.commit_group). Example:
+    `tile.async_commit`.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_AsyncWaitOp : Tile_Op<"async_wait", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait until at most `pending` committed groups are in flight";
+  let description = [{
+    Blocks this thread until all but the `pending` most recently committed
+    groups of its copies have landed (cp.async.wait_group N). Other threads'
+    copies are visible only after a following tile.barrier. With N stages of
+    copies in flight, a use waits with `pending = N - 1`. Example:
+    `tile.async_wait pending = 1`.
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntMinValue<0>]>:$pending);
+  let assemblyFormat = "`pending` `=` $pending attr-dict";
+}
+
+def Tile_BarrierOp : Tile_Op<"barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "every thread of the program reaches this point (bar.sync)";
+  let description = [{
+    Orders shared-memory accesses across threads: writes (and copies waited
+    for) before it are visible to every thread after it, and no thread
+    writes after it before every thread has done what came before.
+    Example: `tile.barrier`.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 #endif // TILE_OPS_TD

@@ -256,44 +256,14 @@ Operation *KernelLowering::inlinePtx(TypeRange results, ValueRange operands, Str
 /// vector is wholly inside or outside the view. Sub-byte elements (i1) move
 /// one at a time: a vector of them is bit-packed.
 int KernelLowering::viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType) {
-  if (elemType.getIntOrFloatBitWidth() < 8)
-    return 1;
-  unsigned last = view.sizes.size() - 1;
-  if (constantInt(view.strides[last]) != 1)
-    return 1;
-  int width = hw.chunkBytes / (elemType.getIntOrFloatBitWidth() / 8);
-  auto size = constantInt(view.sizes[last]);
-  auto offset = constantInt(offsets[last]);
-  while (width > 1 && (!size || !offset || *size % width || *offset % width))
-    width /= 2;
-  return width;
+  return smem::viewWidthLimit(view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
 }
 
-/// Number of consecutive registers that one vector access can move: the
-/// leading register bases walk the last dimension one element at a time,
-/// the thread's part keeps vectors aligned, and the view allows the width
-/// (viewWidthLimit).
+/// Number of consecutive registers that one vector access can move (the
+/// rule is AllocateShared.h's: the smem-epilogue stages what it keeps narrow).
 int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view,
                                 ValueRange offsets, Type elemType) {
-  int limit = viewWidthLimit(view, offsets, elemType);
-  if (limit == 1)
-    return 1;
-  int64_t elemBytes = elemType.getIntOrFloatBitWidth() / 8;
-  unsigned last = layout.rank() - 1;
-  int width = 1;
-  for (const auto &basis : layout.regBases()) {
-    tilec::Coord unit(layout.rank(), 0);
-    unit[last] = width;
-    if (basis != unit || (width * 2) * elemBytes > hw.chunkBytes)
-      break;
-    width *= 2;
-  }
-  width = std::min(width, limit);
-  for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
-    for (const auto &basis : *bases)
-      while (width > 1 && basis[last] % width)
-        width /= 2;
-  return width;
+  return smem::vectorWidth(layout, view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
 }
 
 } // namespace tilec::nvvm

@@ -1,7 +1,9 @@
 //===- AsyncCopy.cpp - global -> shared by cp.async -----------------------===//
 //
 // tile.load into a shared tile: 16-byte cp.async copies (zero-filled past
-// the view, by the copy-bounds mode), one commit group per tile.
+// the view, by the copy-bounds mode); the commit that closes the tile's
+// group, and the waits, are tile-insert-waits' ops (lowered in
+// ConvertTileToNVVM.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -24,7 +26,15 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     return op.emitError() << "a tile loaded into shared memory needs the view's last "
                              "dimension contiguous (stride a constant 1)";
   auto reused = reuseRegion.find(op.getResult());
-  SharedTile tile = reused != reuseRegion.end() ? reused->second : allocateShared(type);
+  SharedTile tile;
+  if (reused != reuseRegion.end()) {
+    tile = reused->second;
+  } else {
+    FailureOr<SharedTile> region = regionOf(op, smem::sharedTileGeometry(type, hw));
+    if (failed(region))
+      return failure();
+    tile = *region;
+  }
   int64_t rowBytes = tile.cols * tile.elemBytes;
   if (rowBytes % hw.chunkBytes != 0)
     return op.emitError() << "rows of a shared tile must be whole 16-byte chunks, got "
@@ -34,10 +44,9 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   int64_t totalChunks = tile.rows * chunksPerRow;
   int64_t threads = numWarps * kWarpSize;
 
-  // Earlier copies into the region must have landed and everyone must be
-  // done reading its previous contents.
-  drainRegion(tile);
-  barrierBeforeFill();
+  // (Earlier copies into the region have landed and everyone is done
+  // reading its previous contents: tile-insert-waits put the wait and
+  // barrier that say so in front of this op, and the commit after it.)
   Value rowOffset = scalar(op.getOffsets()[0]), colOffset = scalar(op.getOffsets()[1]);
   // Pass p copies chunks [p * threads, (p + 1) * threads): when a pass covers
   // whole rows, a thread keeps its chunk column and moves down by a constant
@@ -169,7 +178,6 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
     checkedCopies();
   }
   noteAccess(view, hw.chunkBytes);
-  commitGroup(tile);
   sharedTiles[op.getResult()] = tile;
   return success();
 }

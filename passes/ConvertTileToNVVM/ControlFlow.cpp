@@ -2,9 +2,10 @@
 //
 // Loops and branches carry register tiles as flattened value lists. lowerFor
 // also decides how a loop-carried shared tile is refilled (in place, or a
-// two-region ring with a loop-carried parity), chains split loops' rings,
-// carries ring addresses (carryRingShifts), and keeps the cp.async group
-// count and the shared-memory stack true across the loop.
+// two-region ring with a loop-carried parity: the twin is tile-allocate-
+// shared's), chains split loops' rings, carries ring addresses
+// (carryRingShifts). The waits across loops and branches are
+// tile-insert-waits' (../InsertWaits.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -39,17 +40,6 @@ void KernelLowering::unflatten(ValueRange oldValues, ValueRange newValues) {
   }
 }
 
-/// Whether the loop body reads the carried value `arg` after `reload` (the
-/// load yielding its next value) is issued: then the reload must go to
-/// another region (a ring of two) instead of refilling the one being read.
-static bool readAfterReload(BlockArgument arg, Operation *reload) {
-  Block *body = reload->getBlock();
-  return llvm::any_of(arg.getUsers(), [&](Operation *user) {
-    Operation *inBody = body->findAncestorOpInBlock(*user);
-    return !inBody || reload->isBeforeInBlock(inBody);
-  });
-}
-
 LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // A loop-carried shared tile (a prefetched K/V block) never flows through
   // the loop's SSA values: the load producing the next iteration's value
@@ -64,6 +54,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     bool ring;
   };
   SmallVector<Carried> carried;
+  auto twins = op->getAttrOfType<ArrayAttr>(tilec::kSmemTwinsAttrName);
+  unsigned nextTwin = 0;
   for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
     if (isa<ViewType>(init.getType()))
       return op.emitError() << "loop-carried views are not supported";
@@ -73,14 +65,17 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     if (!reload || reload->getBlock() != op.getBody())
       return op.emitError() << "a loop-carried shared tile must be reloaded by a tile.load in "
                                "the loop body";
-    bool ring = readAfterReload(op.getRegionIterArgs()[i], reload);
+    bool ring = smem::needsTwin(op.getRegionIterArgs()[i], reload);
     if (ring && !sharedTiles[init].parity) {
       // The twin region lives as long as the loop.
       SharedTile &first = sharedTiles[init];
       if (first.delta)
         return op.emitError() << "a ring tile from a branch cannot start a ring";
-      SharedTile twin = allocateShared(cast<RankedTensorType>(init.getType()));
-      first.twinDistance = twin.offset - first.offset;
+      if (!twins || nextTwin >= twins.size())
+        return op.emitError() << "this loop starts a prefetch ring but has no "
+                              << tilec::kSmemTwinsAttrName << " for it: run tile-allocate-shared first";
+      auto twin = cast<SharedRegionAttr>(twins[nextTwin++]);
+      first.twinDistance = twin.getOffset() - first.offset;
     }
     carried.push_back({unsigned(i), reload, ring});
   }
@@ -100,7 +95,6 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     parityInit = from;
     firstRing = false;
   }
-  waitForLoopInvariantTiles(op);
   SmallVector<Value> inits = flatten(op.getInitArgs());
   if (hasRing) // parity: which region of each ring holds the carried tile
     inits.push_back(parityInit ? parityInit : i32(0));
@@ -108,7 +102,6 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
                                    scalar(op.getStep()), inits);
   mapping.map(op.getInductionVar(), newFor.getInductionVar());
   unflatten(op.getRegionIterArgs(), newFor.getRegionIterArgs());
-  LoopSchedule schedule = beginLoopSchedule(op);
   // carry-ring-addresses (on): carry the ring's ldmatrix addresses
   // (carryRingShifts; one per tile, the other swizzle phases XOR-derived in
   // sharedChunkBase) where an accumulator takes 128 or more registers per
@@ -128,15 +121,10 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       body->getTerminator()->erase();
     b.setInsertionPointToEnd(body);
 
-    beginIterationSchedule(schedule);
-
     Value parity = hasRing ? body->getArguments().back() : Value();
     for (Carried &c : carried) {
       Value init = op.getInitArgs()[c.index];
       SharedTile tile = sharedTiles[init];
-      // Its copy was committed before the body starts (before the loop, or
-      // in the previous iteration): see beginIterationSchedule.
-      tile.pendingGroup = newestGroup();
       SharedTile fill = tile;
       if (c.ring) {
         Value twin = i32(tile.twinDistance);
@@ -157,31 +145,16 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   int64_t loopResults = newFor.getNumResults(); // before carried bases are added
   if (hasRing)
     carryRingShifts(newFor, inits.back());
-  endLoopSchedule(schedule);
   unflatten(op.getResults(), newFor.getResults().take_front(loopResults - (hasRing ? 1 : 0)));
 
-  // The regions of carried tiles nothing reads after the loop (the first
-  // iteration's tile, the ring's twin) die with it: pop them off the stack.
-  SmallVector<std::pair<int64_t, int64_t>> dead; // (offset, bytes)
   for (Carried &c : carried) {
-    Value init = op.getInitArgs()[c.index];
     SharedTile after = sharedTiles[c.reload.getResult()];
     if (c.ring) { // the last region written: parity after the loop
       after.parity = newFor.getResult(loopResults - 1);
       after.delta = arith::MulIOp::create(b, after.parity, i32(after.twinDistance));
     }
-    // Uses after the loop wait for everything committed before they run.
-    after.pendingGroup = newestGroup();
     sharedTiles[op.getResult(c.index)] = after;
-    const SharedTile &first = sharedTiles[init];
-    int64_t bytes = first.bytes();
-    if (init.hasOneUse() && op.getResult(c.index).use_empty()) {
-      dead.push_back({first.offset, bytes});
-      if (c.ring)
-        dead.push_back({first.offset + first.twinDistance, bytes});
-    }
   }
-  popRegions(dead);
   return success();
 }
 
@@ -275,13 +248,10 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   }
   bool hasElse = !op.getElseRegion().empty();
   auto newIf = scf::IfOp::create(b, types, scalar(op.getCondition()), hasElse);
-  BranchSchedule schedule = beginBranchSchedule(hasElse);
   for (auto [oldRegion, newRegion] :
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())
       continue;
-    beginPathSchedule(schedule);
-    llvm::scope_exit release([&] { endPathSchedule(schedule); });
     OpBuilder::InsertionGuard guard(b);
     Block *body = &newRegion->front();
     if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
@@ -292,7 +262,6 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
         return failure();
     scf::YieldOp::create(b, flatten(oldRegion->front().getTerminator()->getOperands()));
   }
-  endBranchSchedule(schedule);
   unflatten(op.getResults(), newIf.getResults());
   return success();
 }

@@ -47,16 +47,16 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
       sharedTiles[out] = sharedTiles[in];
       return success();
     }
-    SharedTile tile = allocateShared(cast<RankedTensorType>(out.getType()));
-    drainRegion(tile);
-    barrierBeforeFill();
+    FailureOr<SharedTile> region = regionOf(op, smem::sharedTileGeometry(op.getResult().getType(), hw));
+    if (failed(region))
+      return failure();
+    SharedTile tile = *region;
+    // (The drain and barrier before, and the barrier after: tile-insert-waits.)
     writeShared(tile, layoutOf(in), regs[in]);
-    barrier();
     sharedTiles[out] = tile;
     return success();
   }
   if (isShared(in)) {
-    waitFor(in);
     regs[out] = readShared(sharedTiles[in], layoutOf(out), elemType);
     return success();
   }
@@ -72,13 +72,15 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   if (type.getRank() > 2)
     return op.emitError() << "layout conversion of a rank-" << type.getRank()
                           << " tile through shared memory is not supported";
-  int64_t elemBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  SharedTile scratch = allocateRegion(type.getRank() == 2 ? type.getDimSize(0) : 1,
-                                      type.getShape().back(), elemBytes, /*swizzleBits=*/0);
-  drainRegion(scratch);
-  barrierBeforeFill();
+  // Its region: tile-allocate-shared's, by smem::conversionScratch.
+  FailureOr<SharedTile> region = regionOf(op, smem::conversionScratch(op));
+  if (failed(region))
+    return failure();
+  SharedTile scratch = *region;
+  // The drain and barrier before are tile-insert-waits'; this one, between
+  // the writes and the reads, is the op's own (the pass models it).
   writeShared(scratch, from, regs[in]);
-  barrier();
+  target.barrier(b);
   regs[out] = readShared(scratch, to, elemType);
   return success();
 }

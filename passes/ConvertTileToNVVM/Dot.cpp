@@ -11,7 +11,6 @@ namespace tilec::nvvm {
 
 /// ldmatrix through the target (TargetInfo::ldmatrix); it reads shared memory.
 Value KernelLowering::ldmatrix(Value base, int64_t offset, int num, bool transpose) {
-  sharedAccessSinceBarrier = true;
   return target.ldmatrix(b, base, offset, num, transpose);
 }
 
@@ -32,9 +31,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Type elemType = aType.getElementType();
   bool bf16 = elemType.isBF16();
   SharedTile &bTile = sharedTiles[op.getB()];
-  if (aShared)
-    waitFor(op.getA());
-  waitFor(op.getB());
+  // (The copies into A and B have landed: tile-insert-waits' waits.)
 
   int64_t rowsPerWarp = m / numWarps;
   int64_t mTiles = rowsPerWarp / hw.mmaM, nTiles = n / hw.mmaN, kTiles = k / hw.mmaK;

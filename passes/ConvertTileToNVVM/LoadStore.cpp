@@ -235,8 +235,10 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
   int width = vectorWidth(layout, view, op.getOffsets(), elemType);
   SmallVector<Value> values = regs[value];
-  if (smemEpilogue && width * elemBytes < hw.chunkBytes && succeeded(lowerStoreThroughShared(op)))
-    return success();
+  // tile-allocate-shared gave a staging region to the stores the
+  // smem-epilogue takes (smem::epilogueStaging).
+  if (op->hasAttr(tilec::kSmemAttrName))
+    return lowerStoreThroughShared(op);
   if (storeTranspose && width * elemBytes < hw.chunkBytes) {
     widenRowRuns(layout, values, elemType, viewWidthLimit(view, op.getOffsets(), elemType));
     width = vectorWidth(layout, view, op.getOffsets(), elemType);
@@ -343,49 +345,26 @@ void KernelLowering::storeGlobalIf(Value ok, Value address, Value value, int64_t
 /// bytes of each row (the mma accumulator: 4 of f16 O) is written to shared
 /// memory as it is held, then read back and stored as whole 16-byte chunks
 /// of rows, consecutive threads along a row (coalesced, a quarter of the
-/// instructions). Fails (nothing emitted) where that does not apply; the
-/// caller then stores directly.
+/// instructions). Where it applies is smem::epilogueStaging's rule
+/// (../AllocateShared.h); tile-allocate-shared gave the store its region.
 LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
   TypedValue<RankedTensorType> value = op.getValue();
-  auto type = value.getType();
   const ViewInfo &view = views[op.getView()];
   LinearLayout layout = layoutOf(value);
-  int64_t elemBytes = type.getElementTypeBitWidth() / 8;
-  if (type.getRank() != 2 || type.getElementTypeBitWidth() % 8 != 0 || elemBytes > 4)
+  std::optional<smem::Staging> staging = smem::epilogueStaging(op, hw);
+  FailureOr<SharedTile> region =
+      regionOf(op, staging ? std::optional<smem::Geometry>(*staging) : std::nullopt);
+  if (failed(region))
     return failure();
-  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  SharedTile tile = *region;
+  int64_t rows = tile.rows, elemBytes = tile.elemBytes;
   int64_t chunkElems = hw.chunkBytes / elemBytes;
-  int64_t chunksPerRow = cols / chunkElems;
-  std::optional<int64_t> size1 = constantInt(view.sizes[1]);
-  std::optional<int64_t> offset1 = constantInt(op.getOffsets()[1]);
-  // A chunk is wholly inside the view's columns or wholly outside.
-  if (cols % chunkElems != 0 || tilec::log2Exact(chunksPerRow) < 0 ||
-      constantInt(view.strides[1]) != 1 || !size1 || *size1 % chunkElems != 0 || !offset1 ||
-      *offset1 % chunkElems != 0)
-    return failure();
-  // Register and thread bits must not overlap (coordinates add), and a
-  // thread's registers must come in runs along the row the write can use.
-  auto [rowThreadBits, rowRegBits] = threadAndRegisterBits(layout, 0);
-  auto [colThreadBits, colRegBits] = threadAndRegisterBits(layout, 1);
-  if ((rowThreadBits & rowRegBits) || (colThreadBits & colRegBits))
-    return failure();
-  int run = 1; // registers r, r+1, ... hold consecutive columns
-  while (run < layout.numRegs() && static_cast<size_t>(tilec::log2Exact(run)) < layout.regBases().size() &&
-         layout.regBases()[tilec::log2Exact(run)] == tilec::Coord{0, run} && (run * 2) * elemBytes <= 4)
-    run *= 2;
-  if (colThreadBits % run != 0)
-    return failure();
+  int64_t chunksPerRow = tile.cols / chunkElems;
+  int run = staging->run;
+  int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
 
-  unsigned swizzleBits = std::min<int>(hw.maxSwizzleBits, tilec::log2Exact(chunksPerRow));
-  int64_t mask = (int64_t(1) << swizzleBits) - 1;
-  for (int64_t r = 0; r < layout.numRegs(); r += run)
-    if (layout.regCoord(r)[0] & mask)
-      return failure(); // a register row would change the swizzle phase
-  int64_t sharedMark = sharedBytes;
-  SharedTile tile = allocateRegion(rows, cols, elemBytes, swizzleBits);
-
-  drainRegion(tile);
-  barrierBeforeFill();
+  // The drain and barrier before are tile-insert-waits'; the one between
+  // the writes and the reads below is the op's own (the pass models it).
   SmallVector<Value> thread = threadCoords(layout);
   SmallVector<Value> &values = regs[value];
   // Addresses are computed here, not hoisted: they would be live (and
@@ -411,7 +390,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     if (run == 1) {
       word = LLVM::BitcastOp::create(b, wordType, values[r]);
     } else {
-      Value vec = LLVM::UndefOp::create(b, VectorType::get({run}, type.getElementType()));
+      Value vec = LLVM::UndefOp::create(b, VectorType::get({run}, value.getType().getElementType()));
       for (int i = 0; i < run; ++i)
         vec = LLVM::InsertElementOp::create(b, vec, values[r + i], i32(i));
       word = LLVM::BitcastOp::create(b, wordType, vec);
@@ -420,7 +399,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
                                         ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * elemBytes});
     LLVM::StoreOp::create(b, word, address, run * elemBytes);
   }
-  barrier();
+  target.barrier(b);
 
   // Whole chunks, consecutive threads along a row.
   int64_t threads = numWarps * kWarpSize, totalChunks = rows * chunksPerRow;
@@ -466,9 +445,6 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     storeGlobalIf(ok, address, data, hw.chunkBytes);
   }
   noteAccess(view, hw.chunkBytes);
-  // The chunk reads above: the next fill of this space needs a barrier.
-  sharedAccessSinceBarrier = true;
-  sharedBytes = sharedMark;
   return success();
 }
 

@@ -4,8 +4,10 @@
 // methods are defined by op family, one file each in this folder (see the
 // map at the top of ../ConvertTileToNVVM.cpp); this header is the state they
 // share: the value maps (scalars, register tiles, shared tiles, views), the
-// strategy options, the cp.async group bookkeeping and the shared-memory
-// stack.
+// strategy options. Where shared tiles live is tile-allocate-shared's
+// (../AllocateShared.cpp): the lowering reads their regions (regionOf); the
+// cp.async commits, waits and barriers are tile-insert-waits' ops
+// (../InsertWaits.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEC_PASSES_CONVERTTILETONVVM_LOWERING_H
@@ -15,6 +17,7 @@
 #include "tilec/Passes.h"
 
 #include "TargetInfo.h"
+#include "../AllocateShared.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -71,8 +74,6 @@ struct SharedTile {
   int64_t rows = 0, cols = 0, elemBytes = 0;
   unsigned swizzleBits = 0;
   int64_t bytes() const { return rows * cols * elemBytes; }
-  /// Index of the cp.async group that fills it; -1 once waited for.
-  int64_t pendingGroup = -1;
 };
 
 inline std::optional<int64_t> constantInt(Value v) {
@@ -100,11 +101,10 @@ enum class XorRingPhases {
 
 class KernelLowering {
 public:
-  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, const TargetInfo &target, bool smemEpilogue,
+  KernelLowering(func::FuncOp func, LLVM::GlobalOp smem, const TargetInfo &target,
                  bool skipUnitRescale, CopyBounds copyBounds, bool storeTranspose,
                  bool carryRingAddresses, XorRingPhases xorRingPhases)
       : func(func), smemGlobal(smem), target(target), hw(target.description()),
-        smemEpilogue(smemEpilogue),
         skipUnitRescale(skipUnitRescale), copyBounds(copyBounds), storeTranspose(storeTranspose),
         carryRingAddresses(carryRingAddresses), xorRingPhases(xorRingPhases),
         ctx(func.getContext()),
@@ -154,82 +154,19 @@ private:
   int viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType);
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
-  void waitFor(Value tile);
-  /// Closes the cp.async group of the copies just issued into `tile`.
-  void commitGroup(SharedTile &tile);
-  /// Before the kernel returns: no copy may be left in flight.
-  void waitForAllBeforeExit();
-  /// Shared tiles with a copy not yet waited for, and their group indices.
-  SmallVector<std::pair<Value, int64_t>> pendingSnapshot();
-  /// After a loop or branch (which may run any number of times, or not at
-  /// all), the tiles that were pending before it are waited for as if
-  /// committed last: a later wait covers every group committed so far.
-  void assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending);
-  void drainRegion(const SharedTile &tile);
-  /// The newest committed group: what a use waits for when the tile's own
-  /// group is not known on every path (after loops and branches).
-  int64_t newestGroup() const { return committedGroups - 1; }
-  /// The schedule across a loop (lowerFor): tiles filled before it and read
-  /// in it are waited for before it; at the top of its body the previous
-  /// iteration's copies are the newest group; after it, what the body
-  /// waited for is not known to have happened (zero trips) and its stack
-  /// space is popped.
-  struct LoopSchedule {
-    int64_t sharedMark = 0, completeBefore = -1, visibleBefore = -1;
-    SmallVector<std::pair<Value, int64_t>> pendingBefore;
-    bool bodyFills = false;
-  };
-  void waitForLoopInvariantTiles(scf::ForOp op);
-  LoopSchedule beginLoopSchedule(scf::ForOp op);
-  void beginIterationSchedule(const LoopSchedule &schedule);
-  void endLoopSchedule(const LoopSchedule &schedule);
-  /// Pops the regions (offset, bytes) that are on top of the stack.
-  void popRegions(ArrayRef<std::pair<int64_t, int64_t>> dead);
-  /// The schedule across an scf.if (lowerIf): each path starts from the
-  /// state before it; after it, commits count as on the longer path, fills
-  /// of either path as the newest group.
-  struct BranchSchedule {
-    SmallVector<std::pair<Value, int64_t>> pendingBefore;
-    int64_t committedBefore = 0, committedAfter = 0;
-    std::map<int64_t, std::pair<int64_t, int64_t>> writersBefore, writersAfter;
-    int64_t visibleBefore = -1;
-    bool accessBefore = false, accessAfter = false;
-    int64_t sharedMark = 0, completeBefore = -1; // of the path being lowered
-  };
-  BranchSchedule beginBranchSchedule(bool hasElse);
-  void beginPathSchedule(BranchSchedule &schedule);
-  void endPathSchedule(BranchSchedule &schedule);
-  void endBranchSchedule(const BranchSchedule &schedule);
-  /// lastWriter[offset] = (group, bytes), merged with what is there (the
-  /// later group, the larger extent) so no coverage is lost.
-  void recordWriter(int64_t offset, int64_t group, int64_t bytes);
-  /// After a loop or branch whose paths commit different numbers of groups,
-  /// a compile-time group index no longer names one group on every path:
-  /// regions whose copies are not known complete count as written by the
-  /// newest group (a later drain then waits for everything).
-  void renumberPendingWriters();
-  /// bar.sync; copies waited for so far are now visible to every thread.
-  void barrier();
-  /// The barrier a refill of shared memory needs (everyone done with what
-  /// was there), unless no thread touched shared memory since the last one.
-  void barrierBeforeFill();
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
-  SharedTile allocateShared(RankedTensorType type);
-  /// An error at `op` when the shared tiles live so far take more than the
-  /// target allows one block (the peak is reached while lowering `op`).
-  LogicalResult checkSharedBudget(Operation *op);
-  /// The next region of the shared-memory stack, 128-byte aligned.
-  SharedTile allocateRegion(int64_t rows, int64_t cols, int64_t elemBytes, unsigned swizzleBits);
+  /// The region tile-allocate-shared gave `op` (its tile.smem) as a tile of
+  /// geometry `g` (AllocateShared.h's rule for the op); an error at `op`
+  /// when either is missing.
+  FailureOr<SharedTile> regionOf(Operation *op, std::optional<smem::Geometry> g);
   /// Inline PTX with side effects (kept in order with barriers and waits).
   Operation *inlinePtx(TypeRange results, ValueRange operands, StringRef text,
                        StringRef constraints);
 
   // --- ops ----------------------------------------------------------------
   LogicalResult lowerBlock(Block &block);
-  /// Lowers `op` (dispatchOp) and checks the shared-memory budget after it.
   LogicalResult lowerOp(Operation *op);
-  LogicalResult dispatchOp(Operation *op);
   LogicalResult lowerLoad(LoadOp op);
   LogicalResult lowerLoadToShared(LoadOp op);
   LogicalResult lowerStore(StoreOp op);
@@ -253,8 +190,6 @@ private:
   /// The architecture's primitives and hardware numbers (TargetInfo.h).
   const TargetInfo &target;
   const TargetDescription &hw;
-  /// Store narrow register tiles through shared memory (16-byte chunks).
-  bool smemEpilogue;
   /// Multiply by a broadcast only where a factor differs from 1 (see
   /// lowerRescale).
   bool skipUnitRescale;
@@ -319,23 +254,6 @@ private:
   /// When set, new chunk bases are computed at the insertion point and kept
   /// here instead (see sharedChunkBase).
   std::map<ChunkBaseKey, Value> *localChunkBases = nullptr;
-  /// Shared memory is allocated like a stack: tiles made inside a loop body
-  /// or branch die with it, so the next loop (the masked/unmasked copies
-  /// tile-split-masked-loops makes) reuses the space. The barrier before
-  /// every fill makes reuse safe.
-  int64_t sharedBytes = 0;
-  int64_t sharedPeak = 0;
-  int64_t committedGroups = 0;
-  /// Highest cp.async group known complete at this point of the walk.
-  int64_t completeThrough = -1;
-  /// Highest group known complete *and* followed by a barrier: its data is
-  /// visible to every thread without another bar.sync.
-  int64_t visibleThrough = -1;
-  /// Whether some thread may have read or written shared memory since the
-  /// last barrier (a refill must then wait for everyone first).
-  bool sharedAccessSinceBarrier = false; // nothing before the kernel starts
-  /// Per region offset: (last group that filled it, region bytes).
-  std::map<int64_t, std::pair<int64_t, int64_t>> lastWriter;
 };
 
 /// The bits of dimension `d` that lane/warp bases set, and that register

@@ -36,10 +36,17 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   TilePartitionWarpsOptions partition;
   partition.numWarps = options.numWarps;
   pm.addPass(createTilePartitionWarps(partition));
+  // layouts -> shared-memory regions: every shared tile, ring twin,
+  // conversion scratch and epilogue staging gets its offset.
+  TileAllocateSharedOptions allocate;
+  allocate.arch = options.arch;
+  allocate.smemEpilogue = options.smemEpilogue;
+  pm.addPass(createTileAllocateShared(allocate));
+  // regions -> the copies' schedule: commits, waits and barriers as ops.
+  pm.addPass(createTileInsertWaits());
   // layouts -> nvvm: per-thread registers, mma.sync, ldmatrix, cp.async.
   ConvertTileToNVVMOptions lowering;
   lowering.arch = options.arch;
-  lowering.smemEpilogue = options.smemEpilogue;
   lowering.skipUnitRescale = options.skipUnitRescale;
   lowering.copyBounds = options.copyBounds;
   lowering.storeTranspose = options.storeTranspose;

@@ -2,7 +2,7 @@
 // thread the same address. A buffer the kernel never stores to (cu_seqlens)
 // is read through the non-coherent path (llvm.load invariant -> ld.global.nc);
 // one it also writes is read with a plain ld.global.
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s --check-prefix=NVVM
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: tilec --arch=sm_80 --emit=ptx --split-input-file -o - %s | FileCheck %s --check-prefix=PTX
 
 // Varlen's bounds: start = cu[b], end = cu[b + 1], a view of end - start

@@ -2,7 +2,7 @@
 // cannot select (or selects slowly) into approximate hardware instructions,
 // per register, and clones what it selects natively; f16/bf16 compute in f32.
 // 16x16 f32 tiles over one warp: 8 registers per thread.
-// RUN: tile-opt %s -split-input-file -tile-partition-warps=num-warps=1 -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-partition-warps=num-warps=1 -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s
 // RUN: tilec --num-warps=1 --split-input-file --emit=ptx -o - %s | FileCheck %s --check-prefix=PTX
 
 // tanh: llvm.tanh with `afn` (without it NVPTX has no pattern: LLVM's fatal

@@ -6,9 +6,9 @@
 // kernel at the load that crosses the limit, naming the bytes and the limit,
 // sm_86 (99 KB) already at the second tile, and sm_90a lowers it: the arch
 // reaches the sm_90 target, which today emits the sm_80 instructions.
-// RUN: not tile-opt %s -tile-partition-warps -convert-tile-to-nvvm=arch=sm_80 2>&1 | FileCheck %s --check-prefix=SM80
-// RUN: not tile-opt %s -tile-partition-warps -convert-tile-to-nvvm=arch=sm_86 2>&1 | FileCheck %s --check-prefix=SM86
-// RUN: tile-opt %s -tile-partition-warps -convert-tile-to-nvvm=arch=sm_90a | FileCheck %s --check-prefix=SM90
+// RUN: not tile-opt %s -tile-partition-warps -tile-allocate-shared=arch=sm_80 -tile-insert-waits -convert-tile-to-nvvm=arch=sm_80 2>&1 | FileCheck %s --check-prefix=SM80
+// RUN: not tile-opt %s -tile-partition-warps -tile-allocate-shared=arch=sm_86 -tile-insert-waits -convert-tile-to-nvvm=arch=sm_86 2>&1 | FileCheck %s --check-prefix=SM86
+// RUN: tile-opt %s -tile-partition-warps -tile-allocate-shared=arch=sm_90a -tile-insert-waits -convert-tile-to-nvvm=arch=sm_90a | FileCheck %s --check-prefix=SM90
 // SM80: :[[@LINE+22]]:9: error: the shared tiles live here take 196608 bytes, but sm_80 allows at most 166912 bytes of shared memory per block
 // SM86: :[[@LINE+20]]:9: error: the shared tiles live here take 131072 bytes, but sm_86 allows at most 101376 bytes of shared memory per block
 // SM90: module attributes {tile.target = "sm_90a"}

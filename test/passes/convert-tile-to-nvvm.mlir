@@ -1,4 +1,4 @@
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm -verify-diagnostics | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm -verify-diagnostics | FileCheck %s
 
 // One attention step at the smallest tile mma.sync allows per warp (64x16 Q
 // over 4 warps, 16 keys): K and V are copied to shared memory with 16-byte

@@ -1,4 +1,4 @@
-// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s
 
 // Hazards found in review (2026-11-29), pinned by the code around them.
 

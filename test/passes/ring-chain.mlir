@@ -1,4 +1,4 @@
-// RUN: tile-opt %s -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s
 
 // Two loops that tile-split-masked-loops made from one (adjacent ranges,
 // tile.blocks): tile-pipeline hands the first loop's last prefetch to the

@@ -652,3 +652,25 @@ func.func @empty_name(%x: i32, %y: i32) attributes {tile.kernel, tile.arg_names 
 func.func @one_axis() attributes {tile.kernel, tile.grid = ["1"]} {
   return
 }
+
+// -----
+
+// expected-error @below {{tile.smem must be a #tile.smem<offset = .., bytes = ..>, got 3 : i64}}
+func.func @smem_not_a_region() attributes {tile.smem = 3} {
+  return
+}
+
+// -----
+
+func.func @negative_pending() {
+  // expected-error @below {{attribute 'pending' failed to satisfy constraint}}
+  tile.async_wait pending = -1
+  return
+}
+
+// -----
+
+// expected-error @below {{#tile.smem: offset and bytes must be >= 0, got offset = -128, bytes = 16}}
+func.func @negative_offset() attributes {tile.smem = #tile.smem<offset = -128, bytes = 16>} {
+  return
+}

@@ -211,3 +211,20 @@ func.func @types(%a: !tile.ptr<f32>, %b: !tile.ptr<i64>, %c: !tile.view<bf16, 3>
 // CHECK: module attributes {tile.strategy = #tile.strategy<num_warps = 8, stages = 1, smem_epilogue = false, copy_bounds = chunk, lowering_options = "skip-unit-rescale=true">}
 module attributes {tile.strategy = #tile.strategy<num_warps = 8, stages = 1, smem_epilogue = false, copy_bounds = chunk, lowering_options = "skip-unit-rescale=true">} {
 }
+
+// -----
+
+// The copies' schedule (tile-insert-waits) and the shared-memory regions
+// (tile-allocate-shared) round-trip; a wait may leave any number of groups
+// in flight.
+// CHECK-LABEL: func.func @schedule
+// CHECK:         tile.async_commit
+// CHECK-NEXT:    tile.async_wait pending = 3
+// CHECK-NEXT:    tile.barrier
+// CHECK-NEXT:    return {tile.smem = #tile.smem<offset = 128, bytes = 256>}
+func.func @schedule() attributes {tile.shared_bytes = 384 : i64} {
+  tile.async_commit
+  tile.async_wait pending = 3
+  tile.barrier
+  return {tile.smem = #tile.smem<offset = 128, bytes = 256>}
+}

@@ -1,6 +1,6 @@
-// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s
-// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm="xor-ring-phases=all" | FileCheck %s --check-prefix=ALL
-// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -convert-tile-to-nvvm="carry-ring-addresses=false" | FileCheck %s --check-prefix=PLAIN
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="xor-ring-phases=all" | FileCheck %s --check-prefix=ALL
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="carry-ring-addresses=false" | FileCheck %s --check-prefix=PLAIN
 
 // A 128x128 f32 accumulator over 4 warps takes 128 registers per thread, so
 // the loop is short of registers and carry-ring-addresses (on by default)

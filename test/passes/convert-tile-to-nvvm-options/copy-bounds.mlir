@@ -1,7 +1,7 @@
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s --check-prefixes=ROW,REG
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="copy-bounds=tile" | FileCheck %s --check-prefixes=TILE,REG
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="copy-bounds=chunk" | FileCheck %s --check-prefix=EVERY
-// RUN: not tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="copy-bounds=never" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s --check-prefixes=ROW,REG
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="copy-bounds=tile" | FileCheck %s --check-prefixes=TILE,REG
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="copy-bounds=chunk" | FileCheck %s --check-prefix=EVERY
+// RUN: not tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="copy-bounds=never" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // BAD: copy-bounds must be chunk, tile or row, got 'never'
 

@@ -1,5 +1,5 @@
-// RUN: tile-opt %s -tile-partition-warps -convert-tile-to-nvvm='skip-unit-rescale=true' | FileCheck %s
-// RUN: tile-opt %s -tile-partition-warps -convert-tile-to-nvvm | FileCheck %s --check-prefix=OFF
+// RUN: tile-opt %s -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm='skip-unit-rescale=true' | FileCheck %s
+// RUN: tile-opt %s -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s --check-prefix=OFF
 
 // skip-unit-rescale (experimental, off by default): O * alpha[:, None] — a
 // tile times a row broadcast, whose registers hold only the thread's few row

@@ -1,5 +1,5 @@
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="smem-epilogue=false" | FileCheck %s
-// RUN: tile-opt %s -split-input-file -tile-partition-warps -convert-tile-to-nvvm="smem-epilogue=false store-transpose=false" | FileCheck %s --check-prefix=PLAIN
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared="smem-epilogue=false" -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared="smem-epilogue=false" -tile-insert-waits -convert-tile-to-nvvm="store-transpose=false" | FileCheck %s --check-prefix=PLAIN
 
 // store-transpose (on by default): an mma accumulator, converted to f16,
 // holds 2 consecutive columns (4 bytes) per thread and row; columns 2 and 4

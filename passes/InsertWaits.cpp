@@ -1,0 +1,472 @@
+//===- InsertWaits.cpp - tile-insert-waits ---------------------------------===//
+//
+// Where cp.async commits, waits and barriers go: every decision of the
+// schedule is made in this file, as tile.async_commit, tile.async_wait and
+// tile.barrier ops in the tile IR (dialects/Tile/TileOps.td), which
+// convert-tile-to-nvvm translates one to one. test/passes/tile-insert-waits.mlir
+// has a case per hazard.
+//
+// The walk visits the kernel in program order (the order the lowering
+// emits code in), keeping per shared tile the commit group that fills it,
+// and per region (tile-allocate-shared's offsets) the last group that wrote
+// it.
+//
+// Waits (RAW). Each tile.load into a shared tile is one commit group
+// (commitGroup), numbered at compile time. A tile's wait is deferred to its
+// first read (waitFor: pending = the groups committed after it, so K's and
+// V's copies of one iteration overlap), hoisted in front of a loop for tiles
+// filled before it (waitForLoopInvariantTiles).
+//
+// Drains (WAW/WAR with copies in flight). A region about to be written
+// again first waits for the last group that wrote any of its bytes
+// (drainRegion, lastWriter): the prefetch of a loop's last iteration may
+// still be landing when the next loop, or the epilogue, reuses the space.
+//
+// Across control flow. The count stays true path by path: each branch of an
+// scf.if starts from the state before it; after a loop or branch, tiles
+// pending before it are waited for as if committed last (the body may run
+// any number of times, or not at all); at the top of a loop body the
+// previous iteration's copies are the newest group, written to any region
+// from the body's start (beginIterationSchedule). Before the kernel
+// returns, every group.
+//
+// Barriers. A wait is followed by a barrier unless one came after that
+// group's completion (visibleThrough); a write to shared memory gets one
+// before it only if some thread touched shared memory since the last
+// (barrierBeforeFill: WAR between threads). A conversion into a shared tile
+// is followed by one (its readers are other threads). Ops that write and
+// read shared memory within themselves (a conversion through scratch, the
+// smem-epilogue) synchronize inside their lowering; the walk only models
+// that barrier.
+//
+// The schedule is the one the lowering made while it emitted code, moved
+// here unchanged (the PTX of every kernel is byte-identical). Known limits,
+// left as they are so as not to change code: the decode kernels' loops wait
+// with pending = 0 at the top of the body (the previous iteration's copies
+// are counted as one group), so one K/V block is in flight; a deeper
+// schedule would issue N stages ahead and wait with pending = N - 1, which
+// tile.async_wait can state, but this walk does not yet derive.
+//
+//===----------------------------------------------------------------------===//
+#include "AllocateShared.h"
+
+#include "tilec/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include <limits>
+#include <map>
+
+namespace tilec {
+#define GEN_PASS_DEF_TILEINSERTWAITS
+#include "passes/Passes.h.inc"
+} // namespace tilec
+
+using namespace mlir;
+using namespace mlir::tile;
+
+namespace {
+
+bool isShared(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa_and_nonnull<SharedLayoutAttr>(type.getEncoding());
+}
+
+/// A shared tile as the schedule sees it: its region(s) and the group that
+/// fills it.
+struct Tile {
+  int64_t offset = 0, bytes = 0;
+  /// A tile of a two-region ring: in the region at `offset` or its twin.
+  bool twinned = false;
+  int64_t twinDistance = 0;
+  /// A loop's result whose tile was a ring's (a later loop continues it).
+  bool ringResult = false;
+  /// Index of the cp.async group that fills it; -1 once waited for.
+  int64_t pendingGroup = -1;
+};
+
+class Schedule {
+public:
+  explicit Schedule(MLIRContext *ctx) : b(ctx) {}
+
+  void run(func::FuncOp func) {
+    SmallVector<Operation *> ops = llvm::map_to_vector(func.getBody().front(), [](Operation &op) { return &op; });
+    for (Operation *op : ops)
+      visit(op);
+  }
+
+private:
+  // --- emitting -------------------------------------------------------------
+  void wait(int64_t pending) { AsyncWaitOp::create(b, loc, pending); }
+  void barrier() {
+    BarrierOp::create(b, loc);
+    modelBarrier();
+  }
+  /// bar.sync (emitted here or inside an op's lowering): copies waited for
+  /// so far are now visible to every thread.
+  void modelBarrier() {
+    visibleThrough = completeThrough;
+    sharedAccessSinceBarrier = false;
+  }
+
+  // --- the schedule -----------------------------------------------------------
+  int64_t newestGroup() const { return committedGroups - 1; }
+
+  void waitFor(Value value) {
+    auto it = tiles.find(value);
+    if (it == tiles.end())
+      return;
+    Tile &tile = it->second;
+    if (tile.pendingGroup < 0)
+      return;
+    if (tile.pendingGroup > completeThrough) {
+      // Groups committed after this one may stay in flight.
+      wait(std::max<int64_t>(0, committedGroups - tile.pendingGroup - 1));
+      completeThrough = tile.pendingGroup;
+    }
+    // Each thread waited for its own copies; the barrier shows them to all.
+    if (tile.pendingGroup > visibleThrough)
+      barrier();
+    tile.pendingGroup = -1;
+  }
+
+  void commitGroup(Tile &tile) {
+    tile.pendingGroup = committedGroups++;
+    recordWriter(tile.offset, tile.pendingGroup, tile.bytes);
+    if (tile.twinned) // a ring tile: it went to one of its two regions
+      recordWriter(tile.offset + tile.twinDistance, tile.pendingGroup, tile.bytes);
+  }
+
+  void barrierBeforeFill() {
+    if (sharedAccessSinceBarrier)
+      barrier();
+  }
+
+  /// A region about to be written may still have a copy in flight from an
+  /// earlier fill nobody waited for: that copy must land first, or it could
+  /// overwrite the new data.
+  void drainRegion(const Tile &tile) {
+    int64_t latest = -1;
+    SmallVector<int64_t, 2> regions = {tile.offset};
+    if (tile.twinned) // either of its two regions
+      regions.push_back(tile.offset + tile.twinDistance);
+    for (int64_t region : regions)
+      for (const auto &[offset, writer] : lastWriter)
+        if (offset < region + tile.bytes && region < offset + writer.second)
+          latest = std::max(latest, writer.first);
+    if (latest > completeThrough) {
+      assert(latest < committedGroups && "a region's writer is a committed group");
+      wait(std::max<int64_t>(0, committedGroups - latest - 1));
+      completeThrough = latest;
+      // Each thread waited for its own copies only; the write (which
+      // follows every drain) must wait for everyone's, behind a barrier.
+      sharedAccessSinceBarrier = true;
+    }
+  }
+
+  /// The fill of a region: drain it, then the barrier a write needs.
+  void beforeWrite(const Tile &tile) {
+    drainRegion(tile);
+    barrierBeforeFill();
+  }
+
+  SmallVector<std::pair<Value, int64_t>> pendingSnapshot() {
+    SmallVector<std::pair<Value, int64_t>> pending;
+    for (auto &[value, tile] : tiles)
+      if (tile.pendingGroup >= 0)
+        pending.push_back({value, tile.pendingGroup});
+    return pending;
+  }
+
+  /// After a loop or branch (which may run any number of times, or not at
+  /// all), the tiles that were pending before it are waited for as if
+  /// committed last: a later wait covers every group committed so far.
+  void assumeCommittedLast(ArrayRef<std::pair<Value, int64_t>> pending) {
+    for (auto [value, group] : pending)
+      tiles[value].pendingGroup = committedGroups - 1;
+  }
+
+  /// lastWriter[offset] = (group, bytes), merged with what is there (the
+  /// later group, the larger extent) so no coverage is lost.
+  void recordWriter(int64_t offset, int64_t group, int64_t bytes) {
+    auto [it, inserted] = lastWriter.try_emplace(offset, group, bytes);
+    if (!inserted)
+      it->second = {std::max(it->second.first, group), std::max(it->second.second, bytes)};
+  }
+
+  /// After a loop or branch whose paths commit different numbers of groups,
+  /// a compile-time group index no longer names one group on every path:
+  /// regions whose copies are not known complete count as written by the
+  /// newest group (a later drain then waits for everything).
+  void renumberPendingWriters() {
+    for (auto &[offset, writer] : lastWriter)
+      if (writer.first > completeThrough)
+        writer.first = committedGroups - 1;
+  }
+
+  // --- ops --------------------------------------------------------------------
+  std::optional<Tile> regionTile(Operation *op) {
+    auto region = op->getAttrOfType<SharedRegionAttr>(tilec::kSmemAttrName);
+    if (!region)
+      return std::nullopt; // the lowering refuses the op
+    Tile tile;
+    tile.offset = region.getOffset();
+    tile.bytes = region.getBytes();
+    return tile;
+  }
+
+  void visit(Operation *op) {
+    b.setInsertionPoint(op);
+    loc = op->getLoc();
+    if (auto load = dyn_cast<LoadOp>(op)) {
+      if (!isShared(load.getResult()))
+        return;
+      auto reused = reuseRegion.find(load.getResult());
+      std::optional<Tile> tile = reused != reuseRegion.end() ? reused->second : regionTile(op);
+      if (!tile)
+        return;
+      // Earlier copies into the region must have landed and everyone must
+      // be done reading its previous contents.
+      beforeWrite(*tile);
+      b.setInsertionPointAfter(op);
+      AsyncCommitOp::create(b, loc);
+      commitGroup(*tile);
+      tiles[load.getResult()] = *tile;
+      return;
+    }
+    if (auto dot = dyn_cast<DotOp>(op)) {
+      if (isShared(dot.getA()))
+        waitFor(dot.getA());
+      waitFor(dot.getB());
+      sharedAccessSinceBarrier = true; // ldmatrix
+      return;
+    }
+    if (auto convert = dyn_cast<ConvertLayoutOp>(op)) {
+      Value in = convert.getInput(), out = convert.getResult();
+      if (isShared(out) && isShared(in)) {
+        if (auto it = tiles.find(in); it != tiles.end())
+          tiles[out] = it->second;
+      } else if (isShared(out)) {
+        std::optional<Tile> tile = regionTile(op);
+        if (!tile)
+          return;
+        beforeWrite(*tile);
+        sharedAccessSinceBarrier = true; // the writes
+        // Other threads read what each wrote.
+        b.setInsertionPointAfter(op);
+        barrier();
+        tiles[out] = *tile;
+      } else if (isShared(in)) {
+        waitFor(in);
+        sharedAccessSinceBarrier = true;
+      } else if (std::optional<Tile> scratch = regionTile(op)) {
+        // Through scratch: write, bar.sync (in the op's lowering), read.
+        beforeWrite(*scratch);
+        modelBarrier();
+        sharedAccessSinceBarrier = true;
+      }
+      return;
+    }
+    if (auto store = dyn_cast<StoreOp>(op)) {
+      // The smem-epilogue: write, bar.sync (in the op's lowering), read.
+      if (std::optional<Tile> staging = regionTile(op)) {
+        beforeWrite(*staging);
+        modelBarrier();
+        sharedAccessSinceBarrier = true;
+      }
+      return;
+    }
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      return visitFor(loop);
+    if (auto branch = dyn_cast<scf::IfOp>(op))
+      return visitIf(branch);
+    if (isa<func::ReturnOp>(op)) {
+      // The last prefetch of a pipelined loop may still be in flight; PTX
+      // does not define exiting with outstanding cp.async copies.
+      if (committedGroups > 0)
+        wait(0);
+      return;
+    }
+  }
+
+  void visitBody(Block &block) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : block.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      visit(op);
+  }
+
+  /// Shared tiles filled before the loop and read inside it (Q, say) are
+  /// waited for once, in front of it, instead of on every iteration.
+  void waitForLoopInvariantTiles(scf::ForOp op) {
+    SmallVector<Value> invariantShared;
+    op.getBody()->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (isShared(operand) && !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+            tiles.count(operand) && tiles[operand].pendingGroup >= 0 &&
+            !llvm::is_contained(invariantShared, operand))
+          invariantShared.push_back(operand);
+    });
+    b.setInsertionPoint(op);
+    loc = op.getLoc();
+    for (Value tile : invariantShared)
+      waitFor(tile);
+  }
+
+  void visitFor(scf::ForOp op) {
+    // Which carried shared tiles are refilled in place and which alternate
+    // between two regions (the same rule as tile-allocate-shared's and the
+    // lowering's: smem::needsTwin; a loop continuing another's ring keeps
+    // its twin).
+    auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
+    auto twins = op->getAttrOfType<ArrayAttr>(tilec::kSmemTwinsAttrName);
+    unsigned nextTwin = 0;
+    struct Carried {
+      unsigned index;
+      LoadOp reload;
+      bool ring;
+    };
+    SmallVector<Carried> carried;
+    for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
+      auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
+      if (!isShared(init) || !reload || reload->getBlock() != op.getBody() || !tiles.count(init))
+        continue;
+      bool ring = tilec::smem::needsTwin(op.getRegionIterArgs()[i], reload);
+      Tile &first = tiles[init];
+      if (ring && !first.ringResult) {
+        if (first.twinned || !twins || nextTwin >= twins.size())
+          continue; // the lowering refuses it
+        first.twinDistance = cast<SharedRegionAttr>(twins[nextTwin++]).getOffset() - first.offset;
+      }
+      carried.push_back({unsigned(i), reload, ring});
+    }
+    waitForLoopInvariantTiles(op);
+
+    // The loop's schedule: waits inside the body may never run (zero
+    // trips), so they prove nothing after the loop, and neither does the
+    // body's count of commits.
+    int64_t bodyStart = 0; // without tile.smem_body every region is the body's
+    if (auto body = op->getAttrOfType<SharedRegionAttr>(tilec::kSmemBodyAttrName))
+      bodyStart = body.getOffset();
+    int64_t completeBefore = completeThrough, visibleBefore = visibleThrough;
+    SmallVector<std::pair<Value, int64_t>> pendingBefore = pendingSnapshot();
+    bool bodyFills = false;
+    op.getBody()->walk([&](LoadOp load) { bodyFills |= isShared(load.getResult()); });
+
+    // At the top of an iteration after the first, the previous iteration's
+    // copies are the newest groups, numbered here as the last one committed
+    // (committedGroups - 1): waiting for that group waits for them all.
+    // They may have written any region the body fills, and none of them is
+    // known complete or visible yet.
+    if (bodyFills) {
+      int64_t previousIteration = committedGroups - 1;
+      for (auto &[offset, writer] : lastWriter)
+        writer.first = std::max(writer.first, previousIteration);
+      recordWriter(bodyStart, previousIteration, std::numeric_limits<int32_t>::max());
+      completeThrough = std::min(completeThrough, previousIteration - 1);
+      visibleThrough = std::min(visibleThrough, previousIteration - 1);
+    }
+    sharedAccessSinceBarrier = true; // the previous iteration's reads
+    for (Carried &c : carried) {
+      // Its copy was committed before the body starts (before the loop, or
+      // in the previous iteration).
+      Tile tile = tiles[op.getInitArgs()[c.index]];
+      tile.pendingGroup = newestGroup();
+      if (c.ring)
+        tile.twinned = true;
+      tiles[op.getRegionIterArgs()[c.index]] = tile;
+      reuseRegion[c.reload.getResult()] = tile;
+    }
+    visitBody(*op.getBody());
+
+    completeThrough = completeBefore;
+    visibleThrough = visibleBefore;
+    sharedAccessSinceBarrier = true;
+    assumeCommittedLast(pendingBefore);
+    if (bodyFills) // zero trips commit nothing: indices shift between paths
+      renumberPendingWriters();
+    for (Carried &c : carried) {
+      Tile after = tiles[c.reload.getResult()];
+      if (c.ring)
+        after.ringResult = after.twinned = true;
+      // Uses after the loop wait for everything committed before they run.
+      after.pendingGroup = newestGroup();
+      tiles[op.getResult(c.index)] = after;
+    }
+  }
+
+  void visitIf(scf::IfOp op) {
+    // Each branch starts from the state before the if; afterwards, commits
+    // are counted as on the longer branch, fills of either branch as the
+    // newest group, and earlier pending tiles are waited for conservatively.
+    bool hasElse = !op.getElseRegion().empty();
+    SmallVector<std::pair<Value, int64_t>> pendingBefore = pendingSnapshot();
+    int64_t committedBefore = committedGroups, committedAfter = committedGroups;
+    std::map<int64_t, std::pair<int64_t, int64_t>> writersBefore = lastWriter, writersAfter = lastWriter;
+    int64_t visibleBefore = visibleThrough;
+    bool accessBefore = sharedAccessSinceBarrier;
+    bool accessAfter = hasElse ? false : accessBefore; // a missing else keeps the state
+    for (mlir::Region *region : {&op.getThenRegion(), &op.getElseRegion()}) {
+      if (region->empty())
+        continue;
+      int64_t completeBefore = completeThrough;
+      for (auto [value, group] : pendingBefore)
+        tiles[value].pendingGroup = group;
+      committedGroups = committedBefore;
+      lastWriter = writersBefore; // the other branch's fills never happened here
+      visibleThrough = visibleBefore;
+      sharedAccessSinceBarrier = accessBefore;
+
+      visitBody(region->front());
+
+      accessAfter |= sharedAccessSinceBarrier;
+      completeThrough = completeBefore;
+      visibleThrough = visibleBefore;
+      committedAfter = std::max(committedAfter, committedGroups);
+      for (auto &[offset, writer] : lastWriter)
+        if (writer.first >= committedBefore) {
+          auto [it, inserted] = writersAfter.try_emplace(offset, writer);
+          if (!inserted) // merged: neither branch's extent is lost
+            it->second = {std::max(it->second.first, writer.first),
+                          std::max(it->second.second, writer.second)};
+        }
+    }
+    committedGroups = committedAfter;
+    sharedAccessSinceBarrier = accessAfter;
+    assumeCommittedLast(pendingBefore);
+    // Fills made in either branch count as the latest commit: the two
+    // branches numbered their groups from the same start.
+    lastWriter = writersAfter;
+    if (committedGroups != committedBefore) // a path with fewer commits shifts
+      renumberPendingWriters();
+  }
+
+  OpBuilder b;
+  Location loc = UnknownLoc::get(b.getContext());
+  DenseMap<Value, Tile> tiles;       // shared tiles
+  DenseMap<Value, Tile> reuseRegion; // loads refilling a loop-carried tile
+  int64_t committedGroups = 0;
+  /// Highest cp.async group known complete at this point of the walk.
+  int64_t completeThrough = -1;
+  /// Highest group known complete *and* followed by a barrier: its data is
+  /// visible to every thread without another bar.sync.
+  int64_t visibleThrough = -1;
+  /// Whether some thread may have read or written shared memory since the
+  /// last barrier (a write must then wait for everyone first).
+  bool sharedAccessSinceBarrier = false; // nothing before the kernel starts
+  /// Per region offset: (last group that filled it, region bytes).
+  std::map<int64_t, std::pair<int64_t, int64_t>> lastWriter;
+};
+
+struct TileInsertWaitsPass final : tilec::impl::TileInsertWaitsBase<TileInsertWaitsPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (func->hasAttr(tilec::kKernelAttrName) && !func.getBody().empty())
+        Schedule(&getContext()).run(func);
+  }
+};
+
+} // namespace
