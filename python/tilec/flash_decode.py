@@ -54,7 +54,37 @@ _IN_FLIGHT_PER_SM = 40 * 1024
 _FIXED_BLOCKS = 2
 
 
-def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS):
+# With lengths per sequence (a cache_seqlens tensor, batch > 1) the host does
+# not know them (no read-back): the rule then also weighs lengths spread
+# evenly over 0..capacity (a serving batch), taking the count best for those
+# among the counts within this factor of the best for equal lengths.
+_SPREAD_TOLERANCE = 1.03
+# The spread model's tail: when lengths differ the programs do not end
+# together; the last one to start runs this fraction of a longest chunk
+# after the rest of the work is done.
+_SPREAD_TAIL = 0.5
+
+
+def _uniform_cost(programs, n_blocks, sms, saturating, s):
+    """cost(s) of num_splits_rule with every sequence at n_blocks."""
+    per = -(-n_blocks // s)
+    working = programs * -(-n_blocks // per)
+    return max(-(-working // sms), saturating) * (per + _FIXED_BLOCKS)
+
+
+def _spread_cost(programs, n_blocks, sms, saturating, s):
+    """cost(s) with the sequences' lengths spread evenly over 0..n_blocks:
+    the kernel cuts each sequence into s equal parts, so the work is
+    programs·(n/2 + s·_FIXED_BLOCKS), spread over the SMs, but no shorter
+    than the longest program (⌈n/s⌉ blocks at 1/saturating of an SM), plus
+    the tail (_SPREAD_TAIL of the longest program run after the rest)."""
+    per = -(-n_blocks // s)
+    work = programs * (n_blocks / 2 + s * _FIXED_BLOCKS)
+    return max(work / sms, saturating * (per + _FIXED_BLOCKS)) + _SPREAD_TAIL * saturating * per
+
+
+def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS, spread=False,
+                    tolerance=None):
     """The split count for num_splits=0: the one place the rule lives.
 
     A decode kernel is bound by HBM, so what a split count changes is how
@@ -63,7 +93,8 @@ def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS)
     blocks and programs·⌈n_blocks/per⌉ programs do work; the busiest SM runs
     c = ⌈working/sms⌉ of them. An SM moves bytes at full speed once
     `saturating` programs are resident on it (their copies in flight cover
-    the latency), at c/saturating of it below. So the time is
+    the latency), at c/saturating of it below. So with every sequence at
+    n_blocks the time is
 
         cost(s) = max(c, saturating) · (per + _FIXED_BLOCKS)
 
@@ -73,16 +104,26 @@ def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS)
     8 KV heads at 32k keys → 32 splits (256 programs, 2 per SM); 32 KV heads
     → 8; batch 16 × 8 KV heads at 8k → 2; batch 64 × 8 at 4k → 1. Compare
     num_splits_heuristic, flash_attn 2's rule, which counts wave efficiency
-    alone (29 splits in the first case: 100 SMs run two programs, 32 one)."""
-    cdiv = lambda a, b: -(-a // b)
-    best, best_cost = 1, None
-    for s in range(1, max(1, min(max_splits, n_blocks)) + 1):
-        per = cdiv(n_blocks, s)
-        working = programs * cdiv(n_blocks, per)
-        cost = max(cdiv(working, sms), saturating) * (per + _FIXED_BLOCKS)
-        if best_cost is None or cost < best_cost:
-            best, best_cost = s, cost
-    return best
+    alone (29 splits in the first case: 100 SMs run two programs, 32 one).
+
+    spread (lengths per sequence, unknown to the host, batch > 1): the
+    sequences may differ, and then the longest ones bound the time, not the
+    mean: with s splits the longest sequence's programs read ⌈n/s⌉ blocks
+    while the short ones finish early (run 25: batch 16 × 8 KV heads with
+    lengths uniform in 1k..32k ran 30% faster at 16 splits than at the 2 of
+    the equal-length cost). _spread_cost models lengths spread evenly over
+    0..n_blocks; the rule takes, among the counts whose equal-length cost is
+    within `tolerance` (_SPREAD_TOLERANCE) of the best, the one of least
+    spread cost, so equal lengths lose at most that factor. Batch 16 × 8 at
+    up to 32k → 9; batch 64 × 8 → 8; batch 16 × 8 at 8k → 3."""
+    counts = range(1, max(1, min(max_splits, n_blocks)) + 1)
+    uniform = {s: _uniform_cost(programs, n_blocks, sms, saturating, s) for s in counts}
+    if not spread:
+        return min(counts, key=lambda s: (uniform[s], s))
+    best = min(uniform.values())
+    tol = _SPREAD_TOLERANCE if tolerance is None else tolerance
+    near = [s for s in counts if uniform[s] <= tol * best]
+    return min(near, key=lambda s: (_spread_cost(programs, n_blocks, sms, saturating, s), s))
 
 
 def residency(block_m, block_n, stages, head_dim, elem_bytes=2):
@@ -177,16 +218,19 @@ class DecodePlan:
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
-                on_gpu=True, sms=_DEFAULT_SMS):
+                on_gpu=True, sms=_DEFAULT_SMS, per_batch=False):
     """Tiles and splits for a call (_decode_plan, cached: the split rule is a
-    loop over the candidate counts)."""
+    loop over the candidate counts). per_batch: cache_seqlens is a tensor
+    (lengths per sequence, unknown here), so num_splits=0 weighs spread
+    lengths too when batch > 1 (num_splits_rule's `spread`)."""
     return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
-                        on_gpu, sms, GPU_TILE, CPU_BLOCK_M)
+                        on_gpu, sms, GPU_TILE, CPU_BLOCK_M, bool(per_batch) and batch > 1,
+                        _SPREAD_TOLERANCE, _SPREAD_TAIL)
 
 
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
-                 gpu_tile, cpu_block_m):
+                 gpu_tile, cpu_block_m, spread, _tolerance, _tail):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
@@ -195,7 +239,9 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     largest power of two dividing the page size (pages of 16: four, each from
     its own page), so a block stays 64 keys at any page size. num_splits=0:
     num_splits_rule over the programs (batch × KV heads × row blocks) and the
-    capacity in key blocks."""
+    capacity in key blocks, `spread` when the lengths may differ (the
+    module's tolerance and tail are part of the cache key, so a bench that
+    sets them sees its own choice)."""
     rows_q = heads // heads_k * seqlen_q
     if on_gpu:
         block_m, block_n, stages = gpu_tile
@@ -211,7 +257,8 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     if num_splits == 0:
         n_blocks = max(1, -(-capacity // block_n))
         _, saturating = residency(block_m, block_n, stages, head_dim)
-        num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating)
+        num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating, spread=spread,
+                                     tolerance=_tolerance)
     num_splits = min(num_splits, _MAX_SPLITS)
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
                       max(1, block_m // 16), m_blocks, num_splits, page_block, stages)
@@ -611,9 +658,9 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, _) = key
+     device, _, _) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
-                       _sm_count(device))
+                       _sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
                                                           paged=page_size > 0, per_batch=per_batch))
     split = plan.num_splits > 1
@@ -727,7 +774,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         _FAST_PLANS = LaunchCache(_build_fast_plan)
     launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
                                                         page_size, num_splits, per_batch, window,
-                                                        softcap > 0, device, GPU_TILE)]
+                                                        softcap > 0, device, GPU_TILE, _SPREAD_TOLERANCE)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
@@ -811,7 +858,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         q = ops.contiguous(ops.transpose12(q))                    # (b, h, s, d)
         qb, qk, qr = heads * seqlen_q * head_dim, rows_q * head_dim, head_dim
     plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size if paged else 0,
-                       num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS)
+                       num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS, per_batch)
     m_blocks, num_splits = plan.m_blocks, plan.num_splits
     split = num_splits > 1
 
