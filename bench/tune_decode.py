@@ -21,7 +21,6 @@ The GPU host compiles through the CLI bundle (or prebuilt artifacts).
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -127,14 +126,15 @@ def case(name, args, tile, page):
         err = ((out - ref).norm() / ref.norm()).item()
     best = max(gbs, key=gbs.get) if gbs else None
     parts = kernel_us(call(0))
-    label = f"{name} ({batch}, {HEADS}/{heads_k}, {kv}){f' p{page}' if page else ''} tile {'x'.join(map(str, tile))}"
+    combine = "old" if fd.COMBINE_TILE is None else "x".join(map(str, fd.COMBINE_TILE))
+    label = (f"{name} ({batch}, {HEADS}/{heads_k}, {kv}){f' p{page}' if page else ''} tile {'x'.join(map(str, tile))}"
+             f" combine {combine}")
     print(f"{label}: rule {rule} -> {auto:,.0f} GB/s; best fixed {best}: {gbs.get(best, 0):,.0f} "
           f"(rule/best {auto / gbs[best]:.3f})" if best else f"{label}: rule {rule} -> {auto:,.0f}")
     print("    fixed: " + ", ".join(f"{s}: {g:,.0f}" for s, g in gbs.items()))
     print("    rule at tolerance " + ", ".join(f"{t}: {s} ({gbs.get(s, 0):,.0f})" for t, s in picks.items()))
     print("    kernels us/call: " + ", ".join(f"{n} {us:.1f}" for n, us in parts.items())
           + (f"; rel err vs f32 {err:.1e}" if kc is not None else ""), flush=True)
-    del k, v, q
     torch.cuda.empty_cache()
     return {"case": label, "rule": rule, "auto": auto, "best": best, "best_gbs": gbs.get(best), "gbs": gbs,
             "picks": picks, "kernels": parts, "err": err}
@@ -147,6 +147,8 @@ def main():
     parser.add_argument("--tiles", default="64x64x2", help="GPU tiles BMxBNxSTAGES, comma-separated")
     parser.add_argument("--pages", default="0", help="page sizes, comma-separated (0: contiguous)")
     parser.add_argument("--splits", default=",".join(map(str, SPLITS)))
+    parser.add_argument("--combines", default="64x32",
+                        help="combine tiles SPLITSxD (flash_combine_chunks) or 'old' (flash_combine), comma-separated")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help=f"cases {QUICK}, splits up to 32")
     parser.add_argument("--dry", action="store_true", help="no GPU: print the rule's picks (132 SMs)")
@@ -178,15 +180,17 @@ def main():
         return 0
     start = time.time()
     rows = []
-    for tile in args.tiles.split(","):
-        fd.GPU_TILE = tuple(int(x) for x in tile.lower().split("x"))
-        for page in (int(p) for p in args.pages.split(",")):
-            for name in names:
-                try:
-                    rows.append(case(name, args, fd.GPU_TILE, page))
-                except Exception as e:  # noqa: BLE001
-                    print(f"{name} tile {tile} page {page}: FAILED {type(e).__name__}: {e}", flush=True)
-    print(f"\n| case | rule | GB/s | best fixed | GB/s | rule/best | decode us | combine us |")
+    for combine in args.combines.split(","):
+        fd.COMBINE_TILE = None if combine == "old" else tuple(int(x) for x in combine.lower().split("x"))
+        for tile in args.tiles.split(","):
+            fd.GPU_TILE = tuple(int(x) for x in tile.lower().split("x"))
+            for page in (int(p) for p in args.pages.split(",")):
+                for name in names:
+                    try:
+                        rows.append(case(name, args, fd.GPU_TILE, page))
+                    except Exception as e:  # noqa: BLE001
+                        print(f"{name} tile {tile} page {page}: FAILED {type(e).__name__}: {e}", flush=True)
+    print("\n| case | rule | GB/s | best fixed | GB/s | rule/best | decode us | combine us |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ratio = r["auto"] / r["best_gbs"] if r["best_gbs"] else float("nan")

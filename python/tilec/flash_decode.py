@@ -658,7 +658,7 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, _, _) = key
+     device, _, _, _) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        _sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
@@ -667,10 +667,8 @@ def _build_fast_plan(key):
     combine = None
     if split:
         combine = combine_kernel().specialize(**combine_constexprs(dtype, head_dim)).launcher(device=device)
-    rows = heads
     return (kernel.launcher(device=device), combine, plan.num_splits,
-            (plan.num_splits, plan.m_blocks * heads_k, batch),
-            (rows, batch, 1))
+            (plan.num_splits, plan.m_blocks * heads_k, batch), combine_grid(heads, batch, head_dim))
 
 
 #: the call shape -> (decode launcher, combine launcher or None, splits, grid, combine grid).
@@ -774,7 +772,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         _FAST_PLANS = LaunchCache(_build_fast_plan)
     launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
                                                         page_size, num_splits, per_batch, window,
-                                                        softcap > 0, device, GPU_TILE, _SPREAD_TOLERANCE)]
+                                                        softcap > 0, device, GPU_TILE, _SPREAD_TOLERANCE,
+                                                        COMBINE_TILE)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
@@ -966,7 +965,7 @@ def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     kernel = combine_kernel().specialize(**consts)
     args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
             sout[0], sout[1], slse[0])
-    _launch(kernel, args, (rows, outer, 1), on_gpu)           # one program per row
+    _launch(kernel, args, combine_grid(rows, outer, head_dim), on_gpu)
 
 
 def _launch(kernel, args, grid, on_gpu):
@@ -987,10 +986,25 @@ def _launch(kernel, args, grid, on_gpu):
     kernel.run_cpu(*cpu, grid=grid)
 
 
+# The combine kernel: (SPLITS_TILE, D_TILE) of flash_combine_chunks (one
+# warp per (row, D_TILE features), partial outputs read split by split along
+# their contiguous features), or None for flash_combine (four warps per row,
+# a (d, 64 splits) tile read a split stride apart). A module setting so that
+# bench/tune_decode.py --combine can compare them.
+COMBINE_TILE = (64, 32)
+
+
 def combine_constexprs(dtype, head_dim):
     """The combine kernel's constexprs for an output dtype and head_dim."""
-    return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
-                HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4)
+    dt = {"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
+    if COMBINE_TILE is None:
+        return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4)
+    return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=COMBINE_TILE[0], D_TILE=COMBINE_TILE[1], NUM_WARPS=1)
+
+
+def combine_grid(rows, outer, head_dim):
+    """The combine kernel's grid: a program per row (and D_TILE features)."""
+    return (rows, outer, 1 if COMBINE_TILE is None else -(-head_dim // COMBINE_TILE[1]))
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
@@ -1080,6 +1094,7 @@ def decode_kernel():
 
 def combine_kernel():
     """The @tilec.jit combine kernel (kernels/flash_combine.py)."""
-    if "combine" not in _kernels:
-        _kernels["combine"] = _load_kernel("flash_combine").flash_combine
-    return _kernels["combine"]
+    name = "flash_combine" if COMBINE_TILE is None else "flash_combine_chunks"
+    if name not in _kernels:
+        _kernels[name] = getattr(_load_kernel("flash_combine"), name)
+    return _kernels[name]

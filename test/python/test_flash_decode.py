@@ -278,6 +278,36 @@ def test_split_rule_with_spread_lengths_follows_the_longest():
     assert plan(16, False) == 2 and plan(16, True) >= 8
     assert plan(1, True) == plan(1, False) == 32
 
+
+@needs_cpu
+@pytest.mark.parametrize("tile,d", [(None, 40), ((64, 32), 12), ((64, 32), 72), ((16, 64), 256), ((64, 32), 4),
+                                    ((16, 32), 128)])
+def test_combine_kernels_and_tiles(tile, d, monkeypatch):
+    """Both combine kernels (COMBINE_TILE None: flash_combine; else
+    flash_combine_chunks with its (splits, features) tile), head dims below,
+    across and at a multiple of the feature tile, splits past one split tile,
+    empty splits and a row no split saw, against float64."""
+    from tilec import flash_decode as fd
+
+    monkeypatch.setattr(fd, "COMBINE_TILE", tile)
+    rng = np.random.default_rng()
+    s, b, n, h = 37, 2, 2, 3
+    o_part = rng.standard_normal((s, b, n, h, d)).astype(np.float32)
+    l_part = (rng.standard_normal((s, b, n, h)) * 4).astype(np.float32)
+    l_part[::5, 0, 1, 1] = -np.inf
+    l_part[:, 1, 0, 2] = -np.inf
+    w = np.exp(l_part.astype(np.float64) - np.where(np.isfinite(l_part), l_part, -1e30).max(0))
+    total = w.sum(0)
+    seen = total > 0
+    ref = np.einsum("sbnh,sbnhd->bnhd", w, o_part) / np.where(seen, total, 1)[..., None]
+    ref_lse = np.where(seen, np.log(np.where(seen, total, 1)) + np.where(np.isfinite(l_part), l_part,
+                                                                         -1e30).max(0), np.inf)
+    out, lse = tilec.flash_attn_combine(o_part, l_part)
+    assert rel_err(out, ref) < 1e-6
+    np.testing.assert_array_equal(out[1, 0, 2], 0)
+    assert lse[1, 0, 2] == np.inf
+    assert np.abs(lse[seen] - ref_lse[seen]).max() < 1e-5
+
 @needs_cpu
 def test_combine_of_more_splits_than_one_lse_tile():
     """130 splits (more than two of the combine's 64-split tiles, not a
