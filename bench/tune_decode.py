@@ -106,10 +106,12 @@ def case(name, args, tile, page):
         fd._SPREAD_TOLERANCE = saved
     rule = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms, per_batch=True).num_splits
     counts = sorted(set(args.splits) | set(picks.values()))
-    gbs = {}
+    gbs, per_split = {}, {}
     for s in counts:
         try:
             gbs[s] = gbytes / (median_ms(call(s), args.iters, 3) * 1e-3)
+            if args.kernels:
+                per_split[s] = kernel_us(call(s), 5)
         except Exception as e:  # noqa: BLE001 - report and go on
             print(f"  {name} splits {s}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     auto = gbytes / (median_ms(call(0), args.iters, 3) * 1e-3)
@@ -133,6 +135,9 @@ def case(name, args, tile, page):
           f"(rule/best {auto / gbs[best]:.3f})" if best else f"{label}: rule {rule} -> {auto:,.0f}")
     print("    fixed: " + ", ".join(f"{s}: {g:,.0f}" for s, g in gbs.items()))
     print("    rule at tolerance " + ", ".join(f"{t}: {s} ({gbs.get(s, 0):,.0f})" for t, s in picks.items()))
+    if per_split:
+        print("    decode/combine us by splits: " + ", ".join(
+            f"{s}: {k.get('decode', 0):.1f}/{k.get('combine', 0):.1f}" for s, k in per_split.items()))
     print("    kernels us/call: " + ", ".join(f"{n} {us:.1f}" for n, us in parts.items())
           + (f"; rel err vs f32 {err:.1e}" if kc is not None else ""), flush=True)
     torch.cuda.empty_cache()
@@ -150,6 +155,8 @@ def main():
     parser.add_argument("--combines", default="64x32",
                         help="combine tiles SPLITSxD (flash_combine_chunks) or 'old' (flash_combine), comma-separated")
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--kernels", action="store_true",
+                        help="also the decode and combine kernel times (torch.profiler) at every split count")
     parser.add_argument("--quick", action="store_true", help=f"cases {QUICK}, splits up to 32")
     parser.add_argument("--dry", action="store_true", help="no GPU: print the rule's picks (132 SMs)")
     args = parser.parse_args()
