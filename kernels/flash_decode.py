@@ -20,7 +20,7 @@ SOFTCAP scores are softcap·tanh(scale·q·k / softcap); ALiBi then adds
 −slope·|s + seqlen_k − seqlen_q − j| (slopes per packed row). The formulas
 are kernels/flash_fwd.py's.
 
-Paged KV: a key block of BLOCK_N keys is NSUB = BLOCK_N / PAGE_BLOCK sub-tiles
+Paged KV: a key block of BLOCK_N keys is NSUB = BLOCK_N / PAGE_BLOCK (≤ 8) sub-tiles
 of PAGE_BLOCK rows (the largest power of two ≤ BLOCK_N dividing the page
 size), each read from its own page (one block-table entry each, so pages of
 16 feed 64-key blocks: every copy stays a 16-byte chunk per row, and the
@@ -193,6 +193,19 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                 k3, v3 = _page_tiles(k, v, block_table, bt_row, col0 + 3 * N, key_end, cache_slots,
                                      stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
                                      PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+            if NSUB >= 8:
+                k4, v4 = _page_tiles(k, v, block_table, bt_row, col0 + 4 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+                k5, v5 = _page_tiles(k, v, block_table, bt_row, col0 + 5 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+                k6, v6 = _page_tiles(k, v, block_table, bt_row, col0 + 6 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+                k7, v7 = _page_tiles(k, v, block_table, bt_row, col0 + 7 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
         else:
             k0 = tl.load(kv, (col0, 0), (BLOCK_N, D))
             v0 = tl.load(vv, (col0, 0), (BLOCK_N, D))
@@ -209,6 +222,17 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
             s3 = _scores(qt, k3, col0 + 3 * N, diag, slope, seqlen_k, window_left, window_right, scale,
                          softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
             m_new = tl.maximum(m_new, tl.maximum(tl.max(s2, 1), tl.max(s3, 1)))
+        if NSUB >= 8:
+            s4 = _scores(qt, k4, col0 + 4 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            s5 = _scores(qt, k5, col0 + 5 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            s6 = _scores(qt, k6, col0 + 6 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            s7 = _scores(qt, k7, col0 + 7 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            m_new = tl.maximum(m_new, tl.maximum(tl.maximum(tl.max(s4, 1), tl.max(s5, 1)),
+                                                 tl.maximum(tl.max(s6, 1), tl.max(s7, 1))))
         alpha = tl.exp(m - m_new)
         p0 = tl.exp(s0 - m_new[:, None])
         l = l * alpha + tl.sum(p0, 1)
@@ -222,6 +246,14 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
             p3 = tl.exp(s3 - m_new[:, None])
             l = l + tl.sum(p2, 1) + tl.sum(p3, 1)
             acc = tl.dot(p3.to(DTYPE), v3, tl.dot(p2.to(DTYPE), v2, acc))
+        if NSUB >= 8:
+            p4 = tl.exp(s4 - m_new[:, None])
+            p5 = tl.exp(s5 - m_new[:, None])
+            p6 = tl.exp(s6 - m_new[:, None])
+            p7 = tl.exp(s7 - m_new[:, None])
+            l = l + tl.sum(p4, 1) + tl.sum(p5, 1) + tl.sum(p6, 1) + tl.sum(p7, 1)
+            acc = tl.dot(p5.to(DTYPE), v5, tl.dot(p4.to(DTYPE), v4, acc))
+            acc = tl.dot(p7.to(DTYPE), v7, tl.dot(p6.to(DTYPE), v6, acc))
         m = m_new
     seen = l > 0.0
     ov = tl.view(o + (split * stride_osplit + b * stride_ob + hk * stride_ok), (rows_q, HEAD_DIM),

@@ -235,7 +235,7 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
     still share the K/V copies, and a decode kernel is bound by those). Key
-    blocks are 64 keys; with pages, a block is up to 4 sub-tiles of the
+    blocks are 64 keys; with pages, a block is up to 8 sub-tiles of the
     largest power of two dividing the page size (pages of 16: four, each from
     its own page), so a block stays 64 keys at any page size. num_splits=0:
     num_splits_rule over the programs (batch × KV heads × row blocks) and the
@@ -251,7 +251,7 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     page_block = 0
     if page_size:
         page_block = min(block_n, page_size & -page_size)
-        while block_n > 4 * page_block:      # the kernel reads up to 4 sub-tiles per block
+        while block_n > 8 * page_block:      # the kernel reads up to 8 sub-tiles per block
             block_n //= 2
     m_blocks = -(-rows_q // block_m)
     if num_splits == 0:

@@ -951,6 +951,29 @@ def test_gqa_ratios_with_draft_tokens(heads, heads_k):
         check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
 
 
+
+@needs_cpu
+@pytest.mark.parametrize("tile,page,nsub", [((64, 128, 1), 16, 8), ((16, 128, 2), 32, 4), ((32, 64, 2), 16, 4)])
+def test_gpu_tiles_with_pages(monkeypatch, tile, page, nsub):
+    """Other GPU tiles (bench/tune_decode.py --tiles) on pages: 128-key
+    blocks of eight 16-key page sub-tiles (or four of 32), one stage or two,
+    lengths at and around page and block edges, split and not."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "GPU_TILE", tile)
+    plan = flash_decode.decode_plan(3, 1, 8, 2, 32, 512, page, 0, False, 132)
+    assert (plan.block_n, plan.block_n // plan.page_block, plan.num_stages) == (tile[1], nsub, tile[2])
+    rng = np.random.default_rng()
+    lens = [page - 1, 129, 300]
+    keys = [f16(rng, n, 2, 32) for n in lens]
+    values = [f16(rng, n, 2, 32) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page)
+    q = f16(rng, 3, 1, 8, 32)
+    for splits in (1, 3):
+        out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                                 block_table=table, num_splits=splits, return_softmax_lse=True)
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(32)))
+
 @needs_cpu
 @pytest.mark.parametrize("num_splits", [1, 2, 7, 40, 128])
 def test_split_counts_one_to_many(num_splits):
