@@ -130,7 +130,7 @@ def case(name, args, tile, page):
     parts = kernel_us(call(0))
     combine = "old" if fd.COMBINE_TILE is None else "x".join(map(str, fd.COMBINE_TILE))
     label = (f"{name} ({batch}, {HEADS}/{heads_k}, {kv}){f' p{page}' if page else ''} tile {'x'.join(map(str, tile))}"
-             f" combine {combine}")
+             f" combine {combine}" + (f" chunks {fd.SPLIT_CHUNKS}" if fd.SPLIT_CHUNKS != "length" else ""))
     print(f"{label}: rule {rule} -> {auto:,.0f} GB/s; best fixed {best}: {gbs.get(best, 0):,.0f} "
           f"(rule/best {auto / gbs[best]:.3f})" if best else f"{label}: rule {rule} -> {auto:,.0f}")
     print("    fixed: " + ", ".join(f"{s}: {g:,.0f}" for s, g in gbs.items()))
@@ -152,6 +152,9 @@ def main():
     parser.add_argument("--tiles", default="64x64x2", help="GPU tiles BMxBNxSTAGES, comma-separated")
     parser.add_argument("--pages", default="0", help="page sizes, comma-separated (0: contiguous)")
     parser.add_argument("--splits", default=",".join(map(str, SPLITS)))
+    parser.add_argument("--chunks", default="length",
+                        help="SPLIT_CHUNKS values, comma-separated: length (each sequence cut by its own length), "
+                             "capacity (by the capacity: short sequences in fewer programs)")
     parser.add_argument("--combines", default="64x32",
                         help="combine tiles SPLITSxD (flash_combine_chunks) or 'old' (flash_combine), comma-separated")
     parser.add_argument("--iters", type=int, default=20)
@@ -187,8 +190,9 @@ def main():
         return 0
     start = time.time()
     rows = []
-    for combine in args.combines.split(","):
+    for combine, chunks in ((c, k) for c in args.combines.split(",") for k in args.chunks.split(",")):
         fd.COMBINE_TILE = None if combine == "old" else tuple(int(x) for x in combine.lower().split("x"))
+        fd.SPLIT_CHUNKS = chunks
         for tile in args.tiles.split(","):
             fd.GPU_TILE = tuple(int(x) for x in tile.lower().split("x"))
             for page in (int(p) for p in args.pages.split(",")):

@@ -47,10 +47,11 @@ _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
-          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, **_):
+          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, CHUNKS="length", **_):
     flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_softcap", SOFTCAP), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
-                                    ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD)) if on)
+                                    ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD),
+                                    ("_capchunks", CHUNKS == "capacity")) if on)
     stages = f"s{NUM_STAGES}" if NUM_STAGES != 2 else ""
     return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}{stages}_q{QPOS}{flags}"
 
@@ -112,7 +113,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  ALIBI: tl.constexpr = False, SOFTCAP: tl.constexpr = False, PAGED: tl.constexpr = False,
                  PAGE_SIZE: tl.constexpr = 64, PAGE_BLOCK: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
-                 QPOS: tl.constexpr = "mod",
+                 QPOS: tl.constexpr = "mod", CHUNKS: tl.constexpr = "length",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
                  NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages):
     tl.assume(scale > 0)
@@ -157,7 +158,13 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     if WINDOW:
         n_lo = tl.maximum(seqlen_k - seqlen_q - window_left, 0) // BLOCK_N
         n_hi = tl.minimum(n_hi, tl.maximum(tl.cdiv(seqlen_k + window_right, BLOCK_N), 0))
-    per_split = tl.cdiv(tl.maximum(n_hi - n_lo, 0), num_splits)
+    # CHUNKS "length": the sequence's blocks cut into num_splits equal
+    # ranges; "capacity": ranges of ⌈capacity blocks / num_splits⌉ for every
+    # sequence, so a short one works in fewer programs (the rest see nothing).
+    if CHUNKS == "capacity" and not WINDOW:
+        per_split = tl.cdiv(tl.cdiv(capacity, BLOCK_N), num_splits)
+    else:
+        per_split = tl.cdiv(tl.maximum(n_hi - n_lo, 0), num_splits)
     j_lo = n_lo + split * per_split
     j_hi = tl.minimum(j_lo + per_split, n_hi)
     # The views end with the split: the prefetch of block j_hi (tile-pipeline

@@ -35,6 +35,13 @@ _DEFAULT_SMS = 132
 # A window side of -1 (unbounded) reaches the kernel as this many keys.
 _UNBOUNDED = 1 << 30
 
+# With lengths per sequence (batch > 1): how the decode kernel cuts a
+# sequence's keys into the splits (its CHUNKS): "length", each sequence's own
+# blocks in num_splits equal ranges; "capacity", ranges of ⌈capacity /
+# num_splits⌉ blocks for every sequence (short ones in fewer programs). A
+# module setting so that bench/tune_decode.py --chunks can compare them.
+SPLIT_CHUNKS = "length"
+
 # The GPU plan's tile: (BLOCK_M, BLOCK_N, NUM_STAGES); warps = BLOCK_M / 16.
 # A module setting so that bench/bench_decode.py --tile can sweep it.
 GPU_TILE = (64, 64, 2)
@@ -200,6 +207,7 @@ class DecodePlan:
     num_splits: int
     page_block: int = 0     # paged: keys per sub-tile (one page's share of a block)
     num_stages: int = 2
+    chunks: str = "length"  # the kernel's CHUNKS: how a split's key range is cut
 
     def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
                    per_batch=False, batch_idx=False, leftpad=False):
@@ -214,7 +222,7 @@ class DecodePlan:
                     PAGE_BLOCK=self.page_block if paged else 64,
                     PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
                     QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps,
-                    NUM_STAGES=self.num_stages)
+                    NUM_STAGES=self.num_stages, **({"CHUNKS": self.chunks} if self.chunks != "length" else {}))
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
@@ -225,12 +233,12 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
     lengths too when batch > 1 (num_splits_rule's `spread`)."""
     return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
                         on_gpu, sms, GPU_TILE, CPU_BLOCK_M, bool(per_batch) and batch > 1,
-                        _SPREAD_TOLERANCE, _SPREAD_TAIL)
+                        _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS)
 
 
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
-                 gpu_tile, cpu_block_m, spread, _tolerance, _tail):
+                 gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
@@ -260,8 +268,9 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
         num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating, spread=spread,
                                      tolerance=_tolerance)
     num_splits = min(num_splits, _MAX_SPLITS)
+    chunks = SPLIT_CHUNKS if spread and num_splits > 1 else "length"
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
-                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages)
+                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages, chunks)
 
 
 def _sm_count(device):
@@ -658,7 +667,7 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, _, _, _) = key
+     device, _, _, _, _) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        _sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
@@ -773,7 +782,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
                                                         page_size, num_splits, per_batch, window,
                                                         softcap > 0, device, GPU_TILE, _SPREAD_TOLERANCE,
-                                                        COMBINE_TILE)]
+                                                        COMBINE_TILE, SPLIT_CHUNKS)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),

@@ -974,6 +974,36 @@ def test_gpu_tiles_with_pages(monkeypatch, tile, page, nsub):
                                                  block_table=table, num_splits=splits, return_softmax_lse=True)
         check(out, lse, *reference(q, keys, values, 1 / math.sqrt(32)))
 
+
+@needs_cpu
+@pytest.mark.parametrize("chunks", ["length", "capacity"])
+@pytest.mark.parametrize("paged", [False, True])
+def test_split_chunks_of_mixed_lengths(monkeypatch, chunks, paged):
+    """SPLIT_CHUNKS: each sequence's keys cut into num_splits ranges of its
+    own length, or of the capacity (short sequences in fewer programs, the
+    others empty), lengths 0 .. capacity in one batch, causal draft tokens."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "SPLIT_CHUNKS", chunks)
+    rng = np.random.default_rng()
+    lens, d = [0, 3, 64, 65, 200, 450], 32
+    if chunks == "capacity":
+        assert flash_decode.decode_plan(6, 2, 8, 2, d, 512, 0, 5, False, 132, True).chunks == "capacity"
+    keys = [f16(rng, n, 2, d) for n in lens]
+    values = [f16(rng, n, 2, d) for n in lens]
+    if paged:
+        kc, vc, table = paged_pool(rng, keys, values, 32, width=16)
+    else:
+        kc, vc, table = f16(rng, 6, 512, 2, d), f16(rng, 6, 512, 2, d), None
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = keys[b], values[b]
+    q = f16(rng, 6, 2, 8, d)
+    for splits in (0, 5, 16):
+        out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                                 block_table=table, causal=True, num_splits=splits,
+                                                 return_softmax_lse=True)
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
+
 @needs_cpu
 @pytest.mark.parametrize("num_splits", [1, 2, 7, 40, 128])
 def test_split_counts_one_to_many(num_splits):
