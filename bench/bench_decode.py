@@ -313,10 +313,11 @@ def fmt(row, column):
     return str(value)
 
 
-def markdown(rows, ceiling, pages, tile):
+def markdown(rows, ceiling, pages, tile, paged_tile=None):
     cols = columns(pages)
     lines = [f"Effective bandwidth, GB/s (K+V bytes / time); device copy ceiling {ceiling:,.0f} GB/s; "
-             f"GPU tile {'x'.join(map(str, tile))} (BLOCK_M x BLOCK_N x stages).",
+             f"GPU tile {'x'.join(map(str, tile))} (BLOCK_M x BLOCK_N x stages)"
+             + (f", {'x'.join(map(str, paged_tile))} for pages of < 64" if paged_tile else "") + ".",
              "", "| " + " | ".join(cols) + " |",
              "|" + "|".join("---" if c == "case" else "---:" for c in cols) + "|"]
     lines += ["| " + " | ".join(fmt(r, c) for c in cols) + " |" for r in rows]
@@ -338,7 +339,9 @@ def main():
     parser.add_argument("--pages", default=",".join(map(str, PAGES)),
                         help="page sizes of the paged columns (comma-separated; '' for none)")
     parser.add_argument("--sweep-page", type=int, default=0, help="sweep num_splits on pages of this size")
-    parser.add_argument("--tile", default=None, help="GPU tile BLOCK_MxBLOCK_NxSTAGES (default 64x64x2)")
+    parser.add_argument("--tile", default=None, help="GPU tile BLOCK_MxBLOCK_NxSTAGES for every case "
+                        "(default: GPU_TILE 64x64x2, PAGED_TILE 16x64x2 for pages of < 64)")
+    parser.add_argument("--paged-tile", default=None, help="PAGED_TILE (pages of < 64 keys), or 'none'")
     args = parser.parse_args()
     args.pages = tuple(int(p) for p in args.pages.split(",") if p)
     from tilec import flash_decode
@@ -346,6 +349,10 @@ def main():
     if args.tile:
         bm, bn, st = (int(x) for x in args.tile.lower().split("x"))
         flash_decode.GPU_TILE = (bm, bn, st)
+        flash_decode.PAGED_TILE = None
+    if args.paged_tile:
+        flash_decode.PAGED_TILE = (None if args.paged_tile == "none" else
+                                   tuple(int(x) for x in args.paged_tile.lower().split("x")))
     if args.build:
         return build(args.build, args.arch, [a for a in args.extra_sass.split(",") if a],
                      args.pages + ((args.sweep_page,) if args.sweep_page else ()))
@@ -370,7 +377,7 @@ def main():
     for case in QUICK if args.quick else CASES:
         rows.append(bench_case(*case, args, flex, failures))
         print("  " + " | ".join(fmt(rows[-1], c) for c in columns(args.pages)), flush=True)
-    table = markdown(rows, ceiling, args.pages, flash_decode.GPU_TILE)
+    table = markdown(rows, ceiling, args.pages, flash_decode.GPU_TILE, flash_decode.PAGED_TILE)
     print(table)
     if args.record:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -15,7 +15,8 @@ the rule's call (torch.profiler: decode, combine, append kernels, us).
     python3 bench/tune_decode.py --tiles 64x64x2,32x64x2,16x64x2,64x128x1 --cases gqa-b1,mixed
     python3 bench/tune_decode.py --quick                  # 4 cases, splits 1..32
 
-Tiles are GPU_TILE (BLOCK_M x BLOCK_N x stages; python/tilec/flash_decode.py).
+Tiles are GPU_TILE / PAGED_TILE (BLOCK_M x BLOCK_N x stages; python/tilec/flash_decode.py);
+the printed tile is the plan's.
 The GPU host compiles through the CLI bundle (or prebuilt artifacts).
 """
 
@@ -67,7 +68,18 @@ def kernel_us(fn, calls=10):
     return out
 
 
-def case(name, args, tile, page):
+def set_tile(fd, tile):
+    """GPU_TILE and PAGED_TILE: `tile` for both, or the module's defaults."""
+    if not hasattr(set_tile, "defaults"):
+        set_tile.defaults = (fd.GPU_TILE, fd.PAGED_TILE)
+    if tile == "default":
+        fd.GPU_TILE, fd.PAGED_TILE = set_tile.defaults
+    else:
+        fd.GPU_TILE = tuple(int(x) for x in tile.lower().split("x"))
+        fd.PAGED_TILE = None
+
+
+def case(name, args, page):
     import torch
 
     import tilec
@@ -104,7 +116,8 @@ def case(name, args, tile, page):
                                         per_batch=True).num_splits
     finally:
         fd._SPREAD_TOLERANCE = saved
-    rule = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms, per_batch=True).num_splits
+    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms, per_batch=True)
+    rule, tile = plan.num_splits, (plan.block_m, plan.block_n, plan.num_stages)
     counts = sorted(set(args.splits) | set(picks.values()))
     gbs, per_split = {}, {}
     for s in counts:
@@ -149,7 +162,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default="all", help=f"comma-separated names or groups: {list(CASES)}, "
                         f"{list(GROUPS)}, all")
-    parser.add_argument("--tiles", default="64x64x2", help="GPU tiles BMxBNxSTAGES, comma-separated")
+    parser.add_argument("--tiles", default="default",
+                        help="GPU tiles BMxBNxSTAGES, comma-separated, each used for every case (GPU_TILE and "
+                             "PAGED_TILE); 'default': the module's (PAGED_TILE for pages of < 64)")
     parser.add_argument("--pages", default="0", help="page sizes, comma-separated (0: contiguous)")
     parser.add_argument("--splits", default=",".join(map(str, SPLITS)))
     parser.add_argument("--chunks", default="length",
@@ -175,7 +190,7 @@ def main():
         from bench_decode import lengths
 
         for tile in args.tiles.split(","):
-            fd.GPU_TILE = tuple(int(x) for x in tile.lower().split("x"))
+            set_tile(fd, tile)
             for page in (int(p) for p in args.pages.split(",")):
                 for name in names:
                     batch, heads_k, kv = CASES[name]
@@ -186,7 +201,9 @@ def main():
                         fd._SPREAD_TOLERANCE = tol
                         picks[tol] = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, 132,
                                                     per_batch=True).num_splits
-                    print(f"{name} tile {tile} page {page}: splits by tolerance {picks}")
+                    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, 132, per_batch=True)
+                    print(f"{name} tile {plan.block_m}x{plan.block_n}x{plan.num_stages} page {page}: "
+                          f"splits by tolerance {picks}")
         return 0
     start = time.time()
     rows = []
@@ -194,11 +211,11 @@ def main():
         fd.COMBINE_TILE = None if combine == "old" else tuple(int(x) for x in combine.lower().split("x"))
         fd.SPLIT_CHUNKS = chunks
         for tile in args.tiles.split(","):
-            fd.GPU_TILE = tuple(int(x) for x in tile.lower().split("x"))
+            set_tile(fd, tile)
             for page in (int(p) for p in args.pages.split(",")):
                 for name in names:
                     try:
-                        rows.append(case(name, args, fd.GPU_TILE, page))
+                        rows.append(case(name, args, page))
                     except Exception as e:  # noqa: BLE001
                         print(f"{name} tile {tile} page {page}: FAILED {type(e).__name__}: {e}", flush=True)
     print("\n| case | rule | GB/s | best fixed | GB/s | rule/best | decode us | combine us |")

@@ -45,17 +45,27 @@ SPLIT_CHUNKS = "length"
 # The GPU plan's tile: (BLOCK_M, BLOCK_N, NUM_STAGES); warps = BLOCK_M / 16.
 # A module setting so that bench/bench_decode.py --tile can sweep it.
 GPU_TILE = (64, 64, 2)
+# The tile for caches in pages smaller than a key block (a block of page
+# sub-tiles) when the packed rows fit its 16: one warp, three programs per SM
+# (session 8 run 2, GQA 32/8 pages of 16: 2,832 GB/s at batch 1, 3,814 for
+# batch 16 of mixed lengths, against 1,850-2,330 for 64-row tiles: each
+# block's page lookups and sub-tile address math run after the wait for the
+# block before, and a third program's copies keep the SM's bytes in flight
+# meanwhile). None: GPU_TILE.
+PAGED_TILE = (16, 64, 2)
 
 # What the split rule knows of an SM (H100/H200; sm_80 code): shared memory
 # and registers per SM, the registers per thread the decode kernel takes at
 # d128 (ptxas: 208 at 64 rows), and the bytes of K/V copies that must be in
-# flight per SM to cover HBM latency (Little's law: ~4 TB/s × ~1.3 µs over
-# 132 SMs; the usual 40 KB).
+# flight per SM to cover HBM latency: Little's law says ~4.7 TB/s × ~1.8 µs
+# (one block's round trip under load) over 132 SMs = 64 KB, and run 2 of
+# session 8 found three programs of 32 KB per SM best where they fit (the
+# 16-row tile: 48 splits at batch 1 × 8 KV heads, not 32), so 96 KB.
 _SMEM_PER_SM = 228 * 1024
 _SMEM_PER_CTA_RESERVED = 1024
 _REGS_PER_SM = 65536
 _REGS_PER_THREAD = 208
-_IN_FLIGHT_PER_SM = 40 * 1024
+_IN_FLIGHT_PER_SM = 96 * 1024
 # A program's fixed cost in key blocks: its Q load and the first block's
 # latency (nothing overlaps them), the epilogue and its share of the combine.
 _FIXED_BLOCKS = 2
@@ -232,8 +242,18 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
     (lengths per sequence, unknown here), so num_splits=0 weighs spread
     lengths too when batch > 1 (num_splits_rule's `spread`)."""
     return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
-                        on_gpu, sms, GPU_TILE, CPU_BLOCK_M, bool(per_batch) and batch > 1,
+                        on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size), CPU_BLOCK_M,
+                        bool(per_batch) and batch > 1,
                         _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS)
+
+
+def _gpu_tile(rows_q, page_size):
+    """GPU_TILE, or PAGED_TILE for pages smaller than its key block when the
+    packed rows fit PAGED_TILE's."""
+    if (PAGED_TILE is not None and page_size and (page_size & -page_size) < GPU_TILE[1]
+            and rows_q <= PAGED_TILE[0]):
+        return PAGED_TILE
+    return GPU_TILE
 
 
 @functools.lru_cache(maxsize=1024)
@@ -781,7 +801,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         _FAST_PLANS = LaunchCache(_build_fast_plan)
     launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
                                                         page_size, num_splits, per_batch, window,
-                                                        softcap > 0, device, GPU_TILE, _SPREAD_TOLERANCE,
+                                                        softcap > 0, device, (GPU_TILE, PAGED_TILE), _SPREAD_TOLERANCE,
                                                         COMBINE_TILE, SPLIT_CHUNKS)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:

@@ -952,6 +952,24 @@ def test_gqa_ratios_with_draft_tokens(heads, heads_k):
 
 
 
+
+def test_paged_tile_for_small_pages():
+    """PAGED_TILE (16 rows, one warp) on pages smaller than GPU_TILE's key
+    block when the packed rows fit 16; GPU_TILE otherwise; the split rule
+    counts its three programs per SM (48 splits for 8 KV heads at 32k)."""
+    from tilec import flash_decode as fd
+
+    plan = lambda heads, heads_k, seqlen_q, page: fd.decode_plan(1, seqlen_q, heads, heads_k, 128, 32768, page,
+                                                                 0, True, 132)
+    assert fd.residency(16, 64, 2, 128) == (3, 3) and fd.residency(64, 64, 2, 128) == (2, 2)
+    p = plan(32, 8, 1, 16)
+    assert (p.block_m, p.block_n, p.num_warps, p.page_block) == (16, 64, 1, 16)
+    assert 44 <= p.num_splits <= 49                      # 3 programs per SM, not 2
+    assert plan(32, 8, 1, 32).block_m == 16
+    assert plan(32, 8, 1, 64).block_m == 64 and plan(32, 8, 1, 256).block_m == 64 and plan(32, 8, 1, 0).block_m == 64
+    assert plan(32, 1, 1, 16).block_m == 64                # 32 packed rows: GPU_TILE
+    assert plan(32, 8, 4, 16).block_m == 16 and plan(32, 8, 5, 16).block_m == 64
+
 @needs_cpu
 @pytest.mark.parametrize("tile,page,nsub", [((64, 128, 1), 16, 8), ((16, 128, 2), 32, 4), ((32, 64, 2), 16, 4)])
 def test_gpu_tiles_with_pages(monkeypatch, tile, page, nsub):
@@ -961,6 +979,7 @@ def test_gpu_tiles_with_pages(monkeypatch, tile, page, nsub):
     from tilec import flash_decode
 
     monkeypatch.setattr(flash_decode, "GPU_TILE", tile)
+    monkeypatch.setattr(flash_decode, "PAGED_TILE", None)
     plan = flash_decode.decode_plan(3, 1, 8, 2, 32, 512, page, 0, False, 132)
     assert (plan.block_n, plan.block_n // plan.page_block, plan.num_stages) == (tile[1], nsub, tile[2])
     rng = np.random.default_rng()
