@@ -718,11 +718,13 @@ needs_native = pytest.mark.skipif(not HAVE_NATIVE, reason="the _tilec extension 
 @pytest.mark.parametrize("features", [{}, {"paged": True, "causal": True, "per_batch": True},
                                       {"window": True, "alibi": True, "softcap": True, "per_batch": True}])
 def test_decode_and_combine_compile_for_the_gpu(features):
-    """The GPU plan's kernels (64-row tile, 4 warps, split) lower to PTX."""
+    """The GPU plan's kernels (64-row tile, 4 warps, split; pages of 16: the
+    16-row tile, one warp) lower to PTX."""
     from tilec import flash_decode as fd
 
     plan = fd.decode_plan(1, 1, 32, 8, 128, 4096, 16 if features.get("paged") else 0, 0, True, 132)
-    assert plan.num_splits > 1 and plan.block_m == 64 and plan.num_warps == 4
+    tile = (16, 1) if features.get("paged") else (64, 4)
+    assert plan.num_splits > 1 and (plan.block_m, plan.num_warps) == tile
     kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", **features))
     assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
     combine = fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", 128))
