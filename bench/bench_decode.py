@@ -95,7 +95,8 @@ def kernels_for(batch, heads_k, kv, pages=PAGES):
         capacity = -(-cap // page) * page if page else cap
         fa2 = fd.num_splits_heuristic(batch * heads_k, 2 * H200_SMS, max(1, -(-capacity // 128)))
         for splits in (0, fa2) + SWEEP:
-            plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, splits, True, H200_SMS)
+            plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, splits, True, H200_SMS,
+                                  per_batch=True)
             out.append(fd.decode_kernel().specialize(**plan.constexprs(
                 "bfloat16", paged=bool(page), per_batch=True)))
     out.append(fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", D)))
@@ -265,7 +266,7 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     page = args.sweep_page
     capacity = -(-cap // page) * page if page else cap
-    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms)
+    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms, per_batch=True)
     row["auto"] = plan.num_splits
     row["fa2"] = fd.num_splits_heuristic(batch * heads_k * plan.m_blocks, 2 * sms, max(1, -(-capacity // 128)))
     if not args.no_sweep:

@@ -82,11 +82,20 @@ _SPREAD_TOLERANCE = 1.03
 _SPREAD_TAIL = 0.5
 
 
-def _uniform_cost(programs, n_blocks, sms, saturating, s):
-    """cost(s) of num_splits_rule with every sequence at n_blocks."""
+def _uniform_cost(programs, n_blocks, sms, saturating, s, resident=None):
+    """cost(s) of num_splits_rule with every sequence at n_blocks: the
+    busiest SM's c programs run in waves of `resident`; a wave of a programs
+    of per + _FIXED_BLOCKS blocks each takes a·(per + F)·saturating / min(a,
+    saturating) (below `saturating` programs an SM runs at a/saturating of
+    full speed), so a last wave of fewer programs costs nearly a full one
+    (session 8 run 3: batch 16 × 8 KV heads at 8k, 64-row tile: 3 splits,
+    384 programs on 264 slots, 3,201 GB/s, 2 splits 4,070, 4 splits 3,932)."""
     per = -(-n_blocks // s)
     working = programs * -(-n_blocks // per)
-    return max(-(-working // sms), saturating) * (per + _FIXED_BLOCKS)
+    c = -(-working // sms)
+    full, part = divmod(c, max(resident or saturating, saturating))
+    wave = lambda a: a * (per + _FIXED_BLOCKS) * saturating / min(a, saturating) if a else 0
+    return full * wave(max(resident or saturating, saturating)) + wave(part)
 
 
 def _spread_cost(programs, n_blocks, sms, saturating, s):
@@ -101,25 +110,31 @@ def _spread_cost(programs, n_blocks, sms, saturating, s):
 
 
 def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS, spread=False,
-                    tolerance=None):
+                    tolerance=None, resident=None):
     """The split count for num_splits=0: the one place the rule lives.
 
     A decode kernel is bound by HBM, so what a split count changes is how
     evenly the key blocks land on the SMs and whether each SM has enough
     copies in flight. With s splits each program reads per = ⌈n_blocks/s⌉
     blocks and programs·⌈n_blocks/per⌉ programs do work; the busiest SM runs
-    c = ⌈working/sms⌉ of them. An SM moves bytes at full speed once
-    `saturating` programs are resident on it (their copies in flight cover
-    the latency), at c/saturating of it below. So with every sequence at
-    n_blocks the time is
+    c = ⌈working/sms⌉ of them, in waves of `resident` (what the SM holds).
+    An SM moves bytes at full speed once `saturating` programs run on it
+    (their copies in flight cover the latency), at a/saturating of it with a
+    < saturating. So with every sequence at n_blocks a wave of a programs
+    takes a·(per + _FIXED_BLOCKS)·saturating/min(a, saturating), and
 
-        cost(s) = max(c, saturating) · (per + _FIXED_BLOCKS)
+        cost(s) = ⌊c/resident⌋·wave(resident) + wave(c mod resident)
 
-    in units of one block at one SM's full speed; the rule takes the s in
-    1..min(max_splits, n_blocks) of least cost (the smallest on ties).
-    Examples at 132 SMs, saturating 2, 64-key blocks, d128: batch 1 with
-    8 KV heads at 32k keys → 32 splits (256 programs, 2 per SM); 32 KV heads
-    → 8; batch 16 × 8 KV heads at 8k → 2; batch 64 × 8 at 4k → 1. Compare
+    in units of one block at one SM's full speed (_uniform_cost; with full
+    waves it is max(c, saturating)·(per + _FIXED_BLOCKS)); the rule takes
+    the s in 1..min(max_splits, n_blocks) of least cost (the smallest on
+    ties). A last wave of fewer programs costs nearly a full one (session 8
+    run 3: 3 splits at batch 16 × 8 KV heads, 8k, 384 programs on 264 slots:
+    3,201 GB/s against 4,070 at 2). Examples at 132 SMs, 64-row tile
+    (resident and saturating 2), 64-key blocks, d128: batch 1 with 8 KV
+    heads at 32k keys → 32 splits (256 programs, 2 per SM); 32 KV heads
+    → 8; batch 16 × 8 KV heads at 8k → 2; batch 64 × 8 at 4k → 1; the
+    16-row tile (3 and 3): batch 1 × 8 at 32k → 47. Compare
     num_splits_heuristic, flash_attn 2's rule, which counts wave efficiency
     alone (29 splits in the first case: 100 SMs run two programs, 32 one).
 
@@ -131,10 +146,12 @@ def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS,
     the equal-length cost). _spread_cost models lengths spread evenly over
     0..n_blocks; the rule takes, among the counts whose equal-length cost is
     within `tolerance` (_SPREAD_TOLERANCE) of the best, the one of least
-    spread cost, so equal lengths lose at most that factor. Batch 16 × 8 at
-    up to 32k → 9; batch 64 × 8 → 8; batch 16 × 8 at 8k → 3."""
+    spread cost, so equal lengths lose at most that factor. 64-row tile:
+    batch 16 × 8 at up to 32k → 8, batch 64 × 8 → 8, batch 16 × 8 at 8k →
+    2; 16-row tile (what the plan takes for batch 16 × 8, _gpu_tile): 9 and
+    3 (run 3: 4,079 and 4,062 GB/s; best fixed counts 4,195 and 4,062)."""
     counts = range(1, max(1, min(max_splits, n_blocks)) + 1)
-    uniform = {s: _uniform_cost(programs, n_blocks, sms, saturating, s) for s in counts}
+    uniform = {s: _uniform_cost(programs, n_blocks, sms, saturating, s, resident) for s in counts}
     if not spread:
         return min(counts, key=lambda s: (uniform[s], s))
     best = min(uniform.values())
@@ -242,16 +259,27 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
     (lengths per sequence, unknown here), so num_splits=0 weighs spread
     lengths too when batch > 1 (num_splits_rule's `spread`)."""
     return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
-                        on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size), CPU_BLOCK_M,
+                        on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size, batch * heads_k,
+                                               bool(per_batch) and batch > 1, sms), CPU_BLOCK_M,
                         bool(per_batch) and batch > 1,
                         _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS)
 
 
-def _gpu_tile(rows_q, page_size):
-    """GPU_TILE, or PAGED_TILE for pages smaller than its key block when the
-    packed rows fit PAGED_TILE's."""
-    if (PAGED_TILE is not None and page_size and (page_size & -page_size) < GPU_TILE[1]
-            and rows_q <= PAGED_TILE[0]):
+def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
+    """GPU_TILE, or PAGED_TILE when the packed rows fit its 16 and either the
+    cache is in pages smaller than GPU_TILE's key block, or the lengths may
+    differ (`spread`) with fewer (batch, KV head) pairs than two per SM: then
+    the split count is high and the 16-row tile's three programs per SM even
+    the sequences out (session 8 run 3, batch 16 × 8 KV heads, lengths
+    1k..32k: 4,079 GB/s at the rule's 9 splits against 3,561 for the 64-row
+    tile at its 8; equal lengths in a tensor: 4,062 against 4,070). With
+    more pairs the 64-row tile's waves are even (batch 64 × 8 at 4k: 4,377
+    against 4,141)."""
+    if PAGED_TILE is None or rows_q > PAGED_TILE[0]:
+        return GPU_TILE
+    if page_size and (page_size & -page_size) < GPU_TILE[1]:
+        return PAGED_TILE
+    if spread and pairs is not None and pairs < 2 * sms:
         return PAGED_TILE
     return GPU_TILE
 
@@ -284,9 +312,9 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     m_blocks = -(-rows_q // block_m)
     if num_splits == 0:
         n_blocks = max(1, -(-capacity // block_n))
-        _, saturating = residency(block_m, block_n, stages, head_dim)
+        resident, saturating = residency(block_m, block_n, stages, head_dim)
         num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating, spread=spread,
-                                     tolerance=_tolerance)
+                                     tolerance=_tolerance, resident=resident)
     num_splits = min(num_splits, _MAX_SPLITS)
     chunks = SPLIT_CHUNKS if spread and num_splits > 1 else "length"
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,

@@ -258,8 +258,9 @@ def test_split_rule_with_spread_lengths_follows_the_longest():
     the time (run 25: batch 16 x 8 KV heads, lengths 1k..32k: 16 splits 30%
     faster than the equal-length choice of 2), and keeps equal lengths within
     the tolerance of their best."""
-    cdiv = lambda a, b: -(-a // b)
-    cost = lambda p, n, s: max(cdiv(p * cdiv(n, cdiv(n, s)), 132), 2) * (cdiv(n, s) + 2)
+    from tilec import flash_decode as fd
+
+    cost = lambda p, n, s: fd._uniform_cost(p, n, 132, 2, s, 2)
     for programs, n in ((128, 512), (512, 512), (128, 128), (512, 64), (8, 512), (32, 2048)):
         equal = num_splits_rule(programs, n, 132, 2)
         spread = num_splits_rule(programs, n, 132, 2, spread=True)
@@ -272,11 +273,40 @@ def test_split_rule_with_spread_lengths_follows_the_longest():
     assert num_splits_rule(128, 512, 132, 2, spread=True) >= 8      # batch 16 x 8 up to 32k
     assert num_splits_rule(512, 512, 132, 2, spread=True) >= 8      # batch 64 x 8 up to 32k
     # The plan: spread only with a lengths tensor and batch > 1.
-    from tilec import flash_decode as fd
-
     plan = lambda b, per_batch: fd.decode_plan(b, 1, 32, 8, 128, 32768, 0, 0, True, 132, per_batch).num_splits
     assert plan(16, False) == 2 and plan(16, True) >= 8
     assert plan(1, True) == plan(1, False) == 32
+
+
+def test_split_rule_counts_the_last_wave():
+    """A last wave of fewer programs than an SM holds costs nearly a full
+    one (session 8 run 3, batch 16 x 8 KV heads at 8k, 64-row tile: 3
+    splits = 384 programs on 264 slots, 3,201 GB/s; 2 splits 4,070, 4
+    splits 3,932), so neither rule takes such a count when a full one is
+    near; the 16-row tile holds 3 programs per SM, so there 3 splits fill
+    its waves and 4 do not (3: 4,062, 4: 3,734)."""
+    from tilec import flash_decode as fd
+
+    wave = lambda s, r: fd._uniform_cost(128, 128, 132, 2, s, r)
+    assert wave(3, 2) > 1.25 * wave(2, 2) and wave(4, 2) < 1.05 * wave(2, 2)
+    for spread in (False, True):
+        assert num_splits_rule(128, 128, 132, 2, spread=spread, resident=2) != 3
+        assert num_splits_rule(128, 128, 132, 3, spread=spread, resident=3) != 4
+    # Equal to the old cost when the waves are full.
+    assert fd._uniform_cost(8, 512, 132, 2, 32, 2) == 2 * (16 + 2)
+
+
+def test_small_tile_for_spread_lengths_with_few_pairs():
+    """The 16-row tile also for lengths that may differ (a tensor, batch >
+    1) with fewer (batch, KV head) pairs than two per SM; the 64-row tile for
+    more pairs, equal (int) lengths and batch 1."""
+    from tilec import flash_decode as fd
+
+    tile = lambda batch, heads_k, per_batch, heads=32: fd.decode_plan(
+        batch, 1, heads, heads_k, 128, 32768, 0, 0, True, 132, per_batch).block_m
+    assert tile(16, 8, True) == 16 and tile(16, 8, False) == 64
+    assert tile(64, 8, True) == 64 and tile(16, 32, True) == 64 and tile(1, 8, True) == 64
+    assert tile(16, 1, True) == 64                       # 32 packed rows do not fit 16
 
 
 @needs_cpu
