@@ -483,7 +483,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     at their positions (q at cache_seqlens + i when causal or windowed, else
     all at cache_seqlens), interleaved (GPT-J) or not (GPT-NeoX).
     alibi_slopes (heads,) or (batch, heads) f32. num_splits 0 picks the
-    split-KV count from the GPU's SM count (num_splits_heuristic).
+    split-KV count from the GPU's SM count, the programs and the capacity
+    (num_splits_rule).
 
     Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
     lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
