@@ -95,7 +95,8 @@ def kernels_for(batch, heads_k, kv, pages=PAGES):
         capacity = -(-cap // page) * page if page else cap
         fa2 = fd.num_splits_heuristic(batch * heads_k, 2 * H200_SMS, max(1, -(-capacity // 128)))
         for splits in (0, fa2) + SWEEP:
-            plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, splits, True, H200_SMS)
+            plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, splits, True, H200_SMS,
+                                  per_batch=True)
             out.append(fd.decode_kernel().specialize(**plan.constexprs(
                 "bfloat16", paged=bool(page), per_batch=True)))
     out.append(fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", D)))
@@ -265,7 +266,7 @@ def bench_case(batch, heads_k, kv, args, flex, failures):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     page = args.sweep_page
     capacity = -(-cap // page) * page if page else cap
-    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms)
+    plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, 0, True, sms, per_batch=True)
     row["auto"] = plan.num_splits
     row["fa2"] = fd.num_splits_heuristic(batch * heads_k * plan.m_blocks, 2 * sms, max(1, -(-capacity // 128)))
     if not args.no_sweep:
@@ -313,10 +314,11 @@ def fmt(row, column):
     return str(value)
 
 
-def markdown(rows, ceiling, pages, tile):
+def markdown(rows, ceiling, pages, tile, paged_tile=None):
     cols = columns(pages)
     lines = [f"Effective bandwidth, GB/s (K+V bytes / time); device copy ceiling {ceiling:,.0f} GB/s; "
-             f"GPU tile {'x'.join(map(str, tile))} (BLOCK_M x BLOCK_N x stages).",
+             f"GPU tile {'x'.join(map(str, tile))} (BLOCK_M x BLOCK_N x stages)"
+             + (f", {'x'.join(map(str, paged_tile))} for pages of < 64" if paged_tile else "") + ".",
              "", "| " + " | ".join(cols) + " |",
              "|" + "|".join("---" if c == "case" else "---:" for c in cols) + "|"]
     lines += ["| " + " | ".join(fmt(r, c) for c in cols) + " |" for r in rows]
@@ -338,7 +340,9 @@ def main():
     parser.add_argument("--pages", default=",".join(map(str, PAGES)),
                         help="page sizes of the paged columns (comma-separated; '' for none)")
     parser.add_argument("--sweep-page", type=int, default=0, help="sweep num_splits on pages of this size")
-    parser.add_argument("--tile", default=None, help="GPU tile BLOCK_MxBLOCK_NxSTAGES (default 64x64x2)")
+    parser.add_argument("--tile", default=None, help="GPU tile BLOCK_MxBLOCK_NxSTAGES for every case "
+                        "(default: GPU_TILE 64x64x2, PAGED_TILE 16x64x2 for pages of < 64)")
+    parser.add_argument("--paged-tile", default=None, help="PAGED_TILE (pages of < 64 keys), or 'none'")
     args = parser.parse_args()
     args.pages = tuple(int(p) for p in args.pages.split(",") if p)
     from tilec import flash_decode
@@ -346,6 +350,10 @@ def main():
     if args.tile:
         bm, bn, st = (int(x) for x in args.tile.lower().split("x"))
         flash_decode.GPU_TILE = (bm, bn, st)
+        flash_decode.PAGED_TILE = None
+    if args.paged_tile:
+        flash_decode.PAGED_TILE = (None if args.paged_tile == "none" else
+                                   tuple(int(x) for x in args.paged_tile.lower().split("x")))
     if args.build:
         return build(args.build, args.arch, [a for a in args.extra_sass.split(",") if a],
                      args.pages + ((args.sweep_page,) if args.sweep_page else ()))
@@ -370,7 +378,7 @@ def main():
     for case in QUICK if args.quick else CASES:
         rows.append(bench_case(*case, args, flex, failures))
         print("  " + " | ".join(fmt(rows[-1], c) for c in columns(args.pages)), flush=True)
-    table = markdown(rows, ceiling, args.pages, flash_decode.GPU_TILE)
+    table = markdown(rows, ceiling, args.pages, flash_decode.GPU_TILE, flash_decode.PAGED_TILE)
     print(table)
     if args.record:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

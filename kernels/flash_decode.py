@@ -20,7 +20,7 @@ SOFTCAP scores are softcap·tanh(scale·q·k / softcap); ALiBi then adds
 −slope·|s + seqlen_k − seqlen_q − j| (slopes per packed row). The formulas
 are kernels/flash_fwd.py's.
 
-Paged KV: a key block of BLOCK_N keys is NSUB = BLOCK_N / PAGE_BLOCK sub-tiles
+Paged KV: a key block of BLOCK_N keys is NSUB = BLOCK_N / PAGE_BLOCK (≤ 8) sub-tiles
 of PAGE_BLOCK rows (the largest power of two ≤ BLOCK_N dividing the page
 size), each read from its own page (one block-table entry each, so pages of
 16 feed 64-key blocks: every copy stays a 16-byte chunk per row, and the
@@ -47,10 +47,11 @@ _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
-          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, **_):
+          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, CHUNKS="length", **_):
     flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_softcap", SOFTCAP), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
-                                    ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD)) if on)
+                                    ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD),
+                                    ("_capchunks", CHUNKS == "capacity")) if on)
     stages = f"s{NUM_STAGES}" if NUM_STAGES != 2 else ""
     return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}{stages}_q{QPOS}{flags}"
 
@@ -112,7 +113,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  ALIBI: tl.constexpr = False, SOFTCAP: tl.constexpr = False, PAGED: tl.constexpr = False,
                  PAGE_SIZE: tl.constexpr = 64, PAGE_BLOCK: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
-                 QPOS: tl.constexpr = "mod",
+                 QPOS: tl.constexpr = "mod", CHUNKS: tl.constexpr = "length",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
                  NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages):
     tl.assume(scale > 0)
@@ -157,7 +158,13 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     if WINDOW:
         n_lo = tl.maximum(seqlen_k - seqlen_q - window_left, 0) // BLOCK_N
         n_hi = tl.minimum(n_hi, tl.maximum(tl.cdiv(seqlen_k + window_right, BLOCK_N), 0))
-    per_split = tl.cdiv(tl.maximum(n_hi - n_lo, 0), num_splits)
+    # CHUNKS "length": the sequence's blocks cut into num_splits equal
+    # ranges; "capacity": ranges of ⌈capacity blocks / num_splits⌉ for every
+    # sequence, so a short one works in fewer programs (the rest see nothing).
+    if CHUNKS == "capacity" and not WINDOW:
+        per_split = tl.cdiv(tl.cdiv(capacity, BLOCK_N), num_splits)
+    else:
+        per_split = tl.cdiv(tl.maximum(n_hi - n_lo, 0), num_splits)
     j_lo = n_lo + split * per_split
     j_hi = tl.minimum(j_lo + per_split, n_hi)
     # The views end with the split: the prefetch of block j_hi (tile-pipeline
@@ -193,6 +200,19 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                 k3, v3 = _page_tiles(k, v, block_table, bt_row, col0 + 3 * N, key_end, cache_slots,
                                      stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
                                      PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+            if NSUB >= 8:
+                k4, v4 = _page_tiles(k, v, block_table, bt_row, col0 + 4 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+                k5, v5 = _page_tiles(k, v, block_table, bt_row, col0 + 5 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+                k6, v6 = _page_tiles(k, v, block_table, bt_row, col0 + 6 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
+                k7, v7 = _page_tiles(k, v, block_table, bt_row, col0 + 7 * N, key_end, cache_slots,
+                                     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, hk,
+                                     PAGE_SIZE, PAGE_BLOCK, D, HEAD_DIM)
         else:
             k0 = tl.load(kv, (col0, 0), (BLOCK_N, D))
             v0 = tl.load(vv, (col0, 0), (BLOCK_N, D))
@@ -209,6 +229,17 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
             s3 = _scores(qt, k3, col0 + 3 * N, diag, slope, seqlen_k, window_left, window_right, scale,
                          softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
             m_new = tl.maximum(m_new, tl.maximum(tl.max(s2, 1), tl.max(s3, 1)))
+        if NSUB >= 8:
+            s4 = _scores(qt, k4, col0 + 4 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            s5 = _scores(qt, k5, col0 + 5 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            s6 = _scores(qt, k6, col0 + 6 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            s7 = _scores(qt, k7, col0 + 7 * N, diag, slope, seqlen_k, window_left, window_right, scale,
+                         softcap, CAUSAL, WINDOW, ALIBI, SOFTCAP, N)
+            m_new = tl.maximum(m_new, tl.maximum(tl.maximum(tl.max(s4, 1), tl.max(s5, 1)),
+                                                 tl.maximum(tl.max(s6, 1), tl.max(s7, 1))))
         alpha = tl.exp(m - m_new)
         p0 = tl.exp(s0 - m_new[:, None])
         l = l * alpha + tl.sum(p0, 1)
@@ -222,6 +253,14 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
             p3 = tl.exp(s3 - m_new[:, None])
             l = l + tl.sum(p2, 1) + tl.sum(p3, 1)
             acc = tl.dot(p3.to(DTYPE), v3, tl.dot(p2.to(DTYPE), v2, acc))
+        if NSUB >= 8:
+            p4 = tl.exp(s4 - m_new[:, None])
+            p5 = tl.exp(s5 - m_new[:, None])
+            p6 = tl.exp(s6 - m_new[:, None])
+            p7 = tl.exp(s7 - m_new[:, None])
+            l = l + tl.sum(p4, 1) + tl.sum(p5, 1) + tl.sum(p6, 1) + tl.sum(p7, 1)
+            acc = tl.dot(p5.to(DTYPE), v5, tl.dot(p4.to(DTYPE), v4, acc))
+            acc = tl.dot(p7.to(DTYPE), v7, tl.dot(p6.to(DTYPE), v6, acc))
         m = m_new
     seen = l > 0.0
     ov = tl.view(o + (split * stride_osplit + b * stride_ob + hk * stride_ok), (rows_q, HEAD_DIM),

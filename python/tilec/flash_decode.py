@@ -35,54 +35,129 @@ _DEFAULT_SMS = 132
 # A window side of -1 (unbounded) reaches the kernel as this many keys.
 _UNBOUNDED = 1 << 30
 
+# With lengths per sequence (batch > 1): how the decode kernel cuts a
+# sequence's keys into the splits (its CHUNKS): "length", each sequence's own
+# blocks in num_splits equal ranges; "capacity", ranges of ⌈capacity /
+# num_splits⌉ blocks for every sequence (short ones in fewer programs). A
+# module setting so that bench/tune_decode.py --chunks can compare them.
+SPLIT_CHUNKS = "length"
+
 # The GPU plan's tile: (BLOCK_M, BLOCK_N, NUM_STAGES); warps = BLOCK_M / 16.
 # A module setting so that bench/bench_decode.py --tile can sweep it.
 GPU_TILE = (64, 64, 2)
+# The tile for caches in pages smaller than a key block (a block of page
+# sub-tiles) when the packed rows fit its 16: one warp, three programs per SM
+# (session 8 run 2, GQA 32/8 pages of 16: 2,832 GB/s at batch 1, 3,814 for
+# batch 16 of mixed lengths, against 1,850-2,330 for 64-row tiles: each
+# block's page lookups and sub-tile address math run after the wait for the
+# block before, and a third program's copies keep the SM's bytes in flight
+# meanwhile). None: GPU_TILE.
+PAGED_TILE = (16, 64, 2)
 
 # What the split rule knows of an SM (H100/H200; sm_80 code): shared memory
 # and registers per SM, the registers per thread the decode kernel takes at
 # d128 (ptxas: 208 at 64 rows), and the bytes of K/V copies that must be in
-# flight per SM to cover HBM latency (Little's law: ~4 TB/s × ~1.3 µs over
-# 132 SMs; the usual 40 KB).
+# flight per SM to cover HBM latency: Little's law says ~4.7 TB/s × ~1.8 µs
+# (one block's round trip under load) over 132 SMs = 64 KB, and run 2 of
+# session 8 found three programs of 32 KB per SM best where they fit (the
+# 16-row tile: 48 splits at batch 1 × 8 KV heads, not 32), so 96 KB.
 _SMEM_PER_SM = 228 * 1024
 _SMEM_PER_CTA_RESERVED = 1024
 _REGS_PER_SM = 65536
 _REGS_PER_THREAD = 208
-_IN_FLIGHT_PER_SM = 40 * 1024
+_IN_FLIGHT_PER_SM = 96 * 1024
 # A program's fixed cost in key blocks: its Q load and the first block's
 # latency (nothing overlaps them), the epilogue and its share of the combine.
 _FIXED_BLOCKS = 2
 
 
-def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS):
+# With lengths per sequence (a cache_seqlens tensor, batch > 1) the host does
+# not know them (no read-back): the rule then also weighs lengths spread
+# evenly over 0..capacity (a serving batch), taking the count best for those
+# among the counts within this factor of the best for equal lengths.
+_SPREAD_TOLERANCE = 1.03
+# The spread model's tail: when lengths differ the programs do not end
+# together; the last one to start runs this fraction of a longest chunk
+# after the rest of the work is done.
+_SPREAD_TAIL = 0.5
+
+
+def _uniform_cost(programs, n_blocks, sms, saturating, s, resident=None):
+    """cost(s) of num_splits_rule with every sequence at n_blocks: the
+    busiest SM's c programs run in waves of `resident`; a wave of a programs
+    of per + _FIXED_BLOCKS blocks each takes a·(per + F)·saturating / min(a,
+    saturating) (below `saturating` programs an SM runs at a/saturating of
+    full speed), so a last wave of fewer programs costs nearly a full one
+    (session 8 run 3: batch 16 × 8 KV heads at 8k, 64-row tile: 3 splits,
+    384 programs on 264 slots, 3,201 GB/s, 2 splits 4,070, 4 splits 3,932)."""
+    per = -(-n_blocks // s)
+    working = programs * -(-n_blocks // per)
+    c = -(-working // sms)
+    full, part = divmod(c, max(resident or saturating, saturating))
+    wave = lambda a: a * (per + _FIXED_BLOCKS) * saturating / min(a, saturating) if a else 0
+    return full * wave(max(resident or saturating, saturating)) + wave(part)
+
+
+def _spread_cost(programs, n_blocks, sms, saturating, s):
+    """cost(s) with the sequences' lengths spread evenly over 0..n_blocks:
+    the kernel cuts each sequence into s equal parts, so the work is
+    programs·(n/2 + s·_FIXED_BLOCKS), spread over the SMs, but no shorter
+    than the longest program (⌈n/s⌉ blocks at 1/saturating of an SM), plus
+    the tail (_SPREAD_TAIL of the longest program run after the rest)."""
+    per = -(-n_blocks // s)
+    work = programs * (n_blocks / 2 + s * _FIXED_BLOCKS)
+    return max(work / sms, saturating * (per + _FIXED_BLOCKS)) + _SPREAD_TAIL * saturating * per
+
+
+def num_splits_rule(programs, n_blocks, sms, saturating, max_splits=_MAX_SPLITS, spread=False,
+                    tolerance=None, resident=None):
     """The split count for num_splits=0: the one place the rule lives.
 
     A decode kernel is bound by HBM, so what a split count changes is how
     evenly the key blocks land on the SMs and whether each SM has enough
     copies in flight. With s splits each program reads per = ⌈n_blocks/s⌉
     blocks and programs·⌈n_blocks/per⌉ programs do work; the busiest SM runs
-    c = ⌈working/sms⌉ of them. An SM moves bytes at full speed once
-    `saturating` programs are resident on it (their copies in flight cover
-    the latency), at c/saturating of it below. So the time is
+    c = ⌈working/sms⌉ of them, in waves of `resident` (what the SM holds).
+    An SM moves bytes at full speed once `saturating` programs run on it
+    (their copies in flight cover the latency), at a/saturating of it with a
+    < saturating. So with every sequence at n_blocks a wave of a programs
+    takes a·(per + _FIXED_BLOCKS)·saturating/min(a, saturating), and
 
-        cost(s) = max(c, saturating) · (per + _FIXED_BLOCKS)
+        cost(s) = ⌊c/resident⌋·wave(resident) + wave(c mod resident)
 
-    in units of one block at one SM's full speed; the rule takes the s in
-    1..min(max_splits, n_blocks) of least cost (the smallest on ties).
-    Examples at 132 SMs, saturating 2, 64-key blocks, d128: batch 1 with
-    8 KV heads at 32k keys → 32 splits (256 programs, 2 per SM); 32 KV heads
-    → 8; batch 16 × 8 KV heads at 8k → 2; batch 64 × 8 at 4k → 1. Compare
+    in units of one block at one SM's full speed (_uniform_cost; with full
+    waves it is max(c, saturating)·(per + _FIXED_BLOCKS)); the rule takes
+    the s in 1..min(max_splits, n_blocks) of least cost (the smallest on
+    ties). A last wave of fewer programs costs nearly a full one (session 8
+    run 3: 3 splits at batch 16 × 8 KV heads, 8k, 384 programs on 264 slots:
+    3,201 GB/s against 4,070 at 2). Examples at 132 SMs, 64-row tile
+    (resident and saturating 2), 64-key blocks, d128: batch 1 with 8 KV
+    heads at 32k keys → 32 splits (256 programs, 2 per SM); 32 KV heads
+    → 8; batch 16 × 8 KV heads at 8k → 2; batch 64 × 8 at 4k → 1; the
+    16-row tile (3 and 3): batch 1 × 8 at 32k → 47. Compare
     num_splits_heuristic, flash_attn 2's rule, which counts wave efficiency
-    alone (29 splits in the first case: 100 SMs run two programs, 32 one)."""
-    cdiv = lambda a, b: -(-a // b)
-    best, best_cost = 1, None
-    for s in range(1, max(1, min(max_splits, n_blocks)) + 1):
-        per = cdiv(n_blocks, s)
-        working = programs * cdiv(n_blocks, per)
-        cost = max(cdiv(working, sms), saturating) * (per + _FIXED_BLOCKS)
-        if best_cost is None or cost < best_cost:
-            best, best_cost = s, cost
-    return best
+    alone (29 splits in the first case: 100 SMs run two programs, 32 one).
+
+    spread (lengths per sequence, unknown to the host, batch > 1): the
+    sequences may differ, and then the longest ones bound the time, not the
+    mean: with s splits the longest sequence's programs read ⌈n/s⌉ blocks
+    while the short ones finish early (run 25: batch 16 × 8 KV heads with
+    lengths uniform in 1k..32k ran 30% faster at 16 splits than at the 2 of
+    the equal-length cost). _spread_cost models lengths spread evenly over
+    0..n_blocks; the rule takes, among the counts whose equal-length cost is
+    within `tolerance` (_SPREAD_TOLERANCE) of the best, the one of least
+    spread cost, so equal lengths lose at most that factor. 64-row tile:
+    batch 16 × 8 at up to 32k → 8, batch 64 × 8 → 8, batch 16 × 8 at 8k →
+    2; 16-row tile (what the plan takes for batch 16 × 8, _gpu_tile): 9 and
+    3 (run 3: 4,079 and 4,062 GB/s; best fixed counts 4,195 and 4,062)."""
+    counts = range(1, max(1, min(max_splits, n_blocks)) + 1)
+    uniform = {s: _uniform_cost(programs, n_blocks, sms, saturating, s, resident) for s in counts}
+    if not spread:
+        return min(counts, key=lambda s: (uniform[s], s))
+    best = min(uniform.values())
+    tol = _SPREAD_TOLERANCE if tolerance is None else tolerance
+    near = [s for s in counts if uniform[s] <= tol * best]
+    return min(near, key=lambda s: (_spread_cost(programs, n_blocks, sms, saturating, s), s))
 
 
 def residency(block_m, block_n, stages, head_dim, elem_bytes=2):
@@ -159,6 +234,7 @@ class DecodePlan:
     num_splits: int
     page_block: int = 0     # paged: keys per sub-tile (one page's share of a block)
     num_stages: int = 2
+    chunks: str = "length"  # the kernel's CHUNKS: how a split's key range is cut
 
     def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
                    per_batch=False, batch_idx=False, leftpad=False):
@@ -173,29 +249,55 @@ class DecodePlan:
                     PAGE_BLOCK=self.page_block if paged else 64,
                     PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
                     QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps,
-                    NUM_STAGES=self.num_stages)
+                    NUM_STAGES=self.num_stages, **({"CHUNKS": self.chunks} if self.chunks != "length" else {}))
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
-                on_gpu=True, sms=_DEFAULT_SMS):
+                on_gpu=True, sms=_DEFAULT_SMS, per_batch=False):
     """Tiles and splits for a call (_decode_plan, cached: the split rule is a
-    loop over the candidate counts)."""
+    loop over the candidate counts). per_batch: cache_seqlens is a tensor
+    (lengths per sequence, unknown here), so num_splits=0 weighs spread
+    lengths too when batch > 1 (num_splits_rule's `spread`)."""
     return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
-                        on_gpu, sms, GPU_TILE, CPU_BLOCK_M)
+                        on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size, batch * heads_k,
+                                               bool(per_batch) and batch > 1, sms), CPU_BLOCK_M,
+                        bool(per_batch) and batch > 1,
+                        _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS)
+
+
+def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
+    """GPU_TILE, or PAGED_TILE when the packed rows fit its 16 and either the
+    cache is in pages smaller than GPU_TILE's key block, or the lengths may
+    differ (`spread`) with fewer (batch, KV head) pairs than two per SM: then
+    the split count is high and the 16-row tile's three programs per SM even
+    the sequences out (session 8 run 3, batch 16 × 8 KV heads, lengths
+    1k..32k: 4,079 GB/s at the rule's 9 splits against 3,561 for the 64-row
+    tile at its 8; equal lengths in a tensor: 4,062 against 4,070). With
+    more pairs the 64-row tile's waves are even (batch 64 × 8 at 4k: 4,377
+    against 4,141)."""
+    if PAGED_TILE is None or rows_q > PAGED_TILE[0]:
+        return GPU_TILE
+    if page_size and (page_size & -page_size) < GPU_TILE[1]:
+        return PAGED_TILE
+    if spread and pairs is not None and pairs < 2 * sms:
+        return PAGED_TILE
+    return GPU_TILE
 
 
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
-                 gpu_tile, cpu_block_m):
+                 gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
     still share the K/V copies, and a decode kernel is bound by those). Key
-    blocks are 64 keys; with pages, a block is up to 4 sub-tiles of the
+    blocks are 64 keys; with pages, a block is up to 8 sub-tiles of the
     largest power of two dividing the page size (pages of 16: four, each from
     its own page), so a block stays 64 keys at any page size. num_splits=0:
     num_splits_rule over the programs (batch × KV heads × row blocks) and the
-    capacity in key blocks."""
+    capacity in key blocks, `spread` when the lengths may differ (the
+    module's tolerance and tail are part of the cache key, so a bench that
+    sets them sees its own choice)."""
     rows_q = heads // heads_k * seqlen_q
     if on_gpu:
         block_m, block_n, stages = gpu_tile
@@ -205,16 +307,18 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     page_block = 0
     if page_size:
         page_block = min(block_n, page_size & -page_size)
-        while block_n > 4 * page_block:      # the kernel reads up to 4 sub-tiles per block
+        while block_n > 8 * page_block:      # the kernel reads up to 8 sub-tiles per block
             block_n //= 2
     m_blocks = -(-rows_q // block_m)
     if num_splits == 0:
         n_blocks = max(1, -(-capacity // block_n))
-        _, saturating = residency(block_m, block_n, stages, head_dim)
-        num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating)
+        resident, saturating = residency(block_m, block_n, stages, head_dim)
+        num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating, spread=spread,
+                                     tolerance=_tolerance, resident=resident)
     num_splits = min(num_splits, _MAX_SPLITS)
+    chunks = SPLIT_CHUNKS if spread and num_splits > 1 else "length"
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
-                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages)
+                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages, chunks)
 
 
 def _sm_count(device):
@@ -379,7 +483,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     at their positions (q at cache_seqlens + i when causal or windowed, else
     all at cache_seqlens), interleaved (GPT-J) or not (GPT-NeoX).
     alibi_slopes (heads,) or (batch, heads) f32. num_splits 0 picks the
-    split-KV count from the GPU's SM count (num_splits_heuristic).
+    split-KV count from the GPU's SM count, the programs and the capacity
+    (num_splits_rule).
 
     Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
     lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
@@ -611,19 +716,17 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, _) = key
+     device, _, _, _, _) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
-                       _sm_count(device))
+                       _sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
                                                           paged=page_size > 0, per_batch=per_batch))
     split = plan.num_splits > 1
     combine = None
     if split:
         combine = combine_kernel().specialize(**combine_constexprs(dtype, head_dim)).launcher(device=device)
-    rows = heads
     return (kernel.launcher(device=device), combine, plan.num_splits,
-            (plan.num_splits, plan.m_blocks * heads_k, batch),
-            (rows, batch, 1))
+            (plan.num_splits, plan.m_blocks * heads_k, batch), combine_grid(heads, batch, head_dim))
 
 
 #: the call shape -> (decode launcher, combine launcher or None, splits, grid, combine grid).
@@ -727,7 +830,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         _FAST_PLANS = LaunchCache(_build_fast_plan)
     launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
                                                         page_size, num_splits, per_batch, window,
-                                                        softcap > 0, device, GPU_TILE)]
+                                                        softcap > 0, device, (GPU_TILE, PAGED_TILE), _SPREAD_TOLERANCE,
+                                                        COMBINE_TILE, SPLIT_CHUNKS)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
@@ -811,7 +915,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         q = ops.contiguous(ops.transpose12(q))                    # (b, h, s, d)
         qb, qk, qr = heads * seqlen_q * head_dim, rows_q * head_dim, head_dim
     plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size if paged else 0,
-                       num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS)
+                       num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS, per_batch)
     m_blocks, num_splits = plan.m_blocks, plan.num_splits
     split = num_splits > 1
 
@@ -919,7 +1023,7 @@ def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     kernel = combine_kernel().specialize(**consts)
     args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
             sout[0], sout[1], slse[0])
-    _launch(kernel, args, (rows, outer, 1), on_gpu)           # one program per row
+    _launch(kernel, args, combine_grid(rows, outer, head_dim), on_gpu)
 
 
 def _launch(kernel, args, grid, on_gpu):
@@ -940,10 +1044,25 @@ def _launch(kernel, args, grid, on_gpu):
     kernel.run_cpu(*cpu, grid=grid)
 
 
+# The combine kernel: (SPLITS_TILE, D_TILE) of flash_combine_chunks (one
+# warp per (row, D_TILE features), partial outputs read split by split along
+# their contiguous features), or None for flash_combine (four warps per row,
+# a (d, 64 splits) tile read a split stride apart). A module setting so that
+# bench/tune_decode.py --combine can compare them.
+COMBINE_TILE = (64, 32)
+
+
 def combine_constexprs(dtype, head_dim):
     """The combine kernel's constexprs for an output dtype and head_dim."""
-    return dict(DTYPE={"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
-                HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4)
+    dt = {"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
+    if COMBINE_TILE is None:
+        return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4)
+    return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=COMBINE_TILE[0], D_TILE=COMBINE_TILE[1], NUM_WARPS=1)
+
+
+def combine_grid(rows, outer, head_dim):
+    """The combine kernel's grid: a program per row (and D_TILE features)."""
+    return (rows, outer, 1 if COMBINE_TILE is None else -(-head_dim // COMBINE_TILE[1]))
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
@@ -1033,6 +1152,7 @@ def decode_kernel():
 
 def combine_kernel():
     """The @tilec.jit combine kernel (kernels/flash_combine.py)."""
-    if "combine" not in _kernels:
-        _kernels["combine"] = _load_kernel("flash_combine").flash_combine
-    return _kernels["combine"]
+    name = "flash_combine" if COMBINE_TILE is None else "flash_combine_chunks"
+    if name not in _kernels:
+        _kernels[name] = getattr(_load_kernel("flash_combine"), name)
+    return _kernels[name]

@@ -251,6 +251,93 @@ def test_split_rule_balances_blocks_over_the_sms():
         assert all(cost(programs, n, best) <= cost(programs, n, s) for s in range(1, min(128, n) + 1))
 
 
+
+def test_split_rule_with_spread_lengths_follows_the_longest():
+    """Lengths per sequence (batch > 1, unknown to the host): the rule also
+    weighs lengths spread over 0..capacity, where the longest sequences bound
+    the time (run 25: batch 16 x 8 KV heads, lengths 1k..32k: 16 splits 30%
+    faster than the equal-length choice of 2), and keeps equal lengths within
+    the tolerance of their best."""
+    from tilec import flash_decode as fd
+
+    cost = lambda p, n, s: fd._uniform_cost(p, n, 132, 2, s, 2)
+    for programs, n in ((128, 512), (512, 512), (128, 128), (512, 64), (8, 512), (32, 2048)):
+        equal = num_splits_rule(programs, n, 132, 2)
+        spread = num_splits_rule(programs, n, 132, 2, spread=True)
+        assert cost(programs, n, spread) <= 1.03 * cost(programs, n, equal)
+        # More splits for spread lengths, never fewer.
+        assert spread >= equal
+        # tolerance 1: the equal-length choice.
+        assert num_splits_rule(programs, n, 132, 2, spread=True, tolerance=1.0) == equal
+    assert num_splits_rule(128, 512, 132, 2) == 2
+    assert num_splits_rule(128, 512, 132, 2, spread=True) >= 8      # batch 16 x 8 up to 32k
+    assert num_splits_rule(512, 512, 132, 2, spread=True) >= 8      # batch 64 x 8 up to 32k
+    # The plan: spread only with a lengths tensor and batch > 1.
+    plan = lambda b, per_batch: fd.decode_plan(b, 1, 32, 8, 128, 32768, 0, 0, True, 132, per_batch).num_splits
+    assert plan(16, False) == 2 and plan(16, True) >= 8
+    assert plan(1, True) == plan(1, False) == 32
+
+
+def test_split_rule_counts_the_last_wave():
+    """A last wave of fewer programs than an SM holds costs nearly a full
+    one (session 8 run 3, batch 16 x 8 KV heads at 8k, 64-row tile: 3
+    splits = 384 programs on 264 slots, 3,201 GB/s; 2 splits 4,070, 4
+    splits 3,932), so neither rule takes such a count when a full one is
+    near; the 16-row tile holds 3 programs per SM, so there 3 splits fill
+    its waves and 4 do not (3: 4,062, 4: 3,734)."""
+    from tilec import flash_decode as fd
+
+    wave = lambda s, r: fd._uniform_cost(128, 128, 132, 2, s, r)
+    assert wave(3, 2) > 1.25 * wave(2, 2) and wave(4, 2) < 1.05 * wave(2, 2)
+    for spread in (False, True):
+        assert num_splits_rule(128, 128, 132, 2, spread=spread, resident=2) != 3
+        assert num_splits_rule(128, 128, 132, 3, spread=spread, resident=3) != 4
+    # Equal to the old cost when the waves are full.
+    assert fd._uniform_cost(8, 512, 132, 2, 32, 2) == 2 * (16 + 2)
+
+
+def test_small_tile_for_spread_lengths_with_few_pairs():
+    """The 16-row tile also for lengths that may differ (a tensor, batch >
+    1) with fewer (batch, KV head) pairs than two per SM; the 64-row tile for
+    more pairs, equal (int) lengths and batch 1."""
+    from tilec import flash_decode as fd
+
+    tile = lambda batch, heads_k, per_batch, heads=32: fd.decode_plan(
+        batch, 1, heads, heads_k, 128, 32768, 0, 0, True, 132, per_batch).block_m
+    assert tile(16, 8, True) == 16 and tile(16, 8, False) == 64
+    assert tile(64, 8, True) == 64 and tile(16, 32, True) == 64 and tile(1, 8, True) == 64
+    assert tile(16, 1, True) == 64                       # 32 packed rows do not fit 16
+
+
+@needs_cpu
+@pytest.mark.parametrize("tile,d", [(None, 40), ((64, 32), 12), ((64, 32), 72), ((16, 64), 256), ((64, 32), 4),
+                                    ((16, 32), 128)])
+def test_combine_kernels_and_tiles(tile, d, monkeypatch):
+    """Both combine kernels (COMBINE_TILE None: flash_combine; else
+    flash_combine_chunks with its (splits, features) tile), head dims below,
+    across and at a multiple of the feature tile, splits past one split tile,
+    empty splits and a row no split saw, against float64."""
+    from tilec import flash_decode as fd
+
+    monkeypatch.setattr(fd, "COMBINE_TILE", tile)
+    rng = np.random.default_rng()
+    s, b, n, h = 37, 2, 2, 3
+    o_part = rng.standard_normal((s, b, n, h, d)).astype(np.float32)
+    l_part = (rng.standard_normal((s, b, n, h)) * 4).astype(np.float32)
+    l_part[::5, 0, 1, 1] = -np.inf
+    l_part[:, 1, 0, 2] = -np.inf
+    w = np.exp(l_part.astype(np.float64) - np.where(np.isfinite(l_part), l_part, -1e30).max(0))
+    total = w.sum(0)
+    seen = total > 0
+    ref = np.einsum("sbnh,sbnhd->bnhd", w, o_part) / np.where(seen, total, 1)[..., None]
+    ref_lse = np.where(seen, np.log(np.where(seen, total, 1)) + np.where(np.isfinite(l_part), l_part,
+                                                                         -1e30).max(0), np.inf)
+    out, lse = tilec.flash_attn_combine(o_part, l_part)
+    assert rel_err(out, ref) < 1e-6
+    np.testing.assert_array_equal(out[1, 0, 2], 0)
+    assert lse[1, 0, 2] == np.inf
+    assert np.abs(lse[seen] - ref_lse[seen]).max() < 1e-5
+
 @needs_cpu
 def test_combine_of_more_splits_than_one_lse_tile():
     """130 splits (more than two of the combine's 64-split tiles, not a
@@ -661,11 +748,13 @@ needs_native = pytest.mark.skipif(not HAVE_NATIVE, reason="the _tilec extension 
 @pytest.mark.parametrize("features", [{}, {"paged": True, "causal": True, "per_batch": True},
                                       {"window": True, "alibi": True, "softcap": True, "per_batch": True}])
 def test_decode_and_combine_compile_for_the_gpu(features):
-    """The GPU plan's kernels (64-row tile, 4 warps, split) lower to PTX."""
+    """The GPU plan's kernels (64-row tile, 4 warps, split; pages of 16: the
+    16-row tile, one warp) lower to PTX."""
     from tilec import flash_decode as fd
 
     plan = fd.decode_plan(1, 1, 32, 8, 128, 4096, 16 if features.get("paged") else 0, 0, True, 132)
-    assert plan.num_splits > 1 and plan.block_m == 64 and plan.num_warps == 4
+    tile = (16, 1) if features.get("paged") else (64, 4)
+    assert plan.num_splits > 1 and (plan.block_m, plan.num_warps) == tile
     kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", **features))
     assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
     combine = fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", 128))
@@ -893,6 +982,78 @@ def test_gqa_ratios_with_draft_tokens(heads, heads_k):
             flash_decode.CPU_BLOCK_M = None
         check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
 
+
+
+
+def test_paged_tile_for_small_pages():
+    """PAGED_TILE (16 rows, one warp) on pages smaller than GPU_TILE's key
+    block when the packed rows fit 16; GPU_TILE otherwise; the split rule
+    counts its three programs per SM (48 splits for 8 KV heads at 32k)."""
+    from tilec import flash_decode as fd
+
+    plan = lambda heads, heads_k, seqlen_q, page: fd.decode_plan(1, seqlen_q, heads, heads_k, 128, 32768, page,
+                                                                 0, True, 132)
+    assert fd.residency(16, 64, 2, 128) == (3, 3) and fd.residency(64, 64, 2, 128) == (2, 2)
+    p = plan(32, 8, 1, 16)
+    assert (p.block_m, p.block_n, p.num_warps, p.page_block) == (16, 64, 1, 16)
+    assert 44 <= p.num_splits <= 49                      # 3 programs per SM, not 2
+    assert plan(32, 8, 1, 32).block_m == 16
+    assert plan(32, 8, 1, 64).block_m == 64 and plan(32, 8, 1, 256).block_m == 64 and plan(32, 8, 1, 0).block_m == 64
+    assert plan(32, 1, 1, 16).block_m == 64                # 32 packed rows: GPU_TILE
+    assert plan(32, 8, 4, 16).block_m == 16 and plan(32, 8, 5, 16).block_m == 64
+
+@needs_cpu
+@pytest.mark.parametrize("tile,page,nsub", [((64, 128, 1), 16, 8), ((16, 128, 2), 32, 4), ((32, 64, 2), 16, 4)])
+def test_gpu_tiles_with_pages(monkeypatch, tile, page, nsub):
+    """Other GPU tiles (bench/tune_decode.py --tiles) on pages: 128-key
+    blocks of eight 16-key page sub-tiles (or four of 32), one stage or two,
+    lengths at and around page and block edges, split and not."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "GPU_TILE", tile)
+    monkeypatch.setattr(flash_decode, "PAGED_TILE", None)
+    plan = flash_decode.decode_plan(3, 1, 8, 2, 32, 512, page, 0, False, 132)
+    assert (plan.block_n, plan.block_n // plan.page_block, plan.num_stages) == (tile[1], nsub, tile[2])
+    rng = np.random.default_rng()
+    lens = [page - 1, 129, 300]
+    keys = [f16(rng, n, 2, 32) for n in lens]
+    values = [f16(rng, n, 2, 32) for n in lens]
+    kp, vp, table = paged_pool(rng, keys, values, page)
+    q = f16(rng, 3, 1, 8, 32)
+    for splits in (1, 3):
+        out, lse = tilec.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=np.array(lens, np.int32),
+                                                 block_table=table, num_splits=splits, return_softmax_lse=True)
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(32)))
+
+
+@needs_cpu
+@pytest.mark.parametrize("chunks", ["length", "capacity"])
+@pytest.mark.parametrize("paged", [False, True])
+def test_split_chunks_of_mixed_lengths(monkeypatch, chunks, paged):
+    """SPLIT_CHUNKS: each sequence's keys cut into num_splits ranges of its
+    own length, or of the capacity (short sequences in fewer programs, the
+    others empty), lengths 0 .. capacity in one batch, causal draft tokens."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "SPLIT_CHUNKS", chunks)
+    rng = np.random.default_rng()
+    lens, d = [0, 3, 64, 65, 200, 450], 32
+    if chunks == "capacity":
+        assert flash_decode.decode_plan(6, 2, 8, 2, d, 512, 0, 5, False, 132, True).chunks == "capacity"
+    keys = [f16(rng, n, 2, d) for n in lens]
+    values = [f16(rng, n, 2, d) for n in lens]
+    if paged:
+        kc, vc, table = paged_pool(rng, keys, values, 32, width=16)
+    else:
+        kc, vc, table = f16(rng, 6, 512, 2, d), f16(rng, 6, 512, 2, d), None
+        for b, n in enumerate(lens):
+            kc[b, :n], vc[b, :n] = keys[b], values[b]
+    q = f16(rng, 6, 2, 8, d)
+    for splits in (0, 5, 16):
+        out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                                 block_table=table, causal=True, num_splits=splits,
+                                                 return_softmax_lse=True)
+        check(out, lse, *reference(q, keys, values, 1 / math.sqrt(d), True))
 
 @needs_cpu
 @pytest.mark.parametrize("num_splits", [1, 2, 7, 40, 128])
