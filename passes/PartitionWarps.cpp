@@ -16,6 +16,7 @@
 // plumbing) in the demanded layout, or else by a tile.convert_layout.
 //
 //===----------------------------------------------------------------------===//
+#include "tilec/Layout/Sm80Layouts.h"
 #include "dialects/Tile/TileDialect.h"
 #include "tilec/Passes.h"
 
@@ -226,13 +227,13 @@ LogicalResult LayoutAssigner::seedDots() {
                          "of 16 (mma.sync m16n8k16 tiles)";
       return WalkResult::interrupt();
     }
-    Attribute acc = linear(tilec::LinearLayout::mmaAccumulator(m, n, numWarps));
+    Attribute acc = linear(tilec::sm80::mmaAccumulator(m, n, numWarps));
     demand(dot.getResult(), acc);
     demandAt(dot.getAccMutable(), acc);
     if (keepAInSharedMemory(dot))
       demandAt(dot.getAMutable(), shared());
     else
-      demandAt(dot.getAMutable(), linear(tilec::LinearLayout::mmaOperandA(m, k, numWarps)));
+      demandAt(dot.getAMutable(), linear(tilec::sm80::mmaOperandA(m, k, numWarps)));
     // K and V tiles are copied into shared memory as they are loaded; a B
     // operand computed in registers is moved there at its use.
     if (isLoadedTile(dot.getB()))

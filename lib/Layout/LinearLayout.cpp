@@ -18,10 +18,11 @@ int log2Exact(int64_t value) {
 }
 
 LinearLayout::LinearLayout(unsigned rank, std::vector<Coord> reg, std::vector<Coord> lane,
-                           std::vector<Coord> warp)
-    : rank_(rank), reg_(std::move(reg)), lane_(std::move(lane)), warp_(std::move(warp)) {
+                           std::vector<Coord> warp, std::vector<Coord> block)
+    : rank_(rank), reg_(std::move(reg)), lane_(std::move(lane)), warp_(std::move(warp)),
+      block_(std::move(block)) {
 #ifndef NDEBUG
-  for (const auto *bases : {&reg_, &lane_, &warp_})
+  for (const auto *bases : {&reg_, &lane_, &warp_, &block_})
     for (const Coord &basis : *bases)
       assert(basis.size() == rank_ && "basis rank must match the layout rank");
 #endif
@@ -34,12 +35,22 @@ static void xorBasesInto(Coord &out, const std::vector<Coord> &bases, int64_t bi
         out[d] ^= bases[i][d];
 }
 
-Coord LinearLayout::apply(int64_t reg, int64_t lane, int64_t warp) const {
+Coord LinearLayout::apply(int64_t reg, int64_t lane, int64_t warp, int64_t block) const {
   Coord out(rank_, 0);
   xorBasesInto(out, reg_, reg);
   xorBasesInto(out, lane_, lane);
   xorBasesInto(out, warp_, warp);
+  xorBasesInto(out, block_, block);
   return out;
+}
+
+LinearMap LinearLayout::toMap(const std::vector<int64_t> &shape) const {
+  assert(shape.size() == rank_ && "one extent per dimension");
+  std::vector<LinearMap::OutDim> outs;
+  for (unsigned d = 0; d < rank_; ++d)
+    outs.push_back({"dim" + std::to_string(d), shape[d]});
+  return LinearMap({{"register", reg_}, {"lane", lane_}, {"warp", warp_}, {"block", block_}},
+                   std::move(outs));
 }
 
 static std::string coordStr(const Coord &c) {
@@ -76,9 +87,9 @@ std::string LinearLayout::checkCovers(const std::vector<int64_t> &shape) const {
   // bits) is the first one a walk in (warp, lane, register) order would hit.
   struct Named {
     const std::vector<Coord> *bases;
-    int which; // 0 register, 1 lane, 2 warp
+    int which; // 0 register, 1 lane, 2 warp, 3 block
   };
-  for (Named named : {Named{&reg_, 0}, Named{&lane_, 1}, Named{&warp_, 2}})
+  for (Named named : {Named{&reg_, 0}, Named{&lane_, 1}, Named{&warp_, 2}, Named{&block_, 3}})
     for (size_t i = 0; i < named.bases->size(); ++i)
       for (unsigned d = 0; d < rank_; ++d) {
         int64_t c = (*named.bases)[i][d];
@@ -88,6 +99,7 @@ std::string LinearLayout::checkCovers(const std::vector<int64_t> &shape) const {
         std::ostringstream os;
         os << "register " << (named.which == 0 ? index : 0) << " of lane "
            << (named.which == 1 ? index : 0) << " in warp " << (named.which == 2 ? index : 0)
+           << (named.which == 3 ? " of block " + std::to_string(index) : std::string())
            << " maps to coordinate " << c << " in dimension " << d
            << ", outside the tile's extent " << shape[d];
         return os.str();
@@ -118,7 +130,7 @@ std::string LinearLayout::checkCovers(const std::vector<int64_t> &shape) const {
       }
     return true;
   };
-  for (const auto *bases : {&reg_, &lane_, &warp_})
+  for (const auto *bases : {&reg_, &lane_, &warp_, &block_})
     for (const Coord &basis : *bases)
       reduce(basis, /*insert=*/true);
   // Every element below the smallest unowned one is owned, so if any element
@@ -175,7 +187,7 @@ LinearLayout LinearLayout::sliceDim(unsigned dim) const {
     return out;
   };
   return LinearLayout(rank_ - 1, withoutZeroBases(mapBases(reg_, drop)), mapBases(lane_, drop),
-                      mapBases(warp_, drop));
+                      mapBases(warp_, drop), mapBases(block_, drop));
 }
 
 LinearLayout LinearLayout::insertDim(unsigned dim) const {
@@ -186,7 +198,7 @@ LinearLayout LinearLayout::insertDim(unsigned dim) const {
     return out;
   };
   return LinearLayout(rank_ + 1, mapBases(reg_, insert), mapBases(lane_, insert),
-                      mapBases(warp_, insert));
+                      mapBases(warp_, insert), mapBases(block_, insert));
 }
 
 LinearLayout LinearLayout::zeroDim(unsigned dim) const {
@@ -197,18 +209,19 @@ LinearLayout LinearLayout::zeroDim(unsigned dim) const {
     return out;
   };
   return LinearLayout(rank_, withoutZeroBases(mapBases(reg_, zero)), mapBases(lane_, zero),
-                      mapBases(warp_, zero));
+                      mapBases(warp_, zero), mapBases(block_, zero));
 }
 
 LinearLayout LinearLayout::transposed() const {
   assert(rank_ == 2);
   auto swap = [](const Coord &c) { return Coord{c[1], c[0]}; };
-  return LinearLayout(2, mapBases(reg_, swap), mapBases(lane_, swap), mapBases(warp_, swap));
+  return LinearLayout(2, mapBases(reg_, swap), mapBases(lane_, swap), mapBases(warp_, swap),
+                      mapBases(block_, swap));
 }
 
 bool LinearLayout::sameThreadMapping(const LinearLayout &other) const {
   if (rank_ != other.rank_ || lane_ != other.lane_ || warp_ != other.warp_ ||
-      reg_.size() != other.reg_.size())
+      block_ != other.block_ || reg_.size() != other.reg_.size())
     return false;
   std::vector<Coord> mine, theirs;
   for (int64_t r = 0; r < numRegs(); ++r) {
@@ -222,7 +235,7 @@ bool LinearLayout::sameThreadMapping(const LinearLayout &other) const {
 
 bool LinearLayout::operator==(const LinearLayout &other) const {
   return rank_ == other.rank_ && reg_ == other.reg_ && lane_ == other.lane_ &&
-         warp_ == other.warp_;
+         warp_ == other.warp_ && block_ == other.block_;
 }
 
 std::string LinearLayout::drawThreadMap() const {
@@ -284,57 +297,16 @@ std::string LinearLayout::str() const {
   list("lane", lane_);
   os << ", ";
   list("warp", warp_);
+  if (!block_.empty()) {
+    os << ", ";
+    list("block", block_);
+  }
   return os.str();
 }
 
 //===----------------------------------------------------------------------===//
-// Instances
+// Target-independent instances (mma fragments: Sm80Layouts.cpp)
 //===----------------------------------------------------------------------===//
-
-// Lanes of an mma.sync fragment: lane = 4*g + t; t = lane & 3 moves along the
-// contiguous (k or column) direction in pairs, g = lane >> 2 along rows.
-static std::vector<Coord> mmaLaneBases(bool tAlongDim1) {
-  auto along = [&](bool dim1, int64_t step) {
-    return dim1 ? Coord{0, step} : Coord{step, 0};
-  };
-  return {along(tAlongDim1, 2), along(tAlongDim1, 4), along(!tAlongDim1, 1),
-          along(!tAlongDim1, 2), along(!tAlongDim1, 4)};
-}
-
-LinearLayout LinearLayout::mmaAccumulator(int64_t m, int64_t n, int64_t numWarps) {
-  int warpBits = log2Exact(numWarps);
-  assert(warpBits >= 0 && m % (16 * numWarps) == 0 && n % 8 == 0);
-  int64_t rowsPerWarp = m / numWarps;
-  std::vector<Coord> reg = {{0, 1}, {8, 0}};
-  for (int64_t col = 8; col < n; col *= 2)
-    reg.push_back({0, col});
-  for (int64_t row = 16; row < rowsPerWarp; row *= 2)
-    reg.push_back({row, 0});
-  std::vector<Coord> warp;
-  for (int i = 0; i < warpBits; ++i)
-    warp.push_back({rowsPerWarp << i, 0});
-  return LinearLayout(2, reg, mmaLaneBases(/*tAlongDim1=*/true), warp);
-}
-
-LinearLayout LinearLayout::mmaOperandA(int64_t m, int64_t k, int64_t numWarps) {
-  assert(k % 16 == 0);
-  // a0,a1: (g, 2t+{0,1}); a2,a3: row+8; a4..a7: col+8 — the accumulator's
-  // bit order exactly, continued over k16 and m16 tiles.
-  return mmaAccumulator(m, k, numWarps);
-}
-
-LinearLayout LinearLayout::mmaOperandB(int64_t k, int64_t n, int64_t numWarps) {
-  int warpBits = log2Exact(numWarps);
-  assert(warpBits >= 0 && k % 16 == 0 && n % 8 == 0);
-  // b0,b1: (k = 2t+{0,1}, n = g); b2,b3: k+8.
-  std::vector<Coord> reg = {{1, 0}, {8, 0}};
-  for (int64_t col = 8; col < n; col *= 2)
-    reg.push_back({0, col});
-  for (int64_t row = 16; row < k; row *= 2)
-    reg.push_back({row, 0});
-  std::vector<Coord> warp(warpBits, Coord{0, 0});
-  return LinearLayout(2, reg, mmaLaneBases(/*tAlongDim1=*/false), warp);
-}
 
 LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
                                      int64_t vecElems, bool warpsOnRows) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
+#include "tilec/Layout/Sm80Layouts.h"
 
 namespace tilec::nvvm {
 
@@ -22,8 +23,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   auto accType = op.getAcc().getType();
   int64_t m = accType.getDimSize(0), n = accType.getDimSize(1), k = aType.getDimSize(1);
   bool aShared = isShared(op.getA());
-  if ((!aShared && layoutOf(op.getA()) != LinearLayout::mmaOperandA(m, k, numWarps)) ||
-      layoutOf(op.getAcc()) != LinearLayout::mmaAccumulator(m, n, numWarps) ||
+  if ((!aShared && layoutOf(op.getA()) != sm80::mmaOperandA(m, k, numWarps)) ||
+      layoutOf(op.getAcc()) != sm80::mmaAccumulator(m, n, numWarps) ||
       !isShared(op.getB()))
     return op.emitError() << "tile.dot operands are not in the mma.sync layouts (A and the "
                              "accumulator split-Q fragments, B in shared memory); run "

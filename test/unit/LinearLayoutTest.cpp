@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tilec/Layout/LinearLayout.h"
+#include "tilec/Layout/Sm80Layouts.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 
 using tilec::Coord;
 using tilec::LinearLayout;
+namespace sm80 = tilec::sm80;
 
 namespace {
 
@@ -75,7 +77,7 @@ std::set<Coord> cFragment(int64_t lane, int64_t row0, int64_t col0) {
 
 // Every register of every lane holds the element the PTX ISA says.
 TEST(MmaFragments, AccumulatorM16N8MatchesPtx) {
-  LinearLayout acc = LinearLayout::mmaAccumulator(16, 8, 1);
+  LinearLayout acc = sm80::mmaAccumulator(16, 8, 1);
   ASSERT_EQ(acc.numRegs(), 4);
   ASSERT_EQ(acc.numLanes(), 32);
   ASSERT_EQ(acc.numWarps(), 1);
@@ -86,7 +88,7 @@ TEST(MmaFragments, AccumulatorM16N8MatchesPtx) {
 }
 
 TEST(MmaFragments, OperandAM16K16MatchesPtx) {
-  LinearLayout a = LinearLayout::mmaOperandA(16, 16, 1);
+  LinearLayout a = sm80::mmaOperandA(16, 16, 1);
   ASSERT_EQ(a.numRegs(), 8);
   for (int64_t lane = 0; lane < 32; ++lane)
     for (int r = 0; r < 8; ++r)
@@ -95,7 +97,7 @@ TEST(MmaFragments, OperandAM16K16MatchesPtx) {
 }
 
 TEST(MmaFragments, OperandBK16N8MatchesPtx) {
-  LinearLayout b = LinearLayout::mmaOperandB(16, 8, 1);
+  LinearLayout b = sm80::mmaOperandB(16, 8, 1);
   ASSERT_EQ(b.numRegs(), 4);
   for (int64_t lane = 0; lane < 32; ++lane)
     for (int r = 0; r < 4; ++r)
@@ -106,7 +108,7 @@ TEST(MmaFragments, OperandBK16N8MatchesPtx) {
 // A row of the accumulator lives in the 4 lanes of one group, which is what
 // lets rowmax/rowsum finish with shfl.xor 1 and 2.
 TEST(MmaFragments, AccumulatorRowLivesInOneQuad) {
-  LinearLayout acc = LinearLayout::mmaAccumulator(16, 64, 1);
+  LinearLayout acc = sm80::mmaAccumulator(16, 64, 1);
   for (int64_t lane = 0; lane < 32; ++lane)
     for (int64_t r = 0; r < acc.numRegs(); ++r) {
       int64_t row = acc.apply(r, lane, 0)[0];
@@ -129,7 +131,7 @@ class MmaAccumulatorTiles : public ::testing::TestWithParam<AccCase> {};
 // [w*M/W, (w+1)*M/W) (FlashAttention-2's split-Q).
 TEST_P(MmaAccumulatorTiles, MatchesPtxPerBlockAndSplitsRowsOverWarps) {
   auto [m, n, warps] = GetParam();
-  LinearLayout acc = LinearLayout::mmaAccumulator(m, n, warps);
+  LinearLayout acc = sm80::mmaAccumulator(m, n, warps);
   int64_t rowsPerWarp = m / warps;
   int64_t nTiles = n / 8, mTiles = rowsPerWarp / 16;
   ASSERT_EQ(acc.numWarps(), warps);
@@ -157,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MmaAccumulatorTiles,
 // The whole of each lane's 16x8 block pattern, independent of register order.
 TEST(MmaSplitQ, EachWarpHoldsCFragmentsOfItsRowsOnly) {
   const int64_t m = 128, n = 64, warps = 4;
-  LinearLayout acc = LinearLayout::mmaAccumulator(m, n, warps);
+  LinearLayout acc = sm80::mmaAccumulator(m, n, warps);
   for (int64_t w = 0; w < warps; ++w)
     for (int64_t lane = 0; lane < 32; ++lane) {
       std::set<Coord> held, expected;
@@ -176,7 +178,7 @@ TEST(MmaSplitQ, EachWarpHoldsCFragmentsOfItsRowsOnly) {
 // k16 tiles..., m16 tiles...], rows split over warps like the accumulator.
 TEST(MmaFragments, OperandAOverTilesMatchesPtx) {
   const int64_t m = 64, k = 64, warps = 2;
-  LinearLayout a = LinearLayout::mmaOperandA(m, k, warps);
+  LinearLayout a = sm80::mmaOperandA(m, k, warps);
   int64_t kTiles = k / 16;
   EXPECT_EQ(a.checkCovers({m, k}), "");
   for (int64_t w = 0; w < warps; ++w)
@@ -194,7 +196,7 @@ TEST(MmaFragments, OperandAOverTilesMatchesPtx) {
 // warp holds all of B (split-Q reads all of K and V in every warp).
 TEST(MmaFragments, OperandBOverTilesIsReplicatedOverWarps) {
   const int64_t k = 64, n = 32, warps = 4;
-  LinearLayout b = LinearLayout::mmaOperandB(k, n, warps);
+  LinearLayout b = sm80::mmaOperandB(k, n, warps);
   int64_t nTiles = n / 8;
   EXPECT_EQ(b.checkCovers({k, n}), "");
   ASSERT_EQ(b.numWarps(), warps);
@@ -227,8 +229,8 @@ TEST(FA2RegisterReuse, PtxTablesAgree) {
 TEST(FA2RegisterReuse, AccumulatorOfSIsOperandAOfP) {
   for (AccCase c :
        {AccCase{16, 16, 1}, AccCase{64, 64, 4}, AccCase{128, 128, 4}, AccCase{128, 64, 8}}) {
-    LinearLayout s = LinearLayout::mmaAccumulator(c.m, c.n, c.warps);
-    LinearLayout p = LinearLayout::mmaOperandA(c.m, c.n, c.warps);
+    LinearLayout s = sm80::mmaAccumulator(c.m, c.n, c.warps);
+    LinearLayout p = sm80::mmaOperandA(c.m, c.n, c.warps);
     EXPECT_EQ(s, p) << c.m << "x" << c.n << " over " << c.warps << " warps";
     EXPECT_TRUE(s.sameThreadMapping(p));
   }
@@ -239,36 +241,36 @@ TEST(FA2RegisterReuse, AccumulatorOfSIsOperandAOfP) {
 //===----------------------------------------------------------------------===//
 
 TEST(CheckCovers, GoodLayouts) {
-  EXPECT_EQ(LinearLayout::mmaAccumulator(64, 64, 4).checkCovers({64, 64}), "");
-  EXPECT_EQ(LinearLayout::mmaOperandB(64, 128, 4).checkCovers({64, 128}), "");
+  EXPECT_EQ(sm80::mmaAccumulator(64, 64, 4).checkCovers({64, 64}), "");
+  EXPECT_EQ(sm80::mmaOperandB(64, 128, 4).checkCovers({64, 128}), "");
   EXPECT_EQ(LinearLayout::coalesced({64, 128}, 4, 8).checkCovers({64, 128}), "");
   // Replication (zero bases) is allowed: a row slice is held by 4 lanes.
-  EXPECT_EQ(LinearLayout::mmaAccumulator(64, 64, 4).sliceDim(1).checkCovers({64}), "");
+  EXPECT_EQ(sm80::mmaAccumulator(64, 64, 4).sliceDim(1).checkCovers({64}), "");
 }
 
 TEST(CheckCovers, RankMismatch) {
-  EXPECT_EQ(LinearLayout::mmaAccumulator(16, 8, 1).checkCovers({16}),
+  EXPECT_EQ(sm80::mmaAccumulator(16, 8, 1).checkCovers({16}),
             "layout has rank 2 but the tile has rank 1");
 }
 
 TEST(CheckCovers, CoordinateOutsideTheTile) {
   // Warp 2 starts at row 32 (its basis [32, 0]).
-  EXPECT_EQ(LinearLayout::mmaAccumulator(64, 64, 4).checkCovers({32, 64}),
+  EXPECT_EQ(sm80::mmaAccumulator(64, 64, 4).checkCovers({32, 64}),
             "register 0 of lane 0 in warp 2 maps to coordinate 32 in dimension 0, "
             "outside the tile's extent 32");
   // Register 4 is the second n8 tile (basis [0, 8]).
-  EXPECT_EQ(LinearLayout::mmaAccumulator(16, 16, 1).checkCovers({16, 8}),
+  EXPECT_EQ(sm80::mmaAccumulator(16, 16, 1).checkCovers({16, 8}),
             "register 4 of lane 0 in warp 0 maps to coordinate 8 in dimension 1, "
             "outside the tile's extent 8");
   // In B, lane 16 is group 4: column n = 4 (basis [0, 4]).
-  EXPECT_EQ(LinearLayout::mmaOperandB(16, 8, 1).checkCovers({16, 4}),
+  EXPECT_EQ(sm80::mmaOperandB(16, 8, 1).checkCovers({16, 4}),
             "register 0 of lane 16 in warp 0 maps to coordinate 4 in dimension 1, "
             "outside the tile's extent 4");
 }
 
 TEST(CheckCovers, ElementOwnedByNoThread) {
   // Rows 64.. of a 128-row tile have no owner.
-  EXPECT_EQ(LinearLayout::mmaAccumulator(64, 64, 4).checkCovers({128, 64}),
+  EXPECT_EQ(sm80::mmaAccumulator(64, 64, 4).checkCovers({128, 64}),
             "element (64,0) (row-major index 4096) is owned by no thread");
   // Two equal register bases leave column 1 of every pair unowned.
   LinearLayout dup(2, {{8, 0}, {8, 0}}, {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}}, {});
@@ -276,7 +278,7 @@ TEST(CheckCovers, ElementOwnedByNoThread) {
 }
 
 TEST(CheckCovers, NonPowerOfTwoExtent) {
-  EXPECT_EQ(LinearLayout::mmaAccumulator(64, 64, 4).checkCovers({48, 64}),
+  EXPECT_EQ(sm80::mmaAccumulator(64, 64, 4).checkCovers({48, 64}),
             "the tile's extent 48 in dimension 0 is not a power of two; a linear layout "
             "covers only power-of-two extents");
 }
@@ -379,7 +381,7 @@ std::set<Coord> heldBy(const LinearLayout &l, int64_t lane, int64_t warp) {
 // rows it held before; the 4 lanes of a quad become replicas of the same
 // rows, and the registers that only walked columns are gone (rows g, g+8).
 TEST(ShapePlumbing, SliceDimIsTheRowReductionLayout) {
-  LinearLayout acc = LinearLayout::mmaAccumulator(64, 64, 4);
+  LinearLayout acc = sm80::mmaAccumulator(64, 64, 4);
   LinearLayout rows = acc.sliceDim(1);
   ASSERT_EQ(rows.rank(), 1u);
   EXPECT_EQ(rows.checkCovers({64}), "");
@@ -397,7 +399,7 @@ TEST(ShapePlumbing, SliceDimIsTheRowReductionLayout) {
 }
 
 TEST(ShapePlumbing, InsertDimAddsAUnitDimension) {
-  LinearLayout rows = LinearLayout::mmaAccumulator(64, 64, 4).sliceDim(1);
+  LinearLayout rows = sm80::mmaAccumulator(64, 64, 4).sliceDim(1);
   LinearLayout col = rows.insertDim(1);
   ASSERT_EQ(col.rank(), 2u);
   EXPECT_EQ(col.checkCovers({64, 1}), "");
@@ -411,7 +413,7 @@ TEST(ShapePlumbing, InsertDimAddsAUnitDimension) {
 // the column component zeroed, which is expand_dims of the row slice; every
 // thread holds the rows (of column 0) that it holds in S.
 TEST(ShapePlumbing, ZeroDimIsTheBroadcastSource) {
-  LinearLayout acc = LinearLayout::mmaAccumulator(64, 64, 4);
+  LinearLayout acc = sm80::mmaAccumulator(64, 64, 4);
   LinearLayout source = acc.zeroDim(1);
   EXPECT_EQ(source, acc.sliceDim(1).insertDim(1));
   EXPECT_EQ(source.checkCovers({64, 1}), "");
@@ -428,14 +430,14 @@ TEST(ShapePlumbing, ZeroDimIsTheBroadcastSource) {
 // canonical form (no zero register bases) makes them compare equal: the
 // rescale of O by exp(m - m') needs no layout conversion.
 TEST(ShapePlumbing, RowLayoutsOfSAndOAreEqual) {
-  LinearLayout s = LinearLayout::mmaAccumulator(64, 64, 4);
-  LinearLayout o = LinearLayout::mmaAccumulator(64, 128, 4);
+  LinearLayout s = sm80::mmaAccumulator(64, 64, 4);
+  LinearLayout o = sm80::mmaAccumulator(64, 128, 4);
   EXPECT_EQ(s.sliceDim(1), o.sliceDim(1));
   EXPECT_EQ(s.zeroDim(1), o.zeroDim(1));
 }
 
 TEST(ShapePlumbing, TransposedSwapsCoordinates) {
-  LinearLayout b = LinearLayout::mmaOperandB(32, 16, 2);
+  LinearLayout b = sm80::mmaOperandB(32, 16, 2);
   LinearLayout bt = b.transposed();
   EXPECT_EQ(bt.checkCovers({16, 32}), "");
   for (int64_t w = 0; w < 2; ++w)
@@ -452,7 +454,7 @@ TEST(ShapePlumbing, TransposedSwapsCoordinates) {
 //===----------------------------------------------------------------------===//
 
 TEST(Registers, RegHoldingFindsTheRegister) {
-  LinearLayout acc = LinearLayout::mmaAccumulator(16, 16, 1);
+  LinearLayout acc = sm80::mmaAccumulator(16, 16, 1);
   EXPECT_EQ(acc.regHolding({0, 0}), 0);
   EXPECT_EQ(acc.regHolding({0, 1}), 1); // c1
   EXPECT_EQ(acc.regHolding({8, 0}), 2); // c2
@@ -474,7 +476,7 @@ TEST(Registers, RegHoldingPicksTheFirstReplica) {
 }
 
 TEST(Registers, SameThreadMappingIgnoresRegisterOrderOnly) {
-  LinearLayout acc = LinearLayout::mmaAccumulator(16, 16, 1);
+  LinearLayout acc = sm80::mmaAccumulator(16, 16, 1);
   std::vector<Coord> lanes = acc.laneBases();
   LinearLayout reordered(2, {{8, 0}, {0, 8}, {0, 1}}, lanes, {});
   EXPECT_NE(acc, reordered);
@@ -488,12 +490,12 @@ TEST(Registers, SameThreadMappingIgnoresRegisterOrderOnly) {
   LinearLayout otherRegs(2, {{0, 1}, {8, 0}, {0, 16}}, lanes, {});
   EXPECT_FALSE(acc.sameThreadMapping(otherRegs));
   // Different register count.
-  EXPECT_FALSE(acc.sameThreadMapping(LinearLayout::mmaAccumulator(16, 8, 1)));
+  EXPECT_FALSE(acc.sameThreadMapping(sm80::mmaAccumulator(16, 8, 1)));
   // Different warps.
-  EXPECT_FALSE(LinearLayout::mmaAccumulator(64, 16, 4).sameThreadMapping(
-      LinearLayout::mmaAccumulator(64, 16, 2)));
+  EXPECT_FALSE(sm80::mmaAccumulator(64, 16, 4).sameThreadMapping(
+      sm80::mmaAccumulator(64, 16, 2)));
   // The B operand is not the accumulator of the same shape.
-  EXPECT_FALSE(LinearLayout::mmaOperandB(16, 16, 1).sameThreadMapping(acc));
+  EXPECT_FALSE(sm80::mmaOperandB(16, 16, 1).sameThreadMapping(acc));
 }
 
 //===----------------------------------------------------------------------===//
@@ -588,19 +590,19 @@ TEST(Coalesced, Rank1And3) {
 //===----------------------------------------------------------------------===//
 
 TEST(Printing, StrIsTheAttributeBody) {
-  EXPECT_EQ(LinearLayout::mmaAccumulator(16, 8, 1).str(),
+  EXPECT_EQ(sm80::mmaAccumulator(16, 8, 1).str(),
             "reg = [[0, 1], [8, 0]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = []");
 }
 
 TEST(Printing, ThreadMapLinePerThread) {
-  std::string map = LinearLayout::mmaAccumulator(16, 8, 1).drawThreadMap();
+  std::string map = sm80::mmaAccumulator(16, 8, 1).drawThreadMap();
   EXPECT_EQ(map.substr(0, map.find('\n')), "w0 l0: r0=(0,0) r1=(0,1) r2=(8,0) r3=(8,1)");
   EXPECT_NE(map.find("w0 l5: r0=(1,2) r1=(1,3) r2=(9,2) r3=(9,3)\n"), std::string::npos);
   EXPECT_EQ(std::count(map.begin(), map.end(), '\n'), 32);
 }
 
 TEST(Printing, ElementMapOfTheAccumulator) {
-  std::string map = LinearLayout::mmaAccumulator(16, 8, 1).drawElementMap({16, 8});
+  std::string map = sm80::mmaAccumulator(16, 8, 1).drawElementMap({16, 8});
   std::istringstream lines(map);
   std::string row0, row8;
   std::getline(lines, row0);

@@ -9,6 +9,7 @@
 //                [--vec 8] [--threads]
 //
 //===----------------------------------------------------------------------===//
+#include "tilec/Layout/Sm80Layouts.h"
 #include "tilec/Layout/LinearLayout.h"
 
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <vector>
 
 using tilec::LinearLayout;
+namespace sm80 = tilec::sm80;
 
 namespace {
 
@@ -118,15 +120,15 @@ int main(int argc, char **argv) {
     if (kind == "mma-b") {
       if (rows % 16 || cols % 8)
         return fail("mma-b needs K a multiple of 16 and N a multiple of 8, got " + shapeStr(shape));
-      layout = LinearLayout::mmaOperandB(rows, cols, warps);
+      layout = sm80::mmaOperandB(rows, cols, warps);
     } else {
       int64_t colMultiple = kind == "mma-a" ? 16 : 8;
       if (rows % (16 * warps) || cols % colMultiple)
         return fail(kind + " needs rows a multiple of 16 x " + std::to_string(warps) +
                     " warps and columns a multiple of " + std::to_string(colMultiple) + ", got " +
                     shapeStr(shape));
-      layout = kind == "mma-a" ? LinearLayout::mmaOperandA(rows, cols, warps)
-                               : LinearLayout::mmaAccumulator(rows, cols, warps);
+      layout = kind == "mma-a" ? sm80::mmaOperandA(rows, cols, warps)
+                               : sm80::mmaAccumulator(rows, cols, warps);
     }
   } else if (kind == "coalesced") {
     for (int64_t extent : shape)

@@ -1,22 +1,27 @@
 //===- LinearLayout.h - distributed layouts as linear maps ----------------===//
 //
 // One representation for every way a tile is spread over a thread block:
-// a linear map over GF(2) from the bits of (register, lane, warp) to tile
-// coordinates. Each input bit owns a basis vector of coordinates; an
+// a linear map over GF(2) from the bits of (register, lane, warp, block) to
+// tile coordinates ("block": the CTAs of a cluster, empty until sm90a
+// clusters use it). Each input bit owns a basis vector of coordinates; an
 // element's coordinates are the XOR of the bases of the set bits. A zero
 // basis replicates (every value of that bit sees the same element).
 //
-// The mma.sync m16n8k16 fragments, the coalesced global-access layout and
-// their row slices are all instances, so the lowering needs no pairwise
+// The mma.sync m16n8k16 fragments (per target: Sm80Layouts.h), the
+// coalesced global-access layout and their row slices are all instances, so the lowering needs no pairwise
 // conversion code between special layout kinds: two layouts with the same
 // lane and warp bases differ only in register order (a renaming), anything
 // else moves through shared memory.
 //
-// Plain C++ on purpose: layout math is unit-tested without MLIR.
+// toMap() gives the general form (LinearMap.h: named dimensions,
+// composition, inversion). Plain C++ on purpose: layout math is
+// unit-tested without MLIR.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEC_LAYOUT_LINEARLAYOUT_H
 #define TILEC_LAYOUT_LINEARLAYOUT_H
+
+#include "tilec/Layout/LinearMap.h"
 
 #include <cstdint>
 #include <optional>
@@ -32,18 +37,21 @@ class LinearLayout {
 public:
   LinearLayout() = default;
   LinearLayout(unsigned rank, std::vector<Coord> reg, std::vector<Coord> lane,
-               std::vector<Coord> warp);
+               std::vector<Coord> warp, std::vector<Coord> block = {});
 
   unsigned rank() const { return rank_; }
   const std::vector<Coord> &regBases() const { return reg_; }
   const std::vector<Coord> &laneBases() const { return lane_; }
   const std::vector<Coord> &warpBases() const { return warp_; }
+  const std::vector<Coord> &blockBases() const { return block_; }
   int64_t numRegs() const { return int64_t(1) << reg_.size(); }
   int64_t numLanes() const { return int64_t(1) << lane_.size(); }
   int64_t numWarps() const { return int64_t(1) << warp_.size(); }
+  int64_t numBlocks() const { return int64_t(1) << block_.size(); }
 
-  /// The coordinates of register `reg` of lane `lane` in warp `warp`.
-  Coord apply(int64_t reg, int64_t lane, int64_t warp) const;
+  /// The coordinates of register `reg` of lane `lane` in warp `warp` (of
+  /// CTA `block` of the cluster).
+  Coord apply(int64_t reg, int64_t lane, int64_t warp, int64_t block = 0) const;
   /// The part contributed by the register bits alone (lane 0, warp 0).
   Coord regCoord(int64_t reg) const { return apply(reg, 0, 0); }
   /// The part contributed by the thread (register 0).
@@ -78,6 +86,11 @@ public:
   bool operator==(const LinearLayout &other) const;
   bool operator!=(const LinearLayout &other) const { return !(*this == other); }
 
+  /// The same map as a LinearMap with inputs "register", "lane", "warp",
+  /// "block" and outputs "dim0".. of the extents `shape` (powers of two at
+  /// least every coordinate the layout reaches).
+  LinearMap toMap(const std::vector<int64_t> &shape) const;
+
   /// One line per thread: "w0 l5: r0=(1,2) r1=(1,3) ...".
   std::string drawThreadMap() const;
   /// A grid with one cell per element naming its owner "Tlane:r" (warps as
@@ -86,23 +99,9 @@ public:
   std::string str() const;
 
   //===--------------------------------------------------------------------===//
-  // The instances the lowering needs (sm80 mma.sync m16n8k16)
+  // Target-independent instances (the mma fragments are in Sm80Layouts.h)
   //===--------------------------------------------------------------------===//
 
-  /// Accumulator (C/D) of an MxN f32 tile computed by `numWarps` warps that
-  /// split the rows (FlashAttention-2's split-Q): warp w owns M/numWarps
-  /// consecutive rows; within a warp, the m16n8 pattern repeats over n8
-  /// column tiles, then over m16 row tiles. Register bit order:
-  /// [col+1, row+8, col+8, col+16, ..., row+16, ...].
-  static LinearLayout mmaAccumulator(int64_t m, int64_t n, int64_t numWarps);
-  /// A operand (MxK, f16/bf16) in registers, rows split over warps the same
-  /// way. Register bits [col+1, row+8, col+8, col+16.., row+16..]: the same
-  /// map as the accumulator of an MxK tile, which is why P = softmax(S)
-  /// feeds the second mma straight from the first one's registers.
-  static LinearLayout mmaOperandA(int64_t m, int64_t k, int64_t numWarps);
-  /// B operand (KxN) fragment: every warp holds all of B (replicated over
-  /// warps). Register bits [k+1, k+8, n+8.., k+16..].
-  static LinearLayout mmaOperandB(int64_t k, int64_t n, int64_t numWarps);
   /// Coalesced global access: each thread moves `vecElems` consecutive
   /// elements of the last dimension (fewer when a row is shorter: a vector
   /// never spans two rows), lanes then warps walk the tile row-major,
@@ -115,7 +114,7 @@ public:
 
 private:
   unsigned rank_ = 0;
-  std::vector<Coord> reg_, lane_, warp_;
+  std::vector<Coord> reg_, lane_, warp_, block_;
 };
 
 /// log2 of a power of two; -1 otherwise.
