@@ -463,9 +463,18 @@ private:
 
 struct TileInsertWaitsPass final : tilec::impl::TileInsertWaitsBase<TileInsertWaitsPass> {
   void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (func->hasAttr(tilec::kKernelAttrName) && !func.getBody().empty())
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func->hasAttr(tilec::kKernelAttrName) || func.getBody().empty())
+        continue;
+      // A kernel that states its schedule already (written by hand, say a
+      // deeper one, or this pass ran) is left as it is.
+      bool scheduled = func.walk([](Operation *op) {
+                             return isa<AsyncCommitOp, AsyncWaitOp, BarrierOp>(op) ? WalkResult::interrupt()
+                                                                                  : WalkResult::advance();
+                           }).wasInterrupted();
+      if (!scheduled)
         Schedule(&getContext()).run(func);
+    }
   }
 };
 

@@ -102,7 +102,9 @@ def TileInsertWaits : Pass<"tile-insert-waits", "mlir::ModuleOp"> {
     loop or branch, tiles pending before it count as committed last; at the
     top of a loop body the previous iteration's copies are the newest group,
     written to every region from the body's start (tile.smem_body). Before
-    the kernel returns, a wait for every group.
+    the kernel returns, a wait for every group. A kernel that already
+    holds any of these ops (a schedule written by hand, or the pass ran) is
+    left as it is.
   }];
   let dependentDialects = ["::mlir::tile::TileDialect"];
 }

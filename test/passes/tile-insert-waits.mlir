@@ -1,6 +1,7 @@
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits | FileCheck %s
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: not tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -tile-insert-waits | FileCheck %s
 
 // tile-insert-waits: where cp.async commits, waits and barriers go, one case
 // per hazard (test/passes/lowering-hazards.mlir pins some of the same
@@ -8,7 +9,8 @@
 // groups are still in flight. Regions are tile-allocate-shared's (a 64x64
 // f16 tile is 8 KiB; the f32 accumulator's epilogue staging 16 KiB). The
 // lowering translates each op to one instruction (NVVM) and refuses copies
-// without the pass (MISSING).
+// without the pass (MISSING). A second run leaves the schedule as it is
+// (the same checks hold).
 // MISSING: error: kernel copies into shared memory but has no tile.async_commit: run tile-insert-waits first
 
 // RAW: each copy is its own group; a tile is waited for at its first read,
