@@ -59,9 +59,10 @@ def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VAR
 # orientation: (BLOCK_M, 1) x (1, BLOCK_N) here, transposed in the dK/dV kernel.
 
 def alibi_bias(s, slope, rows, kq, CAUSAL):
-    """s - slope * |i + sk - sq - j|: ALiBi's bias (causal: kq <= rows)."""
+    """s - slope * |i + sk - sq - j|: ALiBi's bias (causal: kq <= rows),
+    written as s + |...|·(-slope) so that it contracts to one FMA."""
     dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)
-    return s - slope * dist.to(tl.float32)
+    return s + dist.to(tl.float32) * -slope
 
 
 def visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW):
@@ -78,17 +79,19 @@ def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     """The forward's scores of one K/V block: S = scale·Q·Kᵀ, capped,
     biased, hooked, and -inf where masked (rows/diag/slope None when the
     switches do not use them)."""
-    s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)  # S = scale · Q·Kᵀ
+    s = tl.dot(qt, kt, trans_b=True)
+    unit = softcap if SOFTCAP else scale                    # the scores' last factor (> 0)
     if SOFTCAP:                                             # S = softcap · tanh(scale · Q·Kᵀ / softcap)
-        s = softcap * tl.tanh(s)
+        s = tl.tanh(s * (scale / softcap))
     if CAUSAL or WINDOW or ALIBI:
         kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
         mask = kq < seqlen_q                                # keys past seqlen_k do not exist
     else:
         cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
         mask = cols < seqlen_k                              # keys past seqlen_k do not exist
-    if ALIBI:
-        s = alibi_bias(s, slope, rows, kq, CAUSAL)
+    if ALIBI:  # the bias in units of the last factor, so the factor still folds into exp2's FMA
+        s = alibi_bias(s, slope / unit, rows, kq, CAUSAL)
+    s = s * unit                                            # S = scale·Q·Kᵀ (or capped), biased
     if CAUSAL or WINDOW:
         mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
     if SCORE_MOD or MASK_MOD:  # user hooks, plain Python traced in (FlexAttention's model)

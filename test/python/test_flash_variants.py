@@ -385,3 +385,33 @@ def test_varlen_programs_past_their_sequence_skip_the_loop():
     after = kernel.ir[exit_if.end():]
     assert "scf.for" in after and after.count("tile.store") == 2
     assert "scf.for" not in kernel.ir[:exit_if.start()]
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+@pytest.mark.parametrize("causal,softcap", [(True, False), (False, False), (True, True)],
+                         ids=["causal", "noncausal", "causal-softcap"])
+def test_alibi_keeps_fa2_softmax_form(causal, softcap, monkeypatch):
+    """ALiBi's bias goes in before the scores' last factor (the scale, or the
+    softcap), so that factor still moves into exp2's one FMA per score and
+    the lazy rescale still applies: the d128 kernel's PTX has as many
+    multiplies by log2(e) and f32 subtractions as the same kernel without
+    ALiBi, and is marked for the lazy rescale. Written after the factor
+    (session 7) it had one multiply and one subtraction per score more and
+    no lazy rescale."""
+    monkeypatch.setenv("TILEC_PTXAS", "")  # the PTX is what counts
+
+    def ptx(alibi):
+        kernel, config = fa._select("bfloat16", 128, causal, False, softcap, alibi)
+        [res] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80", strategy=config.strategy)
+        return res
+
+    with_alibi, without = ptx(True), ptx(False)
+    count = lambda res, pattern: len(re.findall(pattern, res["ptx"]))
+    for pattern in (r"mul\.rn\.f32\s+%r\d+, %r\d+, 0f3FB8AA3B", r"sub\.rn\.f32"):
+        assert count(with_alibi, pattern) == count(without, pattern), pattern
+    assert count(with_alibi, r"ex2\.approx") == count(without, r"ex2\.approx")
+    for alibi in (True, False):  # the GPU pipeline's lazy rescale (as in the test above)
+        kernel, _ = fa._select("bfloat16", 128, causal, False, softcap, alibi)
+        text = compiler.run_pipeline(
+            kernel.ir, "builtin.module(tile-optimize,tile-lazy-rescale{num-warps=4 min-registers=128})")
+        assert "tile.skip_unit_rescale" in text, f"alibi={alibi}: no lazy rescale"
