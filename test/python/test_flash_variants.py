@@ -84,6 +84,11 @@ DENSE = [
     (1, 70, 100, 2, 1, 64, dict(window_size=(-1, 10))),
     (1, 170, 60, 2, 1, 64, dict(window_size=(10, -1))),
     (1, 100, 100, 2, 1, 64, dict(window_size=(0, 0))),          # the diagonal only
+    # Windows wider than a block's span (128 rows + 64 keys): unmasked blocks
+    # between the edges, the left edge's blocks testing only the left bound.
+    (1, 600, 600, 2, 1, 64, dict(window_size=(300, 0), causal=True)),
+    (1, 500, 700, 2, 1, 64, dict(window_size=(250, 90))),
+    (1, 500, 650, 2, 1, 64, dict(window_size=(60, 400), alibi="h")),
     (2, 77, 131, 4, 4, 80, dict(softcap=5.0)),
     (1, 100, 100, 2, 1, 128, dict(softcap=30.0, causal=True)),
     (2, 60, 90, 4, 2, 64, dict(alibi="h")),
