@@ -18,7 +18,9 @@ these parameters):
 - Alignment: query i corresponds to key i + seqlen_k - seqlen_q (bottom right).
   CAUSAL: query i sees keys j <= i + seqlen_k - seqlen_q.
   WINDOW: it sees i + sk - sq - window_left <= j <= i + sk - sq + window_right
-  (both bounds runtime values; the caller maps -1 to seqlen_k, as flash_attn).
+  (both bounds runtime values; the caller maps -1 to seqlen_k, as flash_attn;
+  window_right >= 0, and with CAUSAL it is not read: a window (w, 0) runs
+  as CAUSAL + WINDOW).
 - SOFTCAP: scores softcap * tanh(scale * q·k / softcap).
 - ALIBI: the bias -slope * |i + sk - sq - j| added after the softcap, slope
   alibi[b * stride_alibi_b + h] (f32; stride 0 for slopes of shape (heads,)).
@@ -66,11 +68,15 @@ def alibi_bias(s, slope, rows, kq, CAUSAL):
 
 
 def visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW):
-    """`mask` and the causal/window conditions: which keys each query sees."""
+    """`mask` and the causal/window conditions: which keys each query sees.
+    With CAUSAL the window's right bound is implied (window_right >= 0: the
+    callers map -1 to seqlen_k) and not tested."""
     if CAUSAL:
         mask = mask & (kq <= rows)
     if WINDOW:
-        mask = mask & (kq >= rows - window_left) & (kq <= rows + window_right)
+        mask = mask & (kq >= rows - window_left)
+        if not CAUSAL:
+            mask = mask & (kq <= rows + window_right)
     return mask
 
 
@@ -92,7 +98,11 @@ def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     if ALIBI:  # the bias in units of the last factor, so the factor still folds into exp2's FMA
         s = alibi_bias(s, slope / unit, rows, kq, CAUSAL)
     s = s * unit                                            # S = scale·Q·Kᵀ (or capped), biased
-    if CAUSAL or WINDOW:
+    if CAUSAL and WINDOW:  # a causal window implies kq < seqlen_q for every row that is stored
+        # (kq <= rows < seqlen_q; rows past the end read the view's zero padding).
+        # The dense causal kernel keeps the test.
+        mask = visible(kq >= rows - window_left, rows, kq, window_left, window_right, CAUSAL, False)
+    elif CAUSAL or WINDOW:
         mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
     if SCORE_MOD or MASK_MOD:  # user hooks, plain Python traced in (FlexAttention's model)
         kv_idx = (col0 + tl.arange(0, BLOCK_N))[None, :]

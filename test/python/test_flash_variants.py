@@ -420,3 +420,22 @@ def test_alibi_keeps_fa2_softmax_form(causal, softcap, monkeypatch):
         text = compiler.run_pipeline(
             kernel.ir, "builtin.module(tile-optimize,tile-lazy-rescale{num-warps=4 min-registers=128})")
         assert "tile.skip_unit_rescale" in text, f"alibi={alibi}: no lazy rescale"
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+def test_a_causal_window_runs_the_causal_window_kernel():
+    """A window (w, 0) is causal with a left bound: it runs CAUSAL + WINDOW,
+    whose mask tests neither the right bound (causal's) nor kq < seqlen_q
+    (implied for every row that is stored): two comparisons per score where
+    the WINDOW kernel has three (numerics: the (w, 0) cases above)."""
+    assert fa._mask_mode(False, 100, 0, 500, 500, None) == (True, True, 100, 0)
+    assert fa._mask_mode(True, 100, 7, 500, 500, None) == (True, True, 100, 0)
+    assert fa._mask_mode(True, -1, -1, 500, 500, None) == (True, False, 0, 0)
+    assert fa._mask_mode(False, 100, 3, 500, 500, None) == (False, True, 100, 3)
+
+    def comparisons(causal, window):  # the tile comparisons whose result is used
+        ir = fa._select("float16", 64, causal, window, False, False)[0].ir
+        names = re.findall(r"(%[\w.]+) = arith\.cmpi \w+, .*: tensor<", ir)
+        return sum(1 for n in names if re.search(re.escape(n) + r"\b(?! =)", ir.replace(n + " =", "")))
+
+    assert (comparisons(True, True), comparisons(False, True)) == (2, 3)
