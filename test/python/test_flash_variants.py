@@ -93,6 +93,10 @@ DENSE = [
     (1, 100, 100, 2, 1, 128, dict(softcap=30.0, causal=True)),
     (2, 60, 90, 4, 2, 64, dict(alibi="h")),
     (2, 90, 60, 4, 2, 64, dict(alibi="bh", causal=True)),
+    # Causal ALiBi runs its key blocks from the diagonal down: rows that see no
+    # key in a row block's first (diagonal) blocks, and rows that see none.
+    (1, 300, 400, 2, 1, 64, dict(alibi="h", causal=True)),
+    (1, 500, 300, 2, 1, 64, dict(alibi="bh", causal=True)),
     (2, 90, 120, 4, 1, 64, dict(alibi="bh", window_size=(30, 8), softcap=8.0)),
     (1, 50, 70, 8, 8, 64, dict(causal=True, window_size=(16, 3), softcap=3.0, alibi="h")),
     (1, 40, 70, 2, 1, 59, dict(causal=True)),
@@ -354,7 +358,8 @@ def test_kernel_selection_is_one_dict_lookup():
 
 
 @needs_cpu
-@pytest.mark.parametrize("opts", [dict(causal=True), dict(window_size=(0, 70))], ids=["causal", "window"])
+@pytest.mark.parametrize("opts", [dict(causal=True), dict(window_size=(0, 70)), dict(causal=True, alibi=True)],
+                         ids=["causal", "window", "causal-alibi"])
 def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
     """tile-lazy-rescale runs only in the GPU lowering (where O holds >= 128
     registers per thread); here it runs on the CPU over the same kernels:
@@ -373,10 +378,12 @@ def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
     monkeypatch.setattr(compiler, "run_cpu", lazy)
     rng = np.random.default_rng()
     q, k, v = randn(rng, 1, 900, 2, 128) * 2, randn(rng, 1, 300, 1, 128), randn(rng, 1, 300, 1, 128)
-    out, lse = tilec.flash_attn_func(q, k, v, return_lse=True, **opts)
+    opts = dict(opts)
+    slopes = slopes_for(rng, "h", 1, 2) if opts.pop("alibi", False) else None
+    out, lse = tilec.flash_attn_func(q, k, v, return_lse=True, alibi_slopes=slopes, **opts)
     assert rewritten == [True]
     check(out, lse, *attention_batch(q, k, v, 128 ** -0.5, opts.get("causal", False),
-                                     opts.get("window_size", (-1, -1))))
+                                     opts.get("window_size", (-1, -1)), 0.0, slopes))
 
 
 def test_varlen_programs_past_their_sequence_skip_the_loop():
