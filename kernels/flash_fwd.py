@@ -196,7 +196,6 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     # key order the max rose with nearly every block: a rescale each). A row
     # may then see no key in its first blocks, as in a window.
     REVERSED = ALIBI and CAUSAL
-    LATE_KEYS = WINDOW or MASK_MOD or REVERSED              # rows may see keys only in later blocks
     nblocks = tl.cdiv(seqlen_k, BLOCK_N)
     for j in range(0, nblocks):
         col0 = (nblocks - 1 - j if REVERSED else j) * BLOCK_N
@@ -206,7 +205,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
                    window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
                    MASK_MOD)
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
-        if LATE_KEYS:  # keep exp(s - m_new) = 0, not NaN, while a row has seen no key
+        if WINDOW or MASK_MOD or REVERSED:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
             m_new = tl.maximum(m_new, -1e8)  # not -1e30: FA2's fma(m, c, -m·c) would round to ~1e23
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
@@ -221,7 +220,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     if DROPOUT:
         out = out * (1.0 / (1.0 - dropout_p))               # the kept elements, scaled by 1/(1-p)
     if CAUSAL or WINDOW or VARLEN or MASK_MOD:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
-        empty = l == 0 if LATE_KEYS else m == float("-inf")
+        empty = l == 0 if WINDOW or MASK_MOD or REVERSED else m == float("-inf")
         out = tl.where(empty[:, None], 0.0, out)
         lse_rows = tl.where(empty, float("inf"), lse_rows)
     tl.store(ov, (row0, 0), out.to(DTYPE))
