@@ -37,6 +37,16 @@ CANDIDATES = [
     (128, 32, 4, 2, False),
     (64, 128, 4, 2, False),
 ]
+# More candidates for the window cases only: a 128-row block spans w + 128
+# keys (18 blocks of 64 for w = 1024, 1.125x the window's 16); 64 rows span
+# w + 64 (17 blocks, 1.0625x) but give each K/V tile half the rows.
+WINDOW_CANDIDATES = [
+    (64, 64, 4, 2, True),
+    (64, 64, 4, 1, False),
+    (128, 64, 4, 1, False),
+    (64, 32, 4, 2, False),
+    (64, 64, 2, 2, False),
+]
 
 # name -> (batch, seqlen, heads, flash_attn_func options)
 CASES = {
@@ -76,24 +86,31 @@ def main():
     d = args.head_dim
     dt = torch.bfloat16
     configs = [strategy.FlashConfig(*c) for c in CANDIDATES]
+    window_configs = [strategy.FlashConfig(*c) for c in WINDOW_CANDIDATES]
+
+    def configs_for(name):
+        return configs + (window_configs if "window" in name else [])
     cases = {n: c for n, c in CASES.items()
              if not args.only or any(s in n for s in args.only.split(","))}
 
     # Compile every (config, variant) up front, in parallel.
-    def flags(opts):
-        return dict(causal=bool(opts.get("causal")), window="window_size" in opts,
-                    softcap="softcap" in opts, alibi="alibi" in opts)
+    def flags(opts, seqlen):
+        # flash_attn's own option handling picks the kernel (a causal window
+        # runs the WINDOW kernel with window_right = 0).
+        causal, window, _, _ = fa._mask_mode(bool(opts.get("causal")), *opts.get("window_size", (-1, -1)),
+                                             seqlen, seqlen, True if opts.get("alibi") else None)
+        return dict(causal=causal, window=window, softcap="softcap" in opts, alibi="alibi" in opts)
 
-    def build(cfg, opts):
-        f = flags(opts)
+    def build(cfg, opts, seqlen):
+        f = flags(opts, seqlen)
         kernel = fa.flash_fwd_kernel().specialize(
             DTYPE=tilec.language.bfloat16, HEAD_DIM=d, CAUSAL=f["causal"], WINDOW=f["window"],
             SOFTCAP=f["softcap"], ALIBI=f["alibi"], VARLEN=False, **cfg.constexprs())
         kernel.launcher(device=0)
 
-    jobs = [(cfg, opts) for cfg in configs for (_, _, _, opts) in cases.values()]
+    jobs = [(cfg, opts, s) for name, (_, s, _, opts) in cases.items() for cfg in configs_for(name)]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        futures = {pool.submit(build, cfg, opts): (cfg, opts) for cfg, opts in jobs}
+        futures = {pool.submit(build, cfg, opts, s): (cfg, opts) for cfg, opts, s in jobs}
         failed = set()
         for fut in concurrent.futures.as_completed(futures):
             cfg, opts = futures[fut]
@@ -103,6 +120,8 @@ def main():
 
     print(f"device: {torch.cuda.get_device_name()}  bf16 d{d}; TFLOP/s over visible scores (ms)")
     header = ["case", "dense (table)"] + [c.tag for c in configs]
+    if any("window" in n for n in cases):
+        header += [c.tag + " (window only)" for c in window_configs]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     saved = dict(strategy.VARIANT_TABLE)
@@ -117,7 +136,7 @@ def main():
         t = median_ms(lambda: tilec.flash_attn_func(q, k, v, **dense_opts), args.iters, 5)
         cells.append(f"{fl / t / 1e9:.0f} ({t:.3f})")
         ref = None
-        for cfg in configs:
+        for cfg in configs_for(name):
             if (cfg.tag, str(opts)) in failed:
                 cells.append("n/a")
                 continue

@@ -18,7 +18,9 @@ these parameters):
 - Alignment: query i corresponds to key i + seqlen_k - seqlen_q (bottom right).
   CAUSAL: query i sees keys j <= i + seqlen_k - seqlen_q.
   WINDOW: it sees i + sk - sq - window_left <= j <= i + sk - sq + window_right
-  (both bounds runtime values; the caller maps -1 to seqlen_k, as flash_attn).
+  (both bounds runtime values; the caller maps -1 to seqlen_k, as flash_attn;
+  window_right >= 0, and with CAUSAL it is not read: a window (w, 0) runs
+  as CAUSAL + WINDOW).
 - SOFTCAP: scores softcap * tanh(scale * q·k / softcap).
 - ALIBI: the bias -slope * |i + sk - sq - j| added after the softcap, slope
   alibi[b * stride_alibi_b + h] (f32; stride 0 for slopes of shape (heads,)).
@@ -59,17 +61,22 @@ def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VAR
 # orientation: (BLOCK_M, 1) x (1, BLOCK_N) here, transposed in the dK/dV kernel.
 
 def alibi_bias(s, slope, rows, kq, CAUSAL):
-    """s - slope * |i + sk - sq - j|: ALiBi's bias (causal: kq <= rows)."""
+    """s - slope * |i + sk - sq - j|: ALiBi's bias (causal: kq <= rows),
+    written as s + |...|·(-slope) so that it contracts to one FMA."""
     dist = rows - kq if CAUSAL else tl.maximum(rows - kq, kq - rows)
-    return s - slope * dist.to(tl.float32)
+    return s + dist.to(tl.float32) * -slope
 
 
 def visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW):
-    """`mask` and the causal/window conditions: which keys each query sees."""
+    """`mask` and the causal/window conditions: which keys each query sees.
+    With CAUSAL the window's right bound is implied (window_right >= 0: the
+    callers map -1 to seqlen_k) and not tested."""
     if CAUSAL:
         mask = mask & (kq <= rows)
     if WINDOW:
-        mask = mask & (kq >= rows - window_left) & (kq <= rows + window_right)
+        mask = mask & (kq >= rows - window_left)
+        if not CAUSAL:
+            mask = mask & (kq <= rows + window_right)
     return mask
 
 
@@ -78,18 +85,24 @@ def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     """The forward's scores of one K/V block: S = scale·Q·Kᵀ, capped,
     biased, hooked, and -inf where masked (rows/diag/slope None when the
     switches do not use them)."""
-    s = tl.dot(qt, kt, trans_b=True) * (scale / softcap if SOFTCAP else scale)  # S = scale · Q·Kᵀ
+    s = tl.dot(qt, kt, trans_b=True)
+    unit = softcap if SOFTCAP else scale                    # the scores' last factor (> 0)
     if SOFTCAP:                                             # S = softcap · tanh(scale · Q·Kᵀ / softcap)
-        s = softcap * tl.tanh(s)
+        s = tl.tanh(s * (scale / softcap))
     if CAUSAL or WINDOW or ALIBI:
         kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
         mask = kq < seqlen_q                                # keys past seqlen_k do not exist
     else:
         cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
         mask = cols < seqlen_k                              # keys past seqlen_k do not exist
-    if ALIBI:
-        s = alibi_bias(s, slope, rows, kq, CAUSAL)
-    if CAUSAL or WINDOW:
+    if ALIBI:  # the bias in units of the last factor, so the factor still folds into exp2's FMA
+        s = alibi_bias(s, slope / unit, rows, kq, CAUSAL)
+    s = s * unit                                            # S = scale·Q·Kᵀ (or capped), biased
+    if CAUSAL and WINDOW:  # a causal window implies kq < seqlen_q for every row that is stored
+        # (kq <= rows < seqlen_q; rows past the end read the view's zero padding).
+        # The dense causal kernel keeps the test.
+        mask = visible(kq >= rows - window_left, rows, kq, window_left, window_right, CAUSAL, False)
+    elif CAUSAL or WINDOW:
         mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
     if SCORE_MOD or MASK_MOD:  # user hooks, plain Python traced in (FlexAttention's model)
         kv_idx = (col0 + tl.arange(0, BLOCK_N))[None, :]
@@ -177,15 +190,22 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
         diag = seqlen_k - seqlen_q                          # bottom right: key i + diag aligns with query i
     if ALIBI:
         slope = tl.load(alibi + (b * stride_alibi_b + h))   # one f32 per (batch, head)
-    for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
-        col0 = j * BLOCK_N
+    # Causal ALiBi runs the keys from the diagonal down (FlashAttention-2's
+    # order): its bias falls with the distance, so a row's max comes in the
+    # first blocks and the lazy rescale keeps O's factor 1 in the others (in
+    # key order the max rose with nearly every block: a rescale each). A row
+    # may then see no key in its first blocks, as in a window.
+    REVERSED = ALIBI and CAUSAL
+    nblocks = tl.cdiv(seqlen_k, BLOCK_N)
+    for j in range(0, nblocks):
+        col0 = (nblocks - 1 - j if REVERSED else j) * BLOCK_N
         kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
         vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
         s = scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
                    window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
                    MASK_MOD)
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
-        if WINDOW or MASK_MOD:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
+        if WINDOW or MASK_MOD or REVERSED:  # a row may see keys only in later blocks: keep exp(s - m_new) = 0, not NaN.
             m_new = tl.maximum(m_new, -1e8)  # not -1e30: FA2's fma(m, c, -m·c) would round to ~1e23
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
@@ -200,7 +220,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     if DROPOUT:
         out = out * (1.0 / (1.0 - dropout_p))               # the kept elements, scaled by 1/(1-p)
     if CAUSAL or WINDOW or VARLEN or MASK_MOD:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
-        empty = l == 0 if WINDOW or MASK_MOD else m == float("-inf")
+        empty = l == 0 if WINDOW or MASK_MOD or REVERSED else m == float("-inf")
         out = tl.where(empty[:, None], 0.0, out)
         lse_rows = tl.where(empty, float("inf"), lse_rows)
     tl.store(ov, (row0, 0), out.to(DTYPE))

@@ -61,6 +61,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 namespace tilec {
@@ -791,9 +793,38 @@ struct TileSplitMaskedLoops final
     Value e = skipHi ? bb.clamp(skipHi, a, ub) : ub;
     Value bnd = fullLo ? bb.clamp(fullLo, a, e) : a;
     Value d = fullHi ? bb.clamp(fullHi, bnd, e) : e;
+    // With conjuncts of both signs (a window), one masked range tests only
+    // the conjuncts that can cut there, the side that drops more of them
+    // (a fourth loop, to prune both, cost the window kernel spills in its
+    // unmasked loop). In [d, e) every conjunct with iv < 0 holds on the
+    // whole block (j >= bnd >= fullLo there): the right range tests only the
+    // iv > 0 ones. For j < fullHi every conjunct with iv > 0 holds: the left
+    // range [a, m), m = clamp(fullHi, a, bnd), tests only the iv < 0 ones;
+    // the blocks in [m, bnd) -- cut by both sides, only when no block is
+    // unmasked, so d = bnd -- join the right range, which then starts at
+    // r = m < bnd ? m : d and tests every conjunct.
+    bool bothSigns = fullLo && fullHi;
+    int64_t positives = llvm::count_if(conjuncts, [](const Conjunct &c) { return c.e.iv > 0; });
+    bool pruneLeft = positives >= static_cast<int64_t>(conjuncts.size()) - positives;
+
+    // The ops of the mask's condition tree (and, broadcast, expand_dims): a
+    // conjunct dropped from a range is replaced by `true` in them only.
+    SmallVector<Operation *> tree{mask};
+    for (size_t i = 0; i < tree.size(); ++i)
+      for (Value operand : tree[i]->getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && isa<arith::AndIOp, tile::BroadcastOp, tile::ExpandDimsOp>(def) &&
+            (i > 0 || operand == mask.getCondition()))
+          tree.push_back(def);
+    // Only when the tree feeds nothing but the mask (else leave every test in).
+    llvm::SmallPtrSet<Operation *, 8> treeOps(tree.begin(), tree.end());
+    bothSigns = bothSigns && llvm::all_of(llvm::drop_begin(tree), [&](Operation *op) {
+      return llvm::all_of(op->getUsers(), [&](Operation *user) { return treeOps.contains(user); });
+    });
+    enum class Test { all, negative, positive };
 
     ValueRange carried = loop.getInitArgs();
-    auto emit = [&](Value from, Value to, bool masked) {
+    auto emit = [&](Value from, Value to, bool masked, Test test = Test::all) {
       IRMapping map;
       auto copy = cast<scf::ForOp>(b.clone(*loop, map));
       copy.setLowerBound(from);
@@ -804,14 +835,39 @@ struct TileSplitMaskedLoops final
         auto sel = cast<arith::SelectOp>(map.lookup(mask.getResult()).getDefiningOp());
         sel.getResult().replaceAllUsesWith(sel.getTrueValue());
         sel.erase();
+      } else if (test != Test::all) {
+        llvm::SmallPtrSet<Operation *, 8> copiedTree;
+        for (Operation *op : tree)
+          copiedTree.insert(map.lookup(op));
+        for (auto [cmp, c] : llvm::zip_equal(cmps, conjuncts)) {
+          if ((test == Test::negative) == (c.e.iv < 0))
+            continue;
+          auto copied = cast<arith::CmpIOp>(map.lookup(cmp.getOperation()));
+          OpBuilder cb(copied);
+          auto type = cast<RankedTensorType>(copied.getType());
+          Value yes = arith::ConstantOp::create(cb, copied.getLoc(),
+                                                DenseElementsAttr::get(type, true));
+          copied.getResult().replaceUsesWithIf(yes, [&](OpOperand &use) {
+            return copiedTree.contains(use.getOwner());
+          });
+        }
       }
       carried = copy.getResults();
     };
-    if (fullLo)
-      emit(a, bnd, /*masked=*/true);
-    emit(bnd, d, /*masked=*/false);
-    if (fullHi)
-      emit(d, e, /*masked=*/true);
+    if (bothSigns && pruneLeft) {
+      Value m = bb.clamp(fullHi, a, bnd);
+      Value r = b.createOrFold<arith::SelectOp>(
+          loc, b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, m, bnd), m, d);
+      emit(a, m, /*masked=*/true, Test::negative);
+      emit(m, r, /*masked=*/false);
+      emit(r, e, /*masked=*/true);
+    } else {
+      if (fullLo)
+        emit(a, bnd, /*masked=*/true);
+      emit(bnd, d, /*masked=*/false);
+      if (fullHi)
+        emit(d, e, /*masked=*/true, bothSigns ? Test::positive : Test::all);
+    }
     loop.replaceAllUsesWith(carried);
     loop.erase();
     return true;

@@ -13,8 +13,9 @@ the kernel is one dict lookup keyed by (dtype, head_dim, switches, arch).
 What flash_attn's C++ does to the options is done there too:
 - window sizes >= seqlen_k become -1; causal sets window_right = 0; causal
   with seqlen_q == 1 (and no ALiBi) is dropped;
-- causal is window (-1, 0); any other window runs the WINDOW kernel, where a
-  -1 side becomes seqlen_k (the kernel's mask stays affine);
+- causal is window (-1, 0) and a window (w, 0) is causal with a left bound
+  (CAUSAL + WINDOW: no right bound to test); any other window runs the
+  WINDOW kernel, where a -1 side becomes seqlen_k (the mask stays affine);
 - softcap > 0 runs softcap * tanh(scale * qk / softcap);
 - head dims that are not multiples of 8 are zero-padded and the output sliced.
 """
@@ -359,8 +360,8 @@ def _mask_mode(causal, left, right, seqlen_q, seqlen_k, alibi_slopes):
         causal = False  # one query row sees every key either way
     if causal:
         right = 0
-    if left < 0 and right == 0:
-        return True, False, 0, 0
+    if right == 0:  # causal; with a left bound a causal window (its right bound is causal's)
+        return True, left >= 0, max(left, 0), 0
     if left < 0 and right < 0:
         return False, False, 0, 0
     # The WINDOW kernel: an unbounded side becomes seqlen_k, as flash_attn does.

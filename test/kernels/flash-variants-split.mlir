@@ -3,7 +3,8 @@
 // causal runs unmasked blocks, then masked diagonal blocks up to a bound
 // computed from seqlen_k - seqlen_q, and skips the rest; a sliding window
 // skips blocks on both sides ([0, a) and [e, cdiv) are never run) around
-// masked | unmasked | masked ranges. No mask stays applied in every block.
+// masked | unmasked | masked ranges (the first tests only the left edge). No
+// mask stays applied in every block.
 // VARLEN's sequence lengths, loaded from cu_seqlens, split the same way.
 // RUN: %python %S/Inputs/flash_variant_ir.py CAUSAL=True BLOCK_M=128 | tile-opt --tile-split-masked-loops 2>&1 | FileCheck %s --check-prefix=CAUSAL
 // RUN: %python %S/Inputs/flash_variant_ir.py CAUSAL=True VARLEN=True BLOCK_M=128 | tile-opt --tile-split-masked-loops 2>&1 | FileCheck %s --check-prefix=CAUSAL

@@ -85,15 +85,27 @@ func.func @causal(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<16xf
 // skipped, then masked / unmasked / masked blocks; the window's left edge has
 // a negative coefficient on the loop variable, so the first loop starts at a
 // computed bound.
+// The left range tests only the left edge (the right one holds on its whole
+// blocks there); blocks that both edges cut (a window narrower than the
+// blocks, when no block is unmasked) join the right range, which starts at
+// select(m < b, m, d) and tests both.
 // CHECK-LABEL: func.func @sliding_window(
-// CHECK:         scf.for %{{.+}} = %[[START:[^ ]+]] to
-// CHECK:           arith.select
+// CHECK:         %[[R:[0-9]+]] = arith.select %{{[0-9]+}}, %[[M:[0-9]+]], %{{[0-9]+}} : i32
+// CHECK-NEXT:    scf.for %{{.+}} = %[[START:[^ ]+]] to %[[M]] step
+// CHECK:           %[[YES:.+]] = arith.constant dense<true> : tensor<16x16xi1>
+// CHECK-NEXT:      arith.cmpi sle
+// CHECK-NEXT:      %[[L:.+]] = arith.cmpi sge
+// CHECK-NEXT:      %[[K:.+]] = arith.andi %[[L]], %[[YES]]
+// CHECK-NEXT:      arith.select %[[K]]
 // CHECK:         } {tile.blocks = #tile<blocks partial>}
-// CHECK:         scf.for
+// CHECK-NEXT:    scf.for %{{.+}} = %[[M]] to %[[R]] step
 // CHECK-NOT:       arith.select
 // CHECK:         } {tile.blocks = #tile<blocks full>}
-// CHECK:         scf.for
-// CHECK:           arith.select
+// CHECK-NEXT:    scf.for %{{.+}} = %[[R]] to
+// CHECK:           %[[R3:.+]] = arith.cmpi sle
+// CHECK-NEXT:      %[[L3:.+]] = arith.cmpi sge
+// CHECK-NEXT:      %[[K3:.+]] = arith.andi %[[L3]], %[[R3]]
+// CHECK-NEXT:      arith.select %[[K3]]
 // CHECK:         } {tile.blocks = #tile<blocks partial>}
 func.func @sliding_window(%s: tensor<16x16xf32>, %n: i32) -> tensor<16xf32> {
   %c0 = arith.constant 0 : i32

@@ -84,10 +84,19 @@ DENSE = [
     (1, 70, 100, 2, 1, 64, dict(window_size=(-1, 10))),
     (1, 170, 60, 2, 1, 64, dict(window_size=(10, -1))),
     (1, 100, 100, 2, 1, 64, dict(window_size=(0, 0))),          # the diagonal only
+    # Windows wider than a block's span (128 rows + 64 keys): unmasked blocks
+    # between the edges, the left edge's blocks testing only the left bound.
+    (1, 600, 600, 2, 1, 64, dict(window_size=(300, 0), causal=True)),
+    (1, 500, 700, 2, 1, 64, dict(window_size=(250, 90))),
+    (1, 500, 650, 2, 1, 64, dict(window_size=(60, 400), alibi="h")),
     (2, 77, 131, 4, 4, 80, dict(softcap=5.0)),
     (1, 100, 100, 2, 1, 128, dict(softcap=30.0, causal=True)),
     (2, 60, 90, 4, 2, 64, dict(alibi="h")),
     (2, 90, 60, 4, 2, 64, dict(alibi="bh", causal=True)),
+    # Causal ALiBi runs its key blocks from the diagonal down: rows that see no
+    # key in a row block's first (diagonal) blocks, and rows that see none.
+    (1, 300, 400, 2, 1, 64, dict(alibi="h", causal=True)),
+    (1, 500, 300, 2, 1, 64, dict(alibi="bh", causal=True)),
     (2, 90, 120, 4, 1, 64, dict(alibi="bh", window_size=(30, 8), softcap=8.0)),
     (1, 50, 70, 8, 8, 64, dict(causal=True, window_size=(16, 3), softcap=3.0, alibi="h")),
     (1, 40, 70, 2, 1, 59, dict(causal=True)),
@@ -413,7 +422,8 @@ def test_kernel_selection_is_one_dict_lookup():
 
 
 @needs_cpu
-@pytest.mark.parametrize("opts", [dict(causal=True), dict(window_size=(0, 70))], ids=["causal", "window"])
+@pytest.mark.parametrize("opts", [dict(causal=True), dict(window_size=(0, 70)), dict(causal=True, alibi=True)],
+                         ids=["causal", "window", "causal-alibi"])
 def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
     """tile-lazy-rescale runs only in the GPU lowering (where O holds >= 128
     registers per thread); here it runs on the CPU over the same kernels:
@@ -432,10 +442,12 @@ def test_gpu_only_lazy_rescale_keeps_empty_rows(opts, monkeypatch):
     monkeypatch.setattr(compiler, "run_cpu", lazy)
     rng = np.random.default_rng()
     q, k, v = randn(rng, 1, 900, 2, 128) * 2, randn(rng, 1, 300, 1, 128), randn(rng, 1, 300, 1, 128)
-    out, lse = tilec.flash_attn_func(q, k, v, return_lse=True, **opts)
+    opts = dict(opts)
+    slopes = slopes_for(rng, "h", 1, 2) if opts.pop("alibi", False) else None
+    out, lse = tilec.flash_attn_func(q, k, v, return_lse=True, alibi_slopes=slopes, **opts)
     assert rewritten == [True]
     check(out, lse, *attention_batch(q, k, v, 128 ** -0.5, opts.get("causal", False),
-                                     opts.get("window_size", (-1, -1))))
+                                     opts.get("window_size", (-1, -1)), 0.0, slopes))
 
 
 def test_varlen_programs_past_their_sequence_skip_the_loop():
@@ -449,3 +461,52 @@ def test_varlen_programs_past_their_sequence_skip_the_loop():
     after = kernel.ir[exit_if.end():]
     assert "scf.for" in after and after.count("tile.store") == 2
     assert "scf.for" not in kernel.ir[:exit_if.start()]
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+@pytest.mark.parametrize("causal,softcap", [(True, False), (False, False), (True, True)],
+                         ids=["causal", "noncausal", "causal-softcap"])
+def test_alibi_keeps_fa2_softmax_form(causal, softcap, monkeypatch):
+    """ALiBi's bias goes in before the scores' last factor (the scale, or the
+    softcap), so that factor still moves into exp2's one FMA per score and
+    the lazy rescale still applies: the d128 kernel's PTX has as many
+    multiplies by log2(e) and f32 subtractions as the same kernel without
+    ALiBi, and is marked for the lazy rescale. Written after the factor
+    (session 7) it had one multiply and one subtraction per score more and
+    no lazy rescale."""
+    monkeypatch.setenv("TILEC_PTXAS", "")  # the PTX is what counts
+
+    def ptx(alibi):
+        kernel, config = fa._select("bfloat16", 128, causal, False, softcap, alibi)
+        [res] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80", strategy=config.strategy)
+        return res
+
+    with_alibi, without = ptx(True), ptx(False)
+    count = lambda res, pattern: len(re.findall(pattern, res["ptx"]))
+    for pattern in (r"mul\.rn\.f32\s+%r\d+, %r\d+, 0f3FB8AA3B", r"sub\.rn\.f32"):
+        assert count(with_alibi, pattern) == count(without, pattern), pattern
+    assert count(with_alibi, r"ex2\.approx") == count(without, r"ex2\.approx")
+    for alibi in (True, False):  # the GPU pipeline's lazy rescale (as in the test above)
+        kernel, _ = fa._select("bfloat16", 128, causal, False, softcap, alibi)
+        text = compiler.run_pipeline(
+            kernel.ir, "builtin.module(tile-optimize,tile-lazy-rescale{num-warps=4 min-registers=128})")
+        assert "tile.skip_unit_rescale" in text, f"alibi={alibi}: no lazy rescale"
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+def test_a_causal_window_runs_the_causal_window_kernel():
+    """A window (w, 0) is causal with a left bound: it runs CAUSAL + WINDOW,
+    whose mask tests neither the right bound (causal's) nor kq < seqlen_q
+    (implied for every row that is stored): two comparisons per score where
+    the WINDOW kernel has three (numerics: the (w, 0) cases above)."""
+    assert fa._mask_mode(False, 100, 0, 500, 500, None) == (True, True, 100, 0)
+    assert fa._mask_mode(True, 100, 7, 500, 500, None) == (True, True, 100, 0)
+    assert fa._mask_mode(True, -1, -1, 500, 500, None) == (True, False, 0, 0)
+    assert fa._mask_mode(False, 100, 3, 500, 500, None) == (False, True, 100, 3)
+
+    def comparisons(causal, window):  # the tile comparisons whose result is used
+        ir = fa._select("float16", 64, causal, window, False, False)[0].ir
+        names = re.findall(r"(%[\w.]+) = arith\.cmpi \w+, .*: tensor<", ir)
+        return sum(1 for n in names if re.search(re.escape(n) + r"\b(?! =)", ir.replace(n + " =", "")))
+
+    assert (comparisons(True, True), comparisons(False, True)) == (2, 3)
