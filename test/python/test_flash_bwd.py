@@ -279,7 +279,10 @@ def test_atomic_add_errors():
 
 
 @pytest.mark.parametrize("head_dim,causal,seqlens,heads", [(64, True, (100, 60), (2, 2)),
-                                                          (128, False, (60, 130), (4, 2))])
+                                                          (128, False, (60, 130), (4, 2)),
+                                                          # several key blocks: the query blocks
+                                                          # above the diagonal are skipped
+                                                          (64, True, (200, 200), (2, 1))])
 def test_atomic_dq_fused_kernel_matches_float64(head_dim, causal, seqlens, heads):
     """atomic_dq=True: FA2's single kernel (dK/dV plus dQᵀ += Kᵀ·dSᵀ added
     with tl.atomic_add into f32), Delta and lse2 computed by the caller."""

@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Tune strategy.BWD_TABLE on a GPU host: time the backward under each
+candidate configuration of its two forms,
+
+  pair    the deterministic default: flash_bwd_dq then flash_bwd_dkdv (7
+          matmuls per block pair). The dq kernel's blocks are varied with
+          dkdv at BWD_DEFAULT's, dkdv's with dq at BWD_DEFAULT's, then the
+          best of each are timed together ("pair best").
+  fused   FA2's single kernel (atomic_dq=True, deterministic=False: dK/dV
+          plus dQ added with tile.atomic_add, 5 matmuls)
+
+at d64/d128, causal or not, 2k and 16k tokens per batch (bench_bwd's shapes:
+batch = 16384 / seqlen, heads = 2048 / head_dim), bf16, beside torch SDPA's
+FLASH (FA2) backward in the same run. Kernels compile here through the CLI
+bundle (TILEC_CLI, as bench/gpu.sh sets it), all candidates at once in
+threads; every call is timed as users call it, through
+tilec.flash_bwd._flash_attn_backward (what autograd's backward calls), the
+median of CUDA-event-timed calls (bench_flash.median_ms). Gradients are
+checked against FA2's (relative error < 1e-2); a wrong one prints '!'.
+TFLOP/s by flash_attn's convention (backward = 2.5x the forward's
+4·b·h·s²·d, halved when causal).
+
+    python3 bench/tune_bwd.py [--head-dims 64,128] [--seqlens 2048,16384] [--iters 30]
+    python3 bench/tune_bwd.py --device cpu --quick     # smoke test, CPU runner, < 1 min
+
+--device cpu runs the same candidates' kernels on the CPU runner at a tiny
+shape and checks them against a float64 reference (the times there mean
+nothing). The last lines print the winners as BWD_TABLE entries: copy them
+into python/tilec/strategy.py and record the run in bench/RESULTS.md.
+"""
+
+import argparse
+import concurrent.futures
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "python"), str(REPO / "bench")]
+
+TOKENS = 16384
+HIDDEN = 2048
+
+# FlashConfig fields: (block_m, block_n, num_warps, num_stages, smem_epilogue).
+# dq: BLOCK_M query rows per program, loop over BLOCK_N keys.
+DQ = [
+    (64, 64, 4, 2, False),     # BWD_DEFAULT
+    (64, 32, 4, 2, False),
+    (128, 64, 8, 2, False),
+    (128, 32, 8, 2, False),
+    (64, 128, 4, 2, False),
+]
+# dkdv and fused: BLOCK_N key rows per program, loop over BLOCK_M queries.
+DKDV = [
+    (32, 64, 4, 2, False),     # BWD_DEFAULT
+    (16, 64, 4, 2, False),
+    (64, 64, 4, 2, False),
+    (16, 128, 8, 2, False),
+    (32, 128, 8, 2, False),
+    (64, 128, 8, 2, False),
+]
+FUSED = [
+    (16, 64, 4, 2, False),     # BWD_DEFAULT.atomic
+    (32, 64, 4, 2, False),
+    (64, 64, 4, 2, False),
+    (16, 128, 8, 2, False),
+    (32, 128, 8, 2, False),
+    (64, 128, 8, 2, False),
+]
+QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2])
+
+
+def flops(b, h, s, d, causal):
+    return 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
+
+
+def reference_grads(q, k, v, dout, scale, causal):
+    """float64 autograd of softmax(scale·QKᵀ)V (top-left causal, sq == sk)."""
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    o = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, -1), v)
+    return torch.autograd.grad(o, (q, k, v), dout.double())
+
+
+def fa2_grads(q, k, v, dout, scale, causal):
+    """(time fn, grads) of SDPA FLASH's backward on a retained graph."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    leaves = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
+    dout_t = dout.transpose(1, 2)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
+    grads = torch.autograd.grad(out, leaves, dout_t, retain_graph=True)
+    return (lambda: torch.autograd.grad(out, leaves, dout_t, retain_graph=True),
+            [g.transpose(1, 2) for g in grads])
+
+
+def rel_err(mine, ref):
+    worst = 0.0
+    for g, r in zip(mine, ref):
+        g, r = g.double(), r.double()
+        worst = max(worst, ((g - r).norm() / r.norm().clamp_min(1e-30)).item())
+    return worst
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--quick", action="store_true",
+                        help="two candidates per kernel, one shape per (d, causal) (CPU smoke)")
+    parser.add_argument("--head-dims", default=None, help="default 64,128 (--device cpu --quick: 64)")
+    parser.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
+    parser.add_argument("--seqlens", default="2048,16384")
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--no-pair", action="store_true", help="fused candidates only")
+    parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
+    args = parser.parse_args()
+    cpu = args.device == "cpu"
+    if not cpu and not torch.cuda.is_available():
+        sys.exit("error: --device cuda needs a CUDA GPU (or pass --device cpu)")
+    import tilec
+    from tilec import flash_bwd as fb
+    from tilec import strategy
+    from tilec.strategy import FlashBwdConfig, FlashConfig
+
+    dtype = getattr(torch, args.dtype)
+    head_dims = [int(x) for x in (args.head_dims or ("64" if cpu and args.quick else "64,128"))
+                 .split(",")]
+    causals = [bool(int(x)) for x in args.causal.split(",")]
+    seqlens = [int(x) for x in args.seqlens.split(",")]
+    cand = QUICK if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED)
+    if args.no_pair:
+        cand = dict(cand, dq=[], dkdv=[])
+    if args.no_fused:
+        cand = dict(cand, fused=[])
+    dq_cfgs = [FlashConfig(*c) for c in cand["dq"]]
+    dkdv_cfgs = [FlashConfig(*c) for c in cand["dkdv"]]
+    fused_cfgs = [FlashConfig(*c) for c in cand["fused"]]
+    base = strategy.BWD_DEFAULT
+
+    # Each candidate as (column, FlashBwdConfig, fused?).
+    def columns(d):
+        cols = []
+        if dq_cfgs:
+            cols += [(f"dq {c.tag}", replace(base, dq=c), False) for c in dq_cfgs]
+        if dkdv_cfgs:
+            cols += [(f"dkdv {c.tag}", replace(base, dkdv=c), False) for c in dkdv_cfgs
+                     if c != base.dkdv or not dq_cfgs]
+        cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c in fused_cfgs
+                 if 32 < d <= 128]
+        return cols
+
+    name = "float16" if dtype == torch.float16 else "bfloat16"
+
+    def kernels(d, causal, cfg, fused):
+        saved = dict(strategy.BWD_TABLE)
+        strategy.BWD_TABLE[("sm_80", d, causal)] = cfg
+        try:
+            kdq, kdkdv, _ = fb.flash_bwd_kernels(name, d, causal, atomic_dq=fused)
+        finally:
+            strategy.BWD_TABLE.clear()
+            strategy.BWD_TABLE.update(saved)
+        return [kdkdv] if fused else [kdq, kdkdv]
+
+    # Compile every candidate up front (GPU: through the CLI, in threads).
+    failed = {}
+    jobs = [(d, causal, col, cfg, fused) for d in head_dims for causal in causals
+            for col, cfg, fused in columns(d)]
+
+    def build(d, causal, cfg, fused):
+        for kernel in kernels(d, causal, cfg, fused):
+            if cpu:
+                kernel.verify()
+            else:
+                kernel.launcher(device=0)
+
+    t0 = time.time()
+    with concurrent.futures.ThreadPoolExecutor(1 if cpu else 12) as pool:
+        futures = {pool.submit(build, d, causal, cfg, fused): (d, causal, col)
+                   for d, causal, col, cfg, fused in jobs}
+        for fut in concurrent.futures.as_completed(futures):
+            if fut.exception() is not None:
+                key = futures[fut]
+                failed[key] = str(fut.exception()).splitlines()[0][:200]
+                print(f"compile failed d{key[0]} causal={key[1]} {key[2]}: {failed[key]}")
+    print(f"compiled {len(jobs)} candidates in {time.time() - t0:.0f} s")
+
+    if cpu:
+        median = None
+    else:
+        from bench_flash import median_ms
+
+        def median(fn):
+            return median_ms(fn, args.iters, args.warmup)
+
+    device = "cpu" if cpu else torch.cuda.get_device_name()
+    print(f"device: {device}  {name}; backward TFLOP/s (ms); '!' = gradients wrong")
+    winners = {}
+    bad_any = False
+    for d in head_dims:
+        cols = columns(d)
+        header = ["causal", "seqlen", "FA2"] + [c[0] for c in cols] + ["pair best", "best/FA2"]
+        print(f"\n### d{d}\n")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for causal in causals:
+            per_seqlen = []
+            for s in (seqlens[:1] if args.quick and cpu else seqlens):
+                if cpu:
+                    b, h, s = 1, 2, 80 if args.quick else s
+                else:
+                    b, h = max(1, TOKENS // s), HIDDEN // d
+                dev = "cpu" if cpu else "cuda"
+                torch.manual_seed(0)
+                q, k, v, dout = (torch.randn(b, s, h, d, device=dev, dtype=dtype) for _ in range(4))
+                scale = d ** -0.5
+                out, lse = tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
+                                                 return_lse=True)
+                fl = flops(b, h, s, d, causal)
+                cells = [str(causal), str(s)]
+                if cpu:
+                    ref = reference_grads(q, k, v, dout, scale, causal)
+                    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+                    cells.append("n/a")
+                    fa2_t = None
+                else:
+                    fa2_fn, ref = fa2_grads(q, k, v, dout, scale, causal)
+                    tol = 1e-2
+                    fa2_t = median(fa2_fn)
+                    cells.append(f"{fl / fa2_t / 1e9:.0f} ({fa2_t:.3f})")
+                times = {}
+
+                def run(col, cfg, fused):
+                    saved = dict(strategy.BWD_TABLE)
+                    strategy.BWD_TABLE[("sm_80", d, causal)] = cfg
+                    try:
+                        fn = lambda: fb._flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
+                                                             deterministic=not fused,
+                                                             atomic_dq=fused)
+                        err = rel_err(fn(), ref)
+                        t = median(fn) if median else None
+                    finally:
+                        strategy.BWD_TABLE.clear()
+                        strategy.BWD_TABLE.update(saved)
+                    bad = not err < tol
+                    if t is not None and not bad:
+                        times[col] = (t, cfg, fused)
+                    txt = f"{fl / t / 1e9:.0f} ({t:.3f})" if t is not None else f"err {err:.1e}"
+                    return txt + (" !" if bad else ""), bad
+
+                for col, cfg, fused in cols:
+                    if (d, causal, col) in failed:
+                        cells.append("n/a")
+                        continue
+                    txt, bad = run(col, cfg, fused)
+                    bad_any |= bad
+                    cells.append(txt)
+                # The best dq with the best dkdv.
+                best_dq = min(((t, c.dq) for col, (t, c, f) in times.items() if col.startswith("dq ")),
+                              default=(None, base.dq), key=lambda x: x[0] or 0)[1]
+                best_dkdv = min(((t, c.dkdv) for col, (t, c, f) in times.items()
+                                 if col.startswith("dkdv ")),
+                                default=(None, base.dkdv), key=lambda x: x[0] or 0)[1]
+                pair = replace(base, dq=best_dq, dkdv=best_dkdv)
+                if (dq_cfgs or dkdv_cfgs) and not cpu:
+                    txt, bad = run("pair best", pair, False)
+                    bad_any |= bad
+                    cells.append(f"{txt} dq {best_dq.tag} dkdv {best_dkdv.tag}")
+                else:
+                    cells.append("n/a")
+                if fa2_t and times:
+                    col, (t, _, _) = min(times.items(), key=lambda x: x[1][0])
+                    cells.append(f"{fa2_t / t:.2f}x {col}")
+                else:
+                    cells.append("n/a")
+                print("| " + " | ".join(cells) + " |", flush=True)
+                per_seqlen.append(times)
+                del q, k, v, dout, out, lse, ref
+                if not cpu:
+                    torch.cuda.empty_cache()
+            winners[(d, causal)] = per_seqlen
+    # Winners: the configuration with the least total time over the seqlens
+    # (each form), printed as a BWD_TABLE entry.
+    print("\n# BWD_TABLE candidates (least total time over the seqlens measured):")
+    for (d, causal), per_seqlen in winners.items():
+        if not per_seqlen or any(not t for t in per_seqlen):
+            continue
+        for label, pick in (("pair", lambda c: not c[2]), ("fused", lambda c: c[2])):
+            cols = set.intersection(*(set(c for c, v in t.items() if pick(v)) for t in per_seqlen))
+            if not cols:
+                continue
+            total = {c: sum(t[c][0] for t in per_seqlen) for c in cols}
+            best = min(total, key=total.get)
+            cfg = per_seqlen[0][best][1]
+            ms = "/".join(f"{t[best][0]:.3f}" for t in per_seqlen) if not cpu else "-"
+            which = f"dq={cfg.dq}, dkdv={cfg.dkdv}" if label == "pair" else f"atomic={cfg.atomic}"
+            print(f"# {label} d{d} causal={causal}: {best} ({ms} ms)\n"
+                  f"#   (\"sm_80\", {d}, {causal}): FlashBwdConfig({which})")
+    return 1 if bad_any or failed and cpu else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
