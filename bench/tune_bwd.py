@@ -66,10 +66,9 @@ DKDV = [
 FUSED = [
     (16, 64, 4, 2, False),     # BWD_DEFAULT.atomic
     (32, 64, 4, 2, False),
-    (64, 64, 4, 2, False),
-    (16, 128, 8, 2, False),
-    (32, 128, 8, 2, False),
-    (64, 128, 8, 2, False),
+    (64, 64, 4, 2, False),     # d64 only (d128: kilobytes of spills)
+    (16, 128, 8, 2, False),    # d128 only (8 warps split dQᵀ's D rows: 16 each)
+    (32, 128, 8, 2, False),    # d128 only
 ]
 QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2])
 
@@ -157,7 +156,8 @@ def main():
             cols += [(f"dkdv {c.tag}", replace(base, dkdv=c), False) for c in dkdv_cfgs
                      if c != base.dkdv or not dq_cfgs]
         cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c in fused_cfgs
-                 if 32 < d <= 128]
+                 if 32 < d <= 128 and (c.num_warps == 4 or d > 64)
+                 and (c.block_m < 64 or d <= 64)]
         return cols
 
     name = "float16" if dtype == torch.float16 else "bfloat16"

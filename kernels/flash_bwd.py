@@ -13,7 +13,8 @@ two kernels that need no atomics, so the gradients are deterministic:
   and accumulates dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i. With ATOMIC_DQ it is
   FA2's single backward kernel: it also adds dQ_iᵀ += Kᵀ·dSᵀ into an f32
   buffer with tl.atomic_add (not deterministic; Delta and lse2 then come from
-  the caller, not from the dq kernel).
+  the caller, not from the dq kernel). The buffer is blocked, (batch, heads,
+  cdiv(seqlen_q, BLOCK_M), D, BLOCK_M) (varlen: (total_q, heads, head_dim)).
 
 Run dq first, then dkdv. The dK/dV kernel is written transposed by hand: it
 computes Sᵀ = K_j·Q_iᵀ (keys are its rows, so its accumulators dK and dV are
@@ -268,8 +269,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     lse2v = tl.view(lse2 + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     deltav = tl.view(delta + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     D = max(16, tl.next_power_of_2(HEAD_DIM))
-    if ATOMIC_DQ:
-        # dQᵀ of this (batch, head): element (d, i) is dq_accum[b, i, h, d].
+    if ATOMIC_DQ and VARLEN:
+        # dQᵀ of this (sequence, head): element (d, i) is dq_accum[bq + i, h, d].
         dqtv = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
                        (1, stride_dqas))
     slope = None
@@ -324,6 +325,17 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             # FA2's dQ: dQ_iᵀ += scale·Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
             # split over the warps), added atomically into f32 dq_accum.
             dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32))
-            tl.atomic_add(dqtv, (0, row0), dqt * scale)
+            if VARLEN:
+                tl.atomic_add(dqtv, (0, row0), dqt * scale)
+            else:
+                # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), D, BLOCK_M):
+                # query block i's dQᵀ as one row-major D x BLOCK_M tile, so
+                # each thread's accumulator pairs are adjacent (one
+                # red.global.add.v2.f32 on sm_90) and the tile lies inside
+                # its view (no bounds predicates; rows past seqlen_q and
+                # columns past head_dim are padding the caller drops).
+                blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * D),
+                              (D, BLOCK_M), (BLOCK_M, 1))
+                tl.atomic_add(blk, (0, 0), dqt * scale)
     tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
     tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))

@@ -180,8 +180,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     use no atomics, so the result is bitwise deterministic whatever
     `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
     40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
-    atomics in no fixed order: an experiment until a GPU run says which is
-    faster. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
+    atomics in no fixed order, into a blocked f32 buffer (kernels/flash_bwd.py). Dropout: dropout_p > 0 with rng_state = (seed, offset), the
     forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
     mask from them (out must be the dropped forward's output).
     """
@@ -255,7 +254,11 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
         delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
-        dq_accum = _zeros_f32(q, q.shape)
+        bm = cfg.atomic.block_m
+        if varlen:
+            dq_accum = _zeros_f32(q, q.shape)
+        else:  # blocked: query block i's dQᵀ is a row-major (D, BLOCK_M) tile
+            dq_accum = _zeros_f32(q, (b, hq, -(-sq // bm), max(16, 1 << (d - 1).bit_length()), bm))
     else:
         delta = _empty(q, lse.shape, "float32")
         lse2 = _empty(q, lse.shape, "float32")
@@ -263,6 +266,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     sq_, sk_, sv_, so_, sdo_ = (_strides(t) for t in (q, k, v, out, dout))
     sdq, sdk, sdv, sl = (_strides(t) for t in (dq, dk, dv, lse))
     sdqa = _strides(dq_accum) if atomic_dq else (0, 0, 0)
+    if atomic_dq and not varlen:
+        sdqa = (sdqa[0], 0, sdqa[1])  # (batch, -, head); blocks are D·BLOCK_M apart
     if varlen:  # sequence b starts at row cu_seqlens[b]: its "batch stride" is the row's
         sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv = (
             (st[0],) + st for st in (sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv))
@@ -295,7 +300,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
                       grid=(-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
     if atomic_dq:
-        dq = dq_accum.to(dq.dtype) if _is_torch(dq) else dq_accum.astype(dq.dtype)
+        dq = _dq_from_accum(dq_accum, dq, varlen)
     if group > 1:
         grouped = k.shape[:-2] + (hk, group, d)
         if _is_torch(dk):
@@ -307,6 +312,28 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def _dq_from_accum(dq_accum, like, varlen):
+    """dq (like's dtype and shape (batch, seqlen_q, heads, head_dim), or
+    varlen's (total_q, heads, head_dim)) from the fused kernel's f32
+    accumulator: varlen's has dq's shape; else it is blocked, (batch, heads,
+    blocks, D, BLOCK_M) with D >= head_dim, and is transposed back in one
+    copy (rows past seqlen_q and columns past head_dim dropped)."""
+    if varlen:
+        return dq_accum.to(like.dtype) if _is_torch(like) else dq_accum.astype(like.dtype)
+    b, sq, hq, d = like.shape
+    _, _, nblk, _, bm = dq_accum.shape
+    if _is_torch(like):
+        import torch
+
+        full = torch.empty((b, nblk * bm, hq, d), dtype=like.dtype, device=like.device)
+        full.view(b, nblk, bm, hq, d).copy_(dq_accum.permute(0, 2, 4, 1, 3)[..., :d])
+        return full if nblk * bm == sq else full[:, :sq]
+    import numpy as np
+
+    full = dq_accum.transpose(0, 2, 4, 1, 3)[..., :d].reshape(b, nblk * bm, hq, d)
+    return np.ascontiguousarray(full[:, :sq]).astype(like.dtype)
 
 
 def _zeros_like_dtype(like, shape):
