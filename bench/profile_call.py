@@ -8,6 +8,9 @@ calls (ncu's --launch-skip/--launch-count pick among them). Cases:
   dense-causal   flash_attn_func (16, 2048, 16, 128) causal, for comparison
   decode-gqa-b1  flash_attn_with_kvcache, batch 1, 32/8 heads, kv 32k, d128
   decode-page16  the same with a paged cache of 16-token pages, shuffled
+  bwd[-causal][-atomic]  the backward alone (flash_bwd._flash_attn_backward),
+                 (4, 4096, 16, 128) bf16; -atomic: the fused dK/dV + atomic
+                 dQ kernel (atomic_dq=True) instead of the dq/dkdv pair
 
     ncu --kernel-name regex:flash --launch-skip 2 --launch-count 1 \\
         python3 bench/profile_call.py varlen-mixed
@@ -39,6 +42,15 @@ def decode(page=None, b=1, hq=32, hk=8, kv=32768):
     return lambda: tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, block_table=table)
 
 
+def backward(causal=False, atomic=False, b=4, s=4096, h=16):
+    from tilec.flash_bwd import _flash_attn_backward
+
+    q, k, v, do = (torch.randn(b, s, h, D, device="cuda", dtype=DT) for _ in range(4))
+    out, lse = tilec.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)[:2]
+    return lambda: _flash_attn_backward(do, q, k, v, out, lse, causal=causal,
+                                        deterministic=not atomic, atomic_dq=atomic)
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else "varlen-mixed"
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -50,6 +62,10 @@ def main():
             torch.randn(16, 2048, 16, D, device="cuda", dtype=DT)),
         "decode-gqa-b1": lambda: decode(),
         "decode-page16": lambda: decode(page=16),
+        "bwd": lambda: backward(),
+        "bwd-causal": lambda: backward(causal=True),
+        "bwd-atomic": lambda: backward(atomic=True),
+        "bwd-causal-atomic": lambda: backward(causal=True, atomic=True),
     }[case]()
     fn()
     torch.cuda.synchronize()

@@ -14,7 +14,8 @@
 # (`pip download einops -d build/upstream`). Run after bench/gpu.sh built the
 # runtime (build-gpu/python) or with tilec importable otherwise.
 # Environment: see bench/upstream/tilec_upstream_plugin.py (sample size,
-# seed, budget, report path).
+# seed, budget, report path); TILEC_UPSTREAM_JOBS=N runs N pytest processes
+# on shards of the sample in parallel (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=${1:-build/upstream/test_flash_attn.py}
@@ -26,10 +27,26 @@ if ! python3 -c "import einops" 2>/dev/null; then
   EXTRA=":$PWD/$WHEEL"
 fi
 export PYTHONPATH="$PWD/bench/upstream:$PWD/python:$PWD/build-gpu/python$EXTRA${PYTHONPATH:+:$PYTHONPATH}"
-export TILEC_UPSTREAM_REPORT=${TILEC_UPSTREAM_REPORT:-${OUT:-build}/upstream-summary.md}
+export TILEC_UPSTREAM_REPORT=${TILEC_UPSTREAM_REPORT:-${OUT:-$PWD/build}/upstream-summary.md}
 # The test file is run from a scratch folder so no conftest of this tree applies.
 work=$(mktemp -d)
 cp "$TESTS" "$work/test_flash_attn.py"
 cd "$work"
-python3 -m pytest -q -p tilec_upstream_plugin -p no:cacheprovider --no-header -rN \
-  test_flash_attn.py 2>&1 | tail -5 || true
+JOBS=${TILEC_UPSTREAM_JOBS:-1}
+if [ "$JOBS" -le 1 ]; then
+  python3 -m pytest -q -p tilec_upstream_plugin -p no:cacheprovider --no-header -rN \
+    test_flash_attn.py 2>&1 | tail -5 || true
+else
+  # JOBS processes share the sample (TILEC_UPSTREAM_SHARD i/JOBS): compiling
+  # a kernel variant is a child process on a CPU core, which is what a run's
+  # time goes to, so shards in parallel reach JOBS times as many tests.
+  for i in $(seq 0 $((JOBS - 1))); do
+    TILEC_UPSTREAM_SHARD=$i/$JOBS TILEC_UPSTREAM_REPORT=$TILEC_UPSTREAM_REPORT.$i \
+      python3 -m pytest -q -p tilec_upstream_plugin -p no:cacheprovider --no-header -rN \
+      test_flash_attn.py > shard$i.log 2>&1 &
+  done
+  wait
+  tail -n 3 shard*.log
+  python3 "$OLDPWD/bench/upstream/tilec_upstream_plugin.py" merge "$TILEC_UPSTREAM_REPORT" \
+    $(for i in $(seq 0 $((JOBS - 1))); do echo "$TILEC_UPSTREAM_REPORT.$i.json"; done)
+fi

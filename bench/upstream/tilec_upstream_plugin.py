@@ -5,9 +5,15 @@ function with every distinct failure message.
 
 Environment: TILEC_UPSTREAM_SAMPLE (tests to run, default 600; 0 = all),
 TILEC_UPSTREAM_SEED (default 0), TILEC_UPSTREAM_BUDGET_S (default 420),
-TILEC_UPSTREAM_REPORT (summary file, default upstream-summary.md)."""
+TILEC_UPSTREAM_REPORT (summary file, default upstream-summary.md),
+TILEC_UPSTREAM_SHARD ("i/n": run every n-th test of the sample from the
+i-th, so n processes share one sample; each also writes its outcomes to
+REPORT.json, and `python3 tilec_upstream_plugin.py merge OUT.md A.json ...`
+writes the summary of all of them)."""
 import collections
+import json
 import os
+import sys
 import random
 import re
 import time
@@ -29,6 +35,14 @@ def pytest_collection_modifyitems(config, items):
         deselected = [it for i, it in enumerate(items) if i not in keep]
         items[:] = [it for i, it in enumerate(items) if i in keep]
         config.hook.pytest_deselected(items=deselected)
+    # Random order, so a run cut by the time budget still spans every test
+    # function (file order would spend it on the first few).
+    random.Random(int(os.environ.get("TILEC_UPSTREAM_SEED", "0")) + 1).shuffle(items)
+    shard = os.environ.get("TILEC_UPSTREAM_SHARD")
+    if shard:
+        i, n = (int(x) for x in shard.split("/"))
+        config.hook.pytest_deselected(items=[it for j, it in enumerate(items) if j % n != i])
+        items[:] = items[i::n]
 
 
 def pytest_runtest_setup(item):
@@ -53,30 +67,60 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    report = os.environ.get("TILEC_UPSTREAM_REPORT", "upstream-summary.md")
+    collected = getattr(session.config, "_tilec_collected", "?")
+    with open(report + ".json", "w") as f:
+        json.dump({"collected": collected, "seconds": time.monotonic() - _START,
+                   "outcomes": _OUTCOMES}, f)
+    text = summary(_OUTCOMES, collected, time.monotonic() - _START)
+    with open(report, "w") as f:
+        f.write(text)
+    print("\n" + text)
+
+
+def summary(outcomes, collected, seconds):
     per_fn = collections.defaultdict(collections.Counter)
     reasons = collections.Counter()
-    for nodeid, (outcome, msg) in _OUTCOMES.items():
+    example = {}
+    for nodeid, (outcome, msg) in sorted(outcomes.items()):
         fn = nodeid.split("::")[-1].split("[")[0]
         if outcome == "skipped" and msg.endswith(_BUDGET_SKIP):  # pytest prefixes "Skipped: "
             outcome = "not run (budget)"
         per_fn[fn][outcome] += 1
         if outcome == "failed":
             reasons[(fn, msg)] += 1
+            example.setdefault((fn, msg), nodeid.split("::")[-1])
     total = collections.Counter()
     for c in per_fn.values():
         total.update(c)
     cols = ("passed", "failed", "skipped", "not run (budget)")
     lines = [f"flash-attention's tests/test_flash_attn.py against tilec: "
-             f"{getattr(session.config, '_tilec_collected', '?')} collected, {len(_OUTCOMES)} sampled, "
-             f"{time.monotonic() - _START:.0f} s", "",
+             f"{collected} collected, {len(outcomes)} sampled, {seconds:.0f} s", "",
              "| test | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for fn in sorted(per_fn):
         lines.append(f"| {fn} | " + " | ".join(str(per_fn[fn][c]) for c in cols) + " |")
     lines.append("| **all** | " + " | ".join(f"**{total[c]}**" for c in cols) + " |")
     lines += ["", "Failures by message, commonest first (digits shown as N):", ""]
     for (fn, msg), n in reasons.most_common():
-        lines.append(f"- {n} x {fn}: `{msg}`")
-    text = "\n".join(lines) + "\n"
-    with open(os.environ.get("TILEC_UPSTREAM_REPORT", "upstream-summary.md"), "w") as f:
+        lines.append(f"- {n} x {fn}: `{msg}` (e.g. `{example[(fn, msg)]}`)")
+    return "\n".join(lines) + "\n"
+
+
+def merge(out, paths):
+    """One summary of several shards' REPORT.json files (seconds: the longest)."""
+    outcomes, collected, seconds = {}, "?", 0.0
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        outcomes.update({k: tuple(v) for k, v in data["outcomes"].items()})
+        collected, seconds = data["collected"], max(seconds, data["seconds"])
+    text = summary(outcomes, collected, seconds) + f"\n({len(paths)} shards in parallel)\n"
+    with open(out, "w") as f:
         f.write(text)
-    print("\n" + text)
+    print(text)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 4 or sys.argv[1] != "merge":
+        sys.exit("usage: tilec_upstream_plugin.py merge OUT.md SHARD.json...")
+    merge(sys.argv[2], sys.argv[3:])

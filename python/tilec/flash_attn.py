@@ -708,7 +708,9 @@ def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, tot
     CHECK_CUDA_VARLEN_VALUES and not while a CUDA graph is captured)."""
     cu_q, cu_k = _host_ints(cu_seqlens_q), _host_ints(cu_seqlens_k)
     _check_seqlens(fn, "cu_seqlens_q", cu_q, total_q, max_seqlen_q, "q")
-    len_k = _check_seqlens(fn, "cu_seqlens_k", cu_k, total_k, max_seqlen_k, "k")
+    # With seqused_k, only the used keys must fit max_seqlen_k.
+    len_k = _check_seqlens(fn, "cu_seqlens_k", cu_k, total_k,
+                           max_seqlen_k if seqused_k is None else float("inf"), "k")
     if seqused_k is not None:
         used = _host_ints(seqused_k)
         bad = (used < 0) | (used > len_k)
@@ -716,6 +718,10 @@ def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, tot
             b = int(bad.argmax())
             raise ValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is outside 0..{int(len_k[b])} "
                              f"(the keys of sequence {b})")
+        if len(used) and used.max() > max_seqlen_k:
+            b = int(used.argmax())
+            raise ValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is more than max_seqlen_k = "
+                             f"{max_seqlen_k}")
 
 
 def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
@@ -956,16 +962,92 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     rows cu[b]:cu[b+1]); max_seqlen_q/k ints at least every length. Masks and
     ALiBi are per sequence (bottom right of each). Returns out (total_q,
     nheads, headdim) or (out, softmax_lse (nheads, total_q), S_dmask).
-    block_table (paged K/V) is not implemented."""
+    block_table (batch, pages per sequence) int32: paged K/V as upstream's --
+    k, v are (num_pages, page_size, nheads_k, headdim) and sequence b's keys
+    are rows 0..len_b - 1 of its pages block_table[b, :], len_b =
+    cu_seqlens_k[b + 1] - cu_seqlens_k[b] (see _gather_pages)."""
     fn = "flash_attn_varlen_func"
+    seqused_k = None
     if block_table is not None:
-        raise NotImplementedError(f"{fn}: block_table (paged K/V) is not implemented; pass None")
+        k, v, cu_seqlens_k, seqused_k = _gather_pages(fn, k, v, block_table, cu_seqlens_k,
+                                                       max_seqlen_k)
     left, right = _window(fn, window_size)
     dropout = _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
                       alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                      dropout=dropout, return_probs=return_attn_probs and bool(dropout))
+                      seqused_k, dropout=dropout,
+                      return_probs=return_attn_probs and bool(dropout))
     return _result(fn, result, return_attn_probs, False, q)
+
+
+def _gather_pages(fn, k, v, block_table, cu_seqlens_k, max_seqlen_k):
+    """Paged K/V for the varlen kernel: (k, v, cu_seqlens_k, seqused_k) with
+    each sequence's pages gathered into one padded run of P·n rows (n =
+    ceil(max_seqlen_k / P) pages, P the page size): sequence b's keys start at
+    row b·P·n and seqused_k = cu_seqlens_k[1:] - cu_seqlens_k[:-1] says how
+    many it has. No value is read back to the host (the gather is an index
+    on the device), so the call stays asynchronous; it costs one copy of
+    batch·n pages of K and V (the kernel itself reads contiguous rows).
+    Gradients flow to the page pool through the gather (torch)."""
+    if not hasattr(k, "shape") or not hasattr(v, "shape") or len(k.shape) != 4:
+        raise ValueError(f"{fn}: with block_table, k and v must be (num_pages, page_size, nheads_k, "
+                         f"headdim), got k of shape {tuple(getattr(k, 'shape', ()))}")
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"{fn}: with block_table, v must have k's shape {tuple(k.shape)}, "
+                         f"got {tuple(v.shape)}")
+    if not hasattr(block_table, "shape") or _is_torch(block_table) != _is_torch(k):
+        raise TypeError(f"{fn}: 'block_table' must be a {'torch tensor' if _is_torch(k) else 'numpy array'}"
+                        f" like k, got {type(block_table).__name__}")
+    if _dtype_name(block_table) != "int32" or len(block_table.shape) != 2:
+        raise TypeError(f"{fn}: 'block_table' must be 2-D int32 (batch, pages per sequence), got "
+                        f"{_dtype_name(block_table)} of shape {tuple(block_table.shape)}")
+    num_pages, page = int(k.shape[0]), int(k.shape[1])
+    _check_index_array(fn, "cu_seqlens_k", cu_seqlens_k, k, None)
+    batch = int(cu_seqlens_k.shape[0]) - 1
+    if int(block_table.shape[0]) != batch:
+        raise ValueError(f"{fn}: 'block_table' has {block_table.shape[0]} rows, cu_seqlens_k says "
+                         f"the batch is {batch}")
+    if type(max_seqlen_k) is not int and not hasattr(max_seqlen_k, "__index__"):
+        raise TypeError(f"{fn}: 'max_seqlen_k' must be an int, got {type(max_seqlen_k).__name__}")
+    n = max(1, -(-int(max_seqlen_k) // page))
+    if int(block_table.shape[1]) < n:
+        raise ValueError(f"{fn}: 'block_table' has {block_table.shape[1]} pages per sequence, "
+                         f"max_seqlen_k {max_seqlen_k} needs {n} pages of {page}")
+    on_host = not _is_torch(k) or k.device.type == "cpu"
+    if (on_host or (CHECK_CUDA_VARLEN_VALUES and not _capturing())) and batch > 0:
+        import numpy as np
+
+        lens = _check_seqlens(fn, "cu_seqlens_k", _host_ints(cu_seqlens_k), float("inf"),
+                              max_seqlen_k, "k")
+        table = _host_ints(block_table[:, :n])
+        # Only the pages a sequence's keys occupy must name pages of the pool.
+        needed = np.arange(n)[None, :] < -(-lens[:, None] // page)
+        bad = needed & ((table < 0) | (table >= num_pages))
+        if bad.any():
+            b, j = (int(x) for x in np.argwhere(bad)[0])
+            raise ValueError(f"{fn}: block_table[{b}, {j}] = {int(table[b, j])} is outside the pool "
+                             f"0..{num_pages - 1}")
+    # Entries past a sequence's pages are not used: clamped so that the
+    # gather never reads outside the pool (seqused_k hides those rows).
+    if _is_torch(k):
+        idx = block_table[:, :n].long().clamp(0, num_pages - 1)
+        gk, gv = (t[idx].reshape(batch * n * page, *t.shape[2:]) for t in (k, v))
+        lens = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).to(block_table.dtype)
+        starts = (_arange(cu_seqlens_k, batch + 1) * (n * page)).to(cu_seqlens_k.dtype)
+    else:
+        import numpy as np
+
+        idx = block_table[:, :n].astype(np.int64).clip(0, num_pages - 1)
+        gk, gv = (np.ascontiguousarray(t[idx].reshape(batch * n * page, *t.shape[2:]))
+                  for t in (k, v))
+        lens = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).astype(np.int32)
+        starts = (np.arange(batch + 1, dtype=np.int64) * (n * page)).astype(np.int32)
+    return gk, gv, starts, lens
+
+
+def _arange(like, n):
+    torch = sys.modules["torch"]
+    return torch.arange(n, device=like.device, dtype=torch.int64)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,

@@ -245,6 +245,61 @@ def test_varlen_packed_forms_and_seqused_k():
     check(out, lse, *attention_varlen(q, k, v, cu, cu, 0.125, seqused_k=used, max_sq=80, max_sk=80))
 
 
+def paged(rng, k, v, cu_k, page):
+    """k, v packed (total_k, hk, d) -> a shuffled page pool with spare pages
+    and a block table naming each sequence's pages in order."""
+    lens = np.diff(cu_k)
+    need = [-(-int(n) // page) for n in lens]
+    width = max(max(need), 1) + 1
+    pool = len(lens) * width + 3
+    order = rng.permutation(pool).astype(np.int32)
+    table = order[:len(lens) * width].reshape(len(lens), width)
+    kp, vp = randn(rng, pool, page, *k.shape[1:]), randn(rng, pool, page, *k.shape[1:])
+    for b, n in enumerate(lens):
+        for j in range(int(n)):
+            kp[table[b, j // page], j % page] = k[cu_k[b] + j]
+            vp[table[b, j // page], j % page] = v[cu_k[b] + j]
+    return kp, vp, table
+
+
+@needs_cpu
+@pytest.mark.parametrize("page, opts", [(16, dict(causal=True)), (32, {}),
+                                        (16, dict(window_size=(20, 3), softcap=5.0))])
+def test_varlen_paged_kv(page, opts):
+    """upstream's flash_attn_varlen_func(..., block_table=): k, v a page pool."""
+    rng = np.random.default_rng()
+    lens_q, lens_k = [5, 0, 40, 17], [33, 4, 0, 70]
+    q, k, v, cu_q, cu_k = varlen_inputs(rng, lens_q, lens_k, 4, 2, 64)
+    kp, vp, table = paged(rng, k, v, cu_k, page)
+    out, lse, _ = tilec.flash_attn_varlen_func(q, kp, vp, cu_q, cu_k, max(lens_q), max(lens_k),
+                                               block_table=table, return_attn_probs=True, **opts)
+    ref, ref_lse = attention_varlen(q, k, v, cu_q, cu_k, 0.125, opts.get("causal", False),
+                                    opts.get("window_size", (-1, -1)), opts.get("softcap", 0.0),
+                                    max_sq=max(lens_q), max_sk=max(lens_k))
+    check(out, lse, ref, ref_lse)
+
+
+@needs_cpu
+def test_varlen_paged_kv_torch_gradients_reach_the_pool():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    lens = [9, 30]
+    q, k, v, cu, _ = varlen_inputs(rng, lens, lens, 2, 1, 32)
+    kp, vp, table = paged(rng, k, v, cu, 16)
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, kp, vp))
+    out = tilec.flash_attn_varlen_func(tq, tk, tv, torch.tensor(cu), torch.tensor(cu), 30, 30,
+                                       causal=True, block_table=torch.tensor(table))
+    ref, _ = attention_varlen(q, k, v, cu, cu, 32 ** -0.5, True)
+    assert rel_err(out.detach().numpy(), ref) < REL_TOL["float16"]
+    out.float().sum().backward()
+    used = np.zeros(kp.shape[:2], bool)
+    for b, n in enumerate(lens):
+        for j in range(n):
+            used[table[b, j // 16], j % 16] = True
+    g = tk.grad.float().abs().sum(dim=(2, 3)).numpy()
+    assert (g[~used] == 0).all() and (g[used] > 0).all()
+
+
 # --- bad input: a clear error before any launch ------------------------------
 
 
@@ -293,7 +348,16 @@ ERRORS = [
     (lambda: tilec.flash_attn_varlen_func(*small_varlen(), [0, 4, 10], CU, 6, 6), TypeError,
      r"'cu_seqlens_q' must be a numpy array like 'q'"),
     (lambda: tilec.flash_attn_varlen_func(*small_varlen(), CU, CU, 6, 6, block_table=CU),
-     NotImplementedError, r"block_table"),
+     ValueError, r"with block_table, k and v must be \(num_pages, page_size, nheads_k, headdim\)"),
+    (lambda: tilec.flash_attn_varlen_func(small_varlen()[0], *small((4, 16, 2, 64), (4, 16, 2, 64))[1:],
+                                          CU, CU, 6, 6, block_table=np.zeros((2, 1), np.int64)),
+     TypeError, r"'block_table' must be 2-D int32"),
+    (lambda: tilec.flash_attn_varlen_func(small_varlen()[0], *small((4, 16, 2, 64), (4, 16, 2, 64))[1:],
+                                          CU, CU, 6, 40, block_table=np.zeros((2, 2), np.int32)),
+     ValueError, r"'block_table' has 2 pages per sequence, max_seqlen_k 40 needs 3 pages of 16"),
+    (lambda: tilec.flash_attn_varlen_func(small_varlen()[0], *small((4, 16, 2, 64), (4, 16, 2, 64))[1:],
+                                          CU, CU, 6, 6, block_table=np.array([[0], [4]], np.int32)),
+     ValueError, r"block_table\[1, 0\] = 4 is outside the pool 0..3"),
     (lambda: fa._flash_attn_forward(*small_varlen(), None, False, cu_seqlens_q=CU, cu_seqlens_k=CU,
                                     max_seqlen_q=6, max_seqlen_k=6,
                                     seqused_k=np.array([4, 7], np.int32)),
