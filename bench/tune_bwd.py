@@ -45,30 +45,35 @@ sys.path[:0] = [str(REPO / "python"), str(REPO / "bench")]
 TOKENS = 16384
 HIDDEN = 2048
 
-# FlashConfig fields: (block_m, block_n, num_warps, num_stages, smem_epilogue).
+# FlashConfig fields: (block_m, block_n, num_warps, num_stages, smem_epilogue),
+# each with the head dims it is tried at (ptxas sm_90a/sm_80 spills, f16,
+# 2026-12-01: the others spill hundreds of bytes or do not compile: 8 warps
+# cannot split the fused kernel's 64 dQᵀ rows at d64).
 # dq: BLOCK_M query rows per program, loop over BLOCK_N keys.
 DQ = [
-    (64, 64, 4, 2, False),     # BWD_DEFAULT
-    (64, 32, 4, 2, False),
-    (128, 64, 8, 2, False),
-    (128, 32, 8, 2, False),
-    (64, 128, 4, 2, False),
+    ((64, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT
+    ((64, 32, 4, 2, False), (64, 128)),
+    ((128, 64, 8, 2, False), (64, 128)),
+    ((128, 32, 8, 2, False), (64, 128)),
+    ((128, 32, 4, 2, False), (64,)),      # 32 rows per warp: half the B-operand traffic
 ]
 # dkdv and fused: BLOCK_N key rows per program, loop over BLOCK_M queries.
 DKDV = [
-    (32, 64, 4, 2, False),     # BWD_DEFAULT
-    (16, 64, 4, 2, False),
-    (64, 64, 4, 2, False),
-    (16, 128, 8, 2, False),
-    (32, 128, 8, 2, False),
-    (64, 128, 8, 2, False),
+    ((32, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT
+    ((16, 64, 4, 2, False), (64, 128)),
+    ((64, 64, 4, 2, False), (64, 128)),
+    ((16, 128, 8, 2, False), (64, 128)),
+    ((32, 128, 8, 2, False), (64, 128)),
+    ((16, 128, 4, 2, False), (64,)),      # 32 key rows per warp
+    ((32, 128, 4, 2, False), (64,)),
 ]
 FUSED = [
-    (16, 64, 4, 2, False),     # BWD_DEFAULT.atomic
-    (32, 64, 4, 2, False),
-    (64, 64, 4, 2, False),     # d64 only (d128: kilobytes of spills)
-    (16, 128, 8, 2, False),    # d128 only (8 warps split dQᵀ's D rows: 16 each)
-    (32, 128, 8, 2, False),    # d128 only
+    ((16, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT.atomic
+    ((32, 64, 4, 2, False), (64, 128)),
+    ((64, 64, 4, 2, False), (64,)),
+    ((16, 128, 4, 2, False), (64,)),      # 32 key rows per warp
+    ((16, 128, 8, 2, False), (128,)),
+    ((32, 128, 8, 2, False), (128,)),
 ]
 QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2])
 
@@ -142,22 +147,19 @@ def main():
         cand = dict(cand, dq=[], dkdv=[])
     if args.no_fused:
         cand = dict(cand, fused=[])
-    dq_cfgs = [FlashConfig(*c) for c in cand["dq"]]
-    dkdv_cfgs = [FlashConfig(*c) for c in cand["dkdv"]]
-    fused_cfgs = [FlashConfig(*c) for c in cand["fused"]]
+    dq_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dq"]]
+    dkdv_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dkdv"]]
+    fused_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["fused"]]
     base = strategy.BWD_DEFAULT
 
     # Each candidate as (column, FlashBwdConfig, fused?).
     def columns(d):
         cols = []
-        if dq_cfgs:
-            cols += [(f"dq {c.tag}", replace(base, dq=c), False) for c in dq_cfgs]
-        if dkdv_cfgs:
-            cols += [(f"dkdv {c.tag}", replace(base, dkdv=c), False) for c in dkdv_cfgs
-                     if c != base.dkdv or not dq_cfgs]
-        cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c in fused_cfgs
-                 if 32 < d <= 128 and (c.num_warps == 4 or d > 64)
-                 and (c.block_m < 64 or d <= 64)]
+        cols += [(f"dq {c.tag}", replace(base, dq=c), False) for c, dims in dq_cfgs if d in dims]
+        cols += [(f"dkdv {c.tag}", replace(base, dkdv=c), False) for c, dims in dkdv_cfgs
+                 if d in dims and (c != base.dkdv or not dq_cfgs)]
+        cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c, dims in fused_cfgs
+                 if d in dims and 32 < d <= 128]
         return cols
 
     name = "float16" if dtype == torch.float16 else "bfloat16"

@@ -160,7 +160,7 @@ def _check_backward(dout, q, k, v, out, lse, varlen=False):
 def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
                          window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                          deterministic=True, dropout_p=0.0, causal_offset=None,
-                         atomic_dq=False, cu_seqlens_q=None, cu_seqlens_k=None,
+                         atomic_dq=None, cu_seqlens_q=None, cu_seqlens_k=None,
                          max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, rng_state=None):
     """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
     forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
@@ -177,10 +177,14 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     (cu_seqlens_q given): q, dout, out (total_q, hq, d), k, v (total_k, hk, d),
     lse (hq, total_q), cu_seqlens_q/k int32 (b + 1,), max_seqlen_q/k, seqused_k
     int32 (b,) or None; rows of no sequence get zero gradients. The kernels
-    use no atomics, so the result is bitwise deterministic whatever
-    `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
-    40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
-    atomics in no fixed order, into a blocked f32 buffer (kernels/flash_bwd.py). Dropout: dropout_p > 0 with rng_state = (seed, offset), the
+    use no atomics, so the result is bitwise deterministic. With
+    deterministic=False, FA2's single fused kernel may run instead, adding dQ
+    with f32 atomics in no fixed order into a blocked f32 buffer
+    (kernels/flash_bwd.py): atomic_dq=None (the default) takes it where
+    strategy's table says it is faster (FlashBwdConfig.fused) and it applies
+    (fused_applies: head_dim 40 to 128, no window, softcap, ALiBi, varlen or
+    dropout); atomic_dq=True forces it (deterministic=False; head_dim 40 to
+    128), False forces the pair. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
     forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
     mask from them (out must be the dropped forward's output).
     """
@@ -197,6 +201,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         raise ValueError("flash_attn backward: varlen needs cu_seqlens_q, cu_seqlens_k, "
                          "max_seqlen_q and max_seqlen_k")
     dtype = _check_backward(dout, q, k, v, out, lse, varlen)
+    if atomic_dq is None:
+        atomic_dq = (not deterministic and fused_applies(q.shape[-1], window_size, softcap,
+                                                         alibi_slopes, varlen, dropout_p)
+                     and strategy.flash_bwd_config(head_dim=q.shape[-1], causal=causal).fused)
     if atomic_dq and deterministic:
         raise ValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
                          "deterministic=False with it")
@@ -312,6 +320,15 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def fused_applies(head_dim, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, varlen=False,
+                  dropout_p=0.0):
+    """Whether deterministic=False may take the fused atomic-dQ kernel by
+    default: head_dim 40 to 128 (dQᵀ's rows over the warps), and the plain or
+    causal mask only (the variants keep the pair until timed)."""
+    return (32 < int(head_dim) <= 128 and tuple(window_size) == (-1, -1) and not softcap
+            and alibi_slopes is None and not varlen and not dropout_p)
 
 
 def _dq_from_accum(dq_accum, like, varlen):

@@ -289,9 +289,13 @@ class FlashBwdConfig:
     dkdv: FlashConfig
     dq_split: int = 1
     dkdv_split: int = 1
-    # The fused dK/dV + atomic dQ kernel (FA2's; an experiment: atomic_dq=True).
+    # The fused dK/dV + atomic dQ kernel (FA2's: 5 matmuls per block pair
+    # instead of the pair's 7; dQ added with f32 atomics in no fixed order).
     atomic: FlashConfig = FlashConfig(16, 64, 4, 2, False)
     atomic_split: int = 1
+    # deterministic=False (flash_attn's default) runs the fused kernel where
+    # it applies (flash_bwd.fused_applies); deterministic=True always the pair.
+    fused: bool = False
 
     def constexprs(self, which):
         cfg = getattr(self, which)
