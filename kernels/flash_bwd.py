@@ -105,6 +105,43 @@ def probabilities(s, mask, l2, c, scale, softcap, slope, rows, kq, CAUSAL, SOFTC
     return tl.exp2(s * c - l2), t
 
 
+def _pre_name(DTYPE, HEAD_DIM, **_):
+    return f"flash_bwd_preprocess_{DTYPE.name}_d{HEAD_DIM}"
+
+
+@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "1"), name=_pre_name,
+           num_warps="NUM_WARPS", variant={"kind": "bwd_preprocess", "dtype": "DTYPE",
+                                           "head_dim": "HEAD_DIM", "block_m": "BLOCK_M"})
+def flash_bwd_preprocess(o: tl.ptr(DTYPE), do: tl.ptr(DTYPE), lse: tl.ptr(tl.float32),
+                         delta: tl.ptr(tl.float32), lse2: tl.ptr(tl.float32),
+                         seqlen_q: tl.int32, num_heads: tl.int32, batch: tl.int32,
+                         stride_ob: tl.int64, stride_os: tl.int64, stride_oh: tl.int64,
+                         stride_dob: tl.int64, stride_dos: tl.int64, stride_doh: tl.int64,
+                         stride_lseb: tl.int64, stride_lseh: tl.int64,
+                         DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
+                         BLOCK_M: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4):
+    """What the fused kernel (flash_bwd_dkdv with ATOMIC_DQ) reads besides
+    the inputs, as the dq kernel's prologue computes it for the pair:
+    Delta = rowsum(dO ∘ O) in f32 and lse2 = lse·log2e (+inf for a row with
+    no key, also when lse is -inf). Memory-bound: reads O and dO once."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b, h = pid_bh // num_heads, pid_bh % num_heads
+    row0 = pid_m * BLOCK_M
+    ov = tl.view(o + (b * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
+    dov = tl.view(do + (b * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
+    lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    ot = tl.load(ov, (row0, 0), (BLOCK_M, D))
+    dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
+    tl.store(deltav, (row0,), tl.sum(dot.to(tl.float32) * ot.to(tl.float32), 1))
+    li = tl.load(lsev, (row0,), (BLOCK_M,))
+    li = tl.where(li == float("-inf"), float("inf"), li)
+    tl.store(lse2v, (row0,), li * LOG2E)
+
+
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
            variant={"kind": "bwd_dq", "dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL",

@@ -261,11 +261,12 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
-        delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
         bm = cfg.atomic.block_m
         if varlen:
+            delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
             dq_accum = _zeros_f32(q, q.shape)
         else:  # blocked: query block i's dQᵀ is a row-major (D, BLOCK_M) tile
+            delta, lse2 = _preprocess(dout, out, lse, dtype, d, on_gpu)
             dq_accum = _zeros_f32(q, (b, hq, -(-sq // bm), max(16, 1 << (d - 1).bit_length()), bm))
     else:
         delta = _empty(q, lse.shape, "float32")
@@ -320,6 +321,37 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+PREPROCESS_BLOCK_M = 64
+
+
+def preprocess_kernel(dtype, head_dim):
+    """The fused kernel's preprocess (flash_bwd_preprocess) for `dtype`
+    ("float16"/"bfloat16") and head_dim."""
+    return _kernels().flash_bwd_preprocess.specialize(
+        DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=int(head_dim),
+        BLOCK_M=PREPROCESS_BLOCK_M, NUM_WARPS=4)
+
+
+def _preprocess(dout, out, lse, dtype, head_dim, on_gpu):
+    """Delta and lse·log2e for the fused kernel by kernels/flash_bwd.py's
+    flash_bwd_preprocess (one pass over O and dO; torch's elementwise ops
+    took about 7x the bytes): f32 of lse's shape (batch, heads, seqlen_q),
+    lse contiguous."""
+    b, sq, hq, _ = out.shape
+    delta = _empty(out, lse.shape, "float32")
+    lse2 = _empty(out, lse.shape, "float32")
+    kernel = preprocess_kernel(dtype, head_dim)
+    block_m = PREPROCESS_BLOCK_M
+    args = (out, dout, lse, delta, lse2, sq, hq, b, *_strides(out)[:3], *_strides(dout)[:3],
+            *_strides(lse)[:2])
+    if on_gpu:
+        kernel(*args)
+    else:
+        kernel.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in args),
+                       grid=(-(-sq // block_m), b * hq, 1))
+    return delta, lse2
 
 
 def fused_applies(head_dim, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, varlen=False,

@@ -282,7 +282,9 @@ def test_atomic_add_errors():
                                                           (128, False, (60, 130), (4, 2)),
                                                           # several key blocks: the query blocks
                                                           # above the diagonal are skipped
-                                                          (64, True, (200, 200), (2, 1))])
+                                                          (64, True, (200, 200), (2, 1)),
+                                                          # D = 64 > head_dim: padded columns
+                                                          (40, False, (50, 70), (2, 2))])
 def test_atomic_dq_fused_kernel_matches_float64(head_dim, causal, seqlens, heads):
     """atomic_dq=True: FA2's single kernel (dK/dV plus dQᵀ += Kᵀ·dSᵀ added
     with tl.atomic_add into f32), Delta and lse2 computed by the caller."""
