@@ -11,7 +11,9 @@ candidate configuration of its two forms,
 
 at d64/d128, causal or not, 2k and 16k tokens per batch (bench_bwd's shapes:
 batch = 16384 / seqlen, heads = 2048 / head_dim), bf16, beside torch SDPA's
-FLASH (FA2) backward in the same run. Kernels compile here through the CLI
+FLASH (FA2) backward in the same run; then forward+backward through
+flash_attn_func's autograd with the row's winners, deterministic=False (the
+fused kernel if it won) and True (the pair), beside FA2's. Kernels compile here through the CLI
 bundle (TILEC_CLI, as bench/gpu.sh sets it), all candidates at once in
 threads; every call is timed as users call it, through
 tilec.flash_bwd._flash_attn_backward (what autograd's backward calls), the
@@ -20,7 +22,7 @@ checked against FA2's (relative error < 1e-2); a wrong one prints '!'.
 TFLOP/s by flash_attn's convention (backward = 2.5x the forward's
 4·b·h·s²·d, halved when causal).
 
-    python3 bench/tune_bwd.py [--head-dims 64,128] [--seqlens 2048,16384] [--iters 30]
+    python3 bench/tune_bwd.py [--head-dims 64,128] [--seqlens 2048,16384] [--iters 20]
     python3 bench/tune_bwd.py --device cpu --quick     # smoke test, CPU runner, < 1 min
 
 --device cpu runs the same candidates' kernels on the CPU runner at a tiny
@@ -124,8 +126,8 @@ def main():
     parser.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
     parser.add_argument("--seqlens", default="2048,16384")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
-    parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-pair", action="store_true", help="fused candidates only")
     parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
     args = parser.parse_args()
@@ -205,13 +207,56 @@ def main():
         def median(fn):
             return median_ms(fn, args.iters, args.warmup)
 
+    def fwd_bwd_cells(q, k, v, dout, scale, causal, d, times, fl):
+        """Forward+backward as training runs it (flash_attn_func's autograd)
+        with this row's winners in BWD_TABLE: the default (deterministic=False:
+        the fused kernel where it won) and deterministic=True (the best pair),
+        beside SDPA FLASH's."""
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        pairs = [v for v in times.values() if not v[2]]
+        fused = [v for v in times.values() if v[2]]
+        bp = min(pairs, key=lambda v: v[0]) if pairs else None
+        bf = min(fused, key=lambda v: v[0]) if fused else None
+        cfg = bp[1] if bp else base
+        if bf:
+            cfg = replace(cfg, atomic=bf[1].atomic, fused=not bp or bf[0] < bp[0])
+        leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+        tl_ = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
+        dout_t = dout.transpose(1, 2)
+
+        def fa2():
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                o = F.scaled_dot_product_attention(*tl_, is_causal=causal, scale=scale)
+            torch.autograd.grad(o, tl_, dout_t)
+
+        saved = dict(strategy.BWD_TABLE)
+        strategy.BWD_TABLE[("sm_80", d, causal)] = cfg
+        try:
+            def mine(det):
+                o = tilec.flash_attn_func(*leaves, softmax_scale=scale, causal=causal,
+                                          deterministic=det)
+                torch.autograd.grad(o, leaves, dout)
+
+            t_fa2 = median(fa2)
+            t_def = median(lambda: mine(False))
+            t_det = median(lambda: mine(True))
+        finally:
+            strategy.BWD_TABLE.clear()
+            strategy.BWD_TABLE.update(saved)
+        tf = lambda t: f"{fl / t / 1e9:.0f} ({t:.3f})"
+        return [tf(t_fa2), tf(t_def) + (" fused" if cfg.fused else " pair"), tf(t_det),
+                f"{t_fa2 / t_def:.2f}x", f"{t_def / t_det:.2f}x"]
+
     device = "cpu" if cpu else torch.cuda.get_device_name()
     print(f"device: {device}  {name}; backward TFLOP/s (ms); '!' = gradients wrong")
     winners = {}
     bad_any = False
     for d in head_dims:
         cols = columns(d)
-        header = ["causal", "seqlen", "FA2"] + [c[0] for c in cols] + ["pair best", "best/FA2"]
+        header = (["causal", "seqlen", "FA2"] + [c[0] for c in cols] + ["pair best", "best/FA2"]
+                  + ([] if cpu else ["FA2 f+b", "tilec f+b", "tilec f+b det", "f+b/FA2", "det/default"]))
         print(f"\n### d{d}\n")
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
@@ -285,29 +330,46 @@ def main():
                     cells.append(f"{fa2_t / t:.2f}x {col}")
                 else:
                     cells.append("n/a")
+                if not cpu:
+                    cells += fwd_bwd_cells(q, k, v, dout, scale, causal, d, times, fl / 2.5 * 3.5)
                 print("| " + " | ".join(cells) + " |", flush=True)
                 per_seqlen.append(times)
                 del q, k, v, dout, out, lse, ref
                 if not cpu:
                     torch.cuda.empty_cache()
             winners[(d, causal)] = per_seqlen
-    # Winners: the configuration with the least total time over the seqlens
-    # (each form), printed as a BWD_TABLE entry.
-    print("\n# BWD_TABLE candidates (least total time over the seqlens measured):")
+    # Winners: per form, the configuration with the least total time over
+    # the seqlens; printed as one BWD_TABLE entry per (head_dim, causal), with
+    # fused=True when the fused kernel's total beats the pair's.
+    def fc(c):
+        return f"FlashConfig({c.block_m}, {c.block_n}, {c.num_warps}, {c.num_stages}, {c.smem_epilogue})"
+
+    print("\n# BWD_TABLE entries (least total time over the seqlens measured):")
     for (d, causal), per_seqlen in winners.items():
         if not per_seqlen or any(not t for t in per_seqlen):
             continue
-        for label, pick in (("pair", lambda c: not c[2]), ("fused", lambda c: c[2])):
-            cols = set.intersection(*(set(c for c, v in t.items() if pick(v)) for t in per_seqlen))
-            if not cols:
-                continue
-            total = {c: sum(t[c][0] for t in per_seqlen) for c in cols}
-            best = min(total, key=total.get)
-            cfg = per_seqlen[0][best][1]
-            ms = "/".join(f"{t[best][0]:.3f}" for t in per_seqlen) if not cpu else "-"
-            which = f"dq={cfg.dq}, dkdv={cfg.dkdv}" if label == "pair" else f"atomic={cfg.atomic}"
-            print(f"# {label} d{d} causal={causal}: {best} ({ms} ms)\n"
-                  f"#   (\"sm_80\", {d}, {causal}): FlashBwdConfig({which})")
+        best = {}
+        for label, fused in (("pair", False), ("fused", True)):
+            cols = set.intersection(*(set(c for c, v in t.items() if v[2] == fused)
+                                      for t in per_seqlen))
+            if cols:
+                total = {c: sum(t[c][0] for t in per_seqlen) for c in cols}
+                col = min(total, key=total.get)
+                best[label] = (total[col], per_seqlen[0][col][1], col)
+        if not best:
+            continue
+        pair = best.get("pair", (None, base, "BWD_DEFAULT"))
+        fused = best.get("fused")
+        win = fused is not None and (pair[0] is None or fused[0] < pair[0])
+        cfg = pair[1]
+        parts = [f"dq={fc(cfg.dq)}", f"dkdv={fc(cfg.dkdv)}"]
+        if fused:
+            parts.append(f"atomic={fc(fused[1].atomic)}")
+        parts.append(f"fused={win}")
+        ms = lambda b: "-" if cpu or b is None or b[0] is None else f"{b[0]:.3f} ms"
+        print(f"# d{d} causal={causal}: pair {pair[2]} ({ms(pair)}), fused "
+              f"{fused[2] if fused else '-'} ({ms(fused)})\n"
+              f"    (\"sm_80\", {d}, {causal}): FlashBwdConfig({', '.join(parts)}),")
     return 1 if bad_any or failed and cpu else 0
 
 
