@@ -313,9 +313,14 @@ class FlashBwdConfig:
 # D = 256: dq 64x32 (no spills, 115 KB shared; 64x64 spilled 384 bytes);
 #   dkdv 64 keys x 16 queries with the head_dim split over 2 programs (no
 #   spills, 112 KB shared; unsplit 4.6 KB of spills at 64x32, 2.2 KB at 64x16).
-# Fused dK/dV + atomic dQ (D <= 128): 64 keys x 16 queries, no spills at
-#   d64/d128 causal or not (x 32 queries spilled 44-172 bytes).
-# Not yet timed on a GPU.
+# Fused dK/dV + atomic dQ (D <= 128; blocked dq_accum, unpredicated reds):
+#   d128: 64 keys x 16 queries over 4 warps and 128 x 16 over 8 warps no
+#   spills (sm_90a and sm_80, causal or not); 128 x 32 over 8 warps 0-32
+#   bytes, 64 x 32 over 4 warps 8-40, 128 x 64 over 8 warps 650-830.
+#   d64: 64 x 16 and 128 x 16 over 4 warps (32 key rows per warp) none
+#   (64 x 16 causal sm_90a 8), 64 x 32 16-80, 64 x 64 0-28; 8 warps do not
+#   compile (dQᵀ's 64 rows over 8 warps).
+# bench/tune_bwd.py times them all against FA2.
 BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 2, False))
 BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(16, 64, 4, 2, False),
                           dkdv_split=2)
