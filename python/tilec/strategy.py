@@ -324,18 +324,31 @@ class FlashBwdConfig:
 BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 2, False))
 BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(16, 64, 4, 2, False),
                           dkdv_split=2)
-# Tuned on the H200 (bench/tune_bwd.py, run 2 of session 8, bf16, 16k tokens;
-# TFLOP/s at 16k, BWD_DEFAULT -> table): dkdv 64 keys x 64 queries over 4
-# warps won at every (head_dim, causal) (d128 non-causal 204 -> 225, causal
-# -> 225; ptxas: 4-60 bytes of spills at d128, 0-16 at d64), dq 64 x 128 at
-# d64 (no spills); FA2 312/318 (d128), 291/279 (d64). Keys: (arch, head_dim,
-# causal); arch is "sm_80" for every target (the sm_90 code is sm_80's).
-_DKDV_64x64 = FlashConfig(64, 64, 4, 2, False)
+# Tuned on the H200 (bench/tune_bwd.py, runs 2-3 of session 8, bf16, 16k
+# tokens; whole output: bench/RESULTS.md "Backward tuning"). The pair: dkdv
+# 128 keys x 32 queries over 4 warps (32 key rows per warp: half the
+# B-operand traffic per mma) at d64, 64 x 64 over
+# 4 warps at d128; TFLOP/s at 16k, BWD_DEFAULT -> table: d64 210 -> 246
+# (non-causal), 208 -> 230 (causal); d128 204 -> 227, 211 -> 223 (FA2: 291,
+# 277, 313, 316). ptxas: dkdv d64 128x32 0 bytes of spills (causal sm_90a 40),
+# d128 64x64 4-60. The fused atomic-dQ kernel (fused=False: never faster,
+# 0.80-0.97x the pair; its best blocks are kept for atomic_dq=True): d64
+# 64 x 64 (non-causal) and 128 keys x 16 (causal) over 4 warps, d128 64 x 32
+# and 64 x 16 over 4 warps. Keys: (arch, head_dim, causal); arch is "sm_80"
+# for every target (the sm_90 code is sm_80's but for vector reds).
 BWD_TABLE = {
-    ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 128, 4, 2, False), dkdv=_DKDV_64x64),
-    ("sm_80", 64, True): FlashBwdConfig(dq=FlashConfig(64, 128, 4, 2, False), dkdv=_DKDV_64x64),
-    ("sm_80", 128, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=_DKDV_64x64),
-    ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=_DKDV_64x64),
+    ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
+                                         dkdv=FlashConfig(32, 128, 4, 2, False),
+                                         atomic=FlashConfig(64, 64, 4, 2, False)),
+    ("sm_80", 64, True): FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False),
+                                        dkdv=FlashConfig(32, 128, 4, 2, False),
+                                        atomic=FlashConfig(16, 128, 4, 2, False)),
+    ("sm_80", 128, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
+                                          dkdv=FlashConfig(64, 64, 4, 2, False),
+                                          atomic=FlashConfig(32, 64, 4, 2, False)),
+    ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
+                                         dkdv=FlashConfig(64, 64, 4, 2, False),
+                                         atomic=FlashConfig(16, 64, 4, 2, False)),
 }
 
 
