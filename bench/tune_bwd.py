@@ -58,6 +58,7 @@ DQ = [
     ((128, 64, 8, 2, False), (64, 128)),
     ((128, 32, 8, 2, False), (64, 128)),
     ((128, 32, 4, 2, False), (64,)),      # 32 rows per warp: half the B-operand traffic
+    ((64, 128, 4, 2, False), (64,)),      # run 2's d64 winner beside dkdv 64x64
 ]
 # dkdv and fused: BLOCK_N key rows per program, loop over BLOCK_M queries.
 DKDV = [
@@ -360,6 +361,10 @@ def main():
         for label, fused in (("pair", False), ("fused", True)):
             cols = set.intersection(*(set(c for c, v in t.items() if v[2] == fused)
                                       for t in per_seqlen))
+            # "pair best" combines each row's own winners: one config only if
+            # every row's is the same.
+            if "pair best" in cols and len({t["pair best"][1] for t in per_seqlen}) > 1:
+                cols.discard("pair best")
             if cols:
                 total = {c: sum(t[c][0] for t in per_seqlen) for c in cols}
                 col = min(total, key=total.get)
