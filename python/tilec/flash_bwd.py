@@ -38,7 +38,8 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
     "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
     fused kernel that also adds dQ atomically (then dq is not launched)."""
-    cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal, dropout=dropout)
+    cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal, dropout=dropout,
+                                    variant=window or softcap or alibi or varlen)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
     mod = _kernels()
     common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))

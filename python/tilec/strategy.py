@@ -352,11 +352,14 @@ BWD_TABLE = {
 }
 
 
-def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, dropout=False):
-    """The configuration of the backward kernels. Dropout: the dq kernel's
-    64x64 blocks spilled 72-172 bytes at d64/d128 (its Philox numbers), 64
-    queries x 32 keys none."""
-    config = BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)))
+def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, dropout=False,
+                     variant=False):
+    """The configuration of the backward kernels. BWD_TABLE holds what the
+    tuner measured, the plain and causal masks; `variant` (window, softcap,
+    ALiBi, varlen) and dropout keep BWD_DEFAULT's blocks, whose spills were
+    checked with them. Dropout: the dq kernel's 64x64 blocks spilled 72-172
+    bytes at d64/d128 (its Philox numbers), 64 queries x 32 keys none."""
+    config = None if variant or dropout else BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)))
     if config is None:
         config = BWD_WIDE if int(head_dim) > 128 else BWD_DEFAULT
     if dropout and int(head_dim) <= 128:
