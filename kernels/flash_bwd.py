@@ -13,7 +13,8 @@ two kernels that need no atomics, so the gradients are deterministic:
   and accumulates dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i. With ATOMIC_DQ it is
   FA2's single backward kernel: it also adds dQ_iᵀ += Kᵀ·dSᵀ into an f32
   buffer with tl.atomic_add (not deterministic; Delta and lse2 then come from
-  the caller, not from the dq kernel).
+  the caller, not from the dq kernel). The buffer is blocked, (batch, heads,
+  cdiv(seqlen_q, BLOCK_M), D, BLOCK_M) (varlen: (total_q, heads, head_dim)).
 
 Run dq first, then dkdv. The dK/dV kernel is written transposed by hand: it
 computes Sᵀ = K_j·Q_iᵀ (keys are its rows, so its accumulators dK and dV are
@@ -102,6 +103,43 @@ def probabilities(s, mask, l2, c, scale, softcap, slope, rows, kq, CAUSAL, SOFTC
         return tl.exp2(s * LOG2E - l2), t
     s = tl.where(mask, s, float("-inf"))
     return tl.exp2(s * c - l2), t
+
+
+def _pre_name(DTYPE, HEAD_DIM, **_):
+    return f"flash_bwd_preprocess_{DTYPE.name}_d{HEAD_DIM}"
+
+
+@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "1"), name=_pre_name,
+           num_warps="NUM_WARPS", variant={"kind": "bwd_preprocess", "dtype": "DTYPE",
+                                           "head_dim": "HEAD_DIM", "block_m": "BLOCK_M"})
+def flash_bwd_preprocess(o: tl.ptr(DTYPE), do: tl.ptr(DTYPE), lse: tl.ptr(tl.float32),
+                         delta: tl.ptr(tl.float32), lse2: tl.ptr(tl.float32),
+                         seqlen_q: tl.int32, num_heads: tl.int32, batch: tl.int32,
+                         stride_ob: tl.int64, stride_os: tl.int64, stride_oh: tl.int64,
+                         stride_dob: tl.int64, stride_dos: tl.int64, stride_doh: tl.int64,
+                         stride_lseb: tl.int64, stride_lseh: tl.int64,
+                         DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
+                         BLOCK_M: tl.constexpr = 64, NUM_WARPS: tl.constexpr = 4):
+    """What the fused kernel (flash_bwd_dkdv with ATOMIC_DQ) reads besides
+    the inputs, as the dq kernel's prologue computes it for the pair:
+    Delta = rowsum(dO ∘ O) in f32 and lse2 = lse·log2e (+inf for a row with
+    no key, also when lse is -inf). Memory-bound: reads O and dO once."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b, h = pid_bh // num_heads, pid_bh % num_heads
+    row0 = pid_m * BLOCK_M
+    ov = tl.view(o + (b * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
+    dov = tl.view(do + (b * stride_dob + h * stride_doh), (seqlen_q, HEAD_DIM), (stride_dos, 1))
+    lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    ot = tl.load(ov, (row0, 0), (BLOCK_M, D))
+    dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
+    tl.store(deltav, (row0,), tl.sum(dot.to(tl.float32) * ot.to(tl.float32), 1))
+    li = tl.load(lsev, (row0,), (BLOCK_M,))
+    li = tl.where(li == float("-inf"), float("inf"), li)
+    tl.store(lse2v, (row0,), li * LOG2E)
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
@@ -268,8 +306,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     lse2v = tl.view(lse2 + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     deltav = tl.view(delta + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     D = max(16, tl.next_power_of_2(HEAD_DIM))
-    if ATOMIC_DQ:
-        # dQᵀ of this (batch, head): element (d, i) is dq_accum[b, i, h, d].
+    if ATOMIC_DQ and VARLEN:
+        # dQᵀ of this (sequence, head): element (d, i) is dq_accum[bq + i, h, d].
         dqtv = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
                        (1, stride_dqas))
     slope = None
@@ -324,6 +362,17 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             # FA2's dQ: dQ_iᵀ += scale·Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
             # split over the warps), added atomically into f32 dq_accum.
             dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32))
-            tl.atomic_add(dqtv, (0, row0), dqt * scale)
+            if VARLEN:
+                tl.atomic_add(dqtv, (0, row0), dqt * scale)
+            else:
+                # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), D, BLOCK_M):
+                # query block i's dQᵀ as one row-major D x BLOCK_M tile, so
+                # each thread's accumulator pairs are adjacent (one
+                # red.global.add.v2.f32 on sm_90) and the tile lies inside
+                # its view (no bounds predicates; rows past seqlen_q and
+                # columns past head_dim are padding the caller drops).
+                blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * D),
+                              (D, BLOCK_M), (BLOCK_M, 1))
+                tl.atomic_add(blk, (0, 0), dqt * scale)
     tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
     tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))

@@ -46,8 +46,10 @@
 // Skipping an all-false block is only correct because every score of it is
 // -inf: an online-softmax update with such a block leaves the running max,
 // sum and accumulator unchanged. The pass therefore skips only when the
-// masked value is -inf and the loop body writes no memory; otherwise the
-// all-false blocks stay in the masked loops.
+// masked value is -inf and the loop body writes no memory, except atomic adds
+// of values computed from the mask (FA2's dQ accumulation, the same argument
+// as for accumulators carried by the loop); otherwise the all-false blocks
+// stay in the masked loops.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Tile/TileDialect.h"
@@ -368,9 +370,37 @@ FailureOr<Conjunct> analyseCmp(arith::CmpIOp cmp, AffineAnalysis &analysis,
   return c;
 }
 
-bool writesMemory(Operation *root) {
+/// Whether `value` is computed, inside `loop`, from one of `masks`.
+bool dependsOnMask(Value value, scf::ForOp loop, ArrayRef<arith::SelectOp> masks) {
+  SmallVector<Value> work{value};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    Operation *def = v.getDefiningOp();
+    if (!def || !loop->isProperAncestor(def))
+      continue;
+    if (llvm::any_of(masks, [&](arith::SelectOp m) { return m.getOperation() == def; }))
+      return true;
+    llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
+/// Whether the loop body writes memory in a way that makes skipping an
+/// all-false block wrong. A tile.atomic_add of a value computed from a mask
+/// is the block's contribution to an accumulator in memory (FA2's dQ): as
+/// for the loop-carried accumulators, an all -inf block contributes nothing
+/// (P = 0, so dS = 0 and dSᵀ·K = 0), and skipping it is correct. Any other
+/// write (a store, an add of something else) keeps every block.
+bool writesMemory(Operation *root, ArrayRef<arith::SelectOp> masks = {}) {
+  auto loop = dyn_cast<scf::ForOp>(root);
   bool writes = false;
   root->walk([&](Operation *op) {
+    if (auto add = dyn_cast<tile::AtomicAddOp>(op);
+        add && loop && !masks.empty() && dependsOnMask(add.getValue(), loop, masks))
+      return;
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
     if (effects ? effects.hasEffect<MemoryEffects::Write>()
                 : !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() &&
@@ -761,7 +791,7 @@ struct TileSplitMaskedLoops final
     DenseFPElementsAttr falseValue;
     bool canSkip = matchPattern(mask.getFalseValue(), m_Constant(&falseValue)) &&
                    falseValue.isSplat() && falseValue.getSplatValue<APFloat>().isInfinity() &&
-                   falseValue.getSplatValue<APFloat>().isNegative() && !writesMemory(loop);
+                   falseValue.getSplatValue<APFloat>().isNegative() && !writesMemory(loop, {mask});
 
     OpBuilder b(loop);
     Location loc = loop.getLoc();
@@ -899,7 +929,7 @@ struct TileSplitMaskedLoops final
       remark(candidates.front(), "mask stays applied in every iteration: ", reason);
       return MaskKind::Dense;
     }
-    bool canSkip = !writesMemory(loop);
+    bool canSkip = !writesMemory(loop, masks);
     OpBuilder b(loop);
     Operation *before = loop->getPrevNode();
     PredicateAnalysis pa(b, loop.getLoc(), loop, canSkip);

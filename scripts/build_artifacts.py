@@ -161,7 +161,7 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
 def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
     """flash_bwd_dq_* and flash_bwd_dkdv_* for every (dtype, head_dim, causal),
     with the configuration tilec.flash_bwd would launch."""
-    from tilec.flash_bwd import flash_bwd_kernels
+    from tilec.flash_bwd import flash_bwd_kernels, preprocess_kernel
 
     failed = 0
     for dtype in ("float16", "bfloat16"):
@@ -170,6 +170,8 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                 kernels = list(flash_bwd_kernels(dtype, head_dim, causal)[:2])
                 if 32 < head_dim <= 128:  # the fused atomic-dQ kernel (atomic_dq=True)
                     kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
+                    if not causal:  # and its preprocess (Delta, lse2)
+                        kernels.append(preprocess_kernel(dtype, head_dim))
                 for kernel in kernels:
                     start = time.time()
                     results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),

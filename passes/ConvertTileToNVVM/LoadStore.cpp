@@ -272,11 +272,15 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   return success();
 }
 
-/// One `red.global.add.f32` per element, predicated on the view's bounds;
-/// replicated elements (lanes or warps holding copies) are added once, by
+/// Atomic f32 adds of the elements a thread holds: one red per run of
+/// `width` contiguous registers (the target's widest vector red the layout
+/// and the view allow: scalar on sm_80, up to v4 on sm_90), predicated on the
+/// view's bounds unless the whole tile is statically inside the view (then
+/// unpredicated: ptxas turns each predicated red into a branch around it).
+/// Replicated elements (lanes or warps holding copies) are added once, by
 /// the copy whose replicating lane/warp bits are zero.
 LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
-  Value value = op.getValue();
+  auto value = cast<TypedValue<RankedTensorType>>(op.getValue());
   if (isShared(value))
     return op.emitError() << "atomic_add of a shared-memory tile is not supported; the "
                              "layout pass keeps added tiles in registers";
@@ -285,22 +289,23 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
   SmallVector<Value> offsets = llvm::map_to_vector(op.getOffsets(), [&](Value v) { return scalar(v); });
   SmallVector<Value> values = regs[value];
   Value owner = replicaOwner(layout);
-  noteAccess(view, 4);
+  int width = std::min(vectorWidth(layout, view, op.getOffsets(), value.getType().getElementType()),
+                       target.maxAtomicAddF32Width());
+  noteAccess(view, 4 * width);
+  Value inside = tileInsideView(view, offsets, value.getType().getShape(), 0);
+  bool alwaysInside = matchPattern(inside, m_One());
   SmallVector<Value> thread = threadCoords(layout);
-  for (int64_t r = 0; r < layout.numRegs(); ++r) {
+  for (int64_t r = 0; r < layout.numRegs(); r += width) {
     if (layout.regHolding(layout.regCoord(r)) != r)
       continue; // a duplicate of an earlier register
     SmallVector<Value> c = elementCoords(layout, thread, r);
     SmallVector<Value> index;
     for (size_t d = 0; d < c.size(); ++d)
       index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
-    Value ok = inBounds(view, index);
+    Value ok = alwaysInside ? Value() : inBounds(view, index);
     if (owner)
-      ok = arith::AndIOp::create(b, ok, owner);
-    inlinePtx(TypeRange{},
-              ValueRange{elementAddress(view, index), values[r],
-                         arith::ExtUIOp::create(b, b.getI32Type(), ok)},
-              "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p red.global.add.f32 [$0], $1; }", "l,f,r");
+      ok = ok ? arith::AndIOp::create(b, ok, owner).getResult() : owner;
+    target.atomicAddF32(b, elementAddress(view, index), ArrayRef(values).slice(r, width), ok);
   }
   return success();
 }

@@ -3,7 +3,7 @@
 // The lowering's op-family files emit target instructions only through this
 // interface (cf. Triton's TargetInfoBase): thread and program ids, barriers,
 // warp shuffles and votes, cp.async copies with their commit groups and
-// waits, ldmatrix, mma.sync and the approximate exp2/log2. Its hardware
+// waits, ldmatrix, mma.sync, f32 atomic adds and the approximate exp2/log2. Its hardware
 // numbers are the architecture's TargetDescription
 // (include/tilec/Target/TargetDescription.h).
 //
@@ -73,6 +73,15 @@ public:
   virtual mlir::Value mma(mlir::ImplicitLocOpBuilder &b, mlir::ValueRange a, mlir::ValueRange bFrag,
                           mlir::ValueRange c, bool bf16) const = 0;
 
+  /// The most f32 elements one atomic add to global memory can take (1: a
+  /// scalar red per element).
+  virtual int maxAtomicAddF32Width() const = 0;
+  /// red.global.add of `values` (1 .. maxAtomicAddF32Width() f32, a power of
+  /// two, contiguous at `address` and aligned to their size) where `pred`
+  /// (i1; null: always) holds.
+  virtual void atomicAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value address,
+                            mlir::ValueRange values, mlir::Value pred) const = 0;
+
   /// 2^x and log2(x) with the approximate hardware instructions (f32).
   virtual mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
   virtual mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
@@ -111,9 +120,17 @@ public:
                        bool transpose) const override;
   mlir::Value mma(mlir::ImplicitLocOpBuilder &b, mlir::ValueRange a, mlir::ValueRange bFrag,
                   mlir::ValueRange c, bool bf16) const override;
+  int maxAtomicAddF32Width() const override { return 1; }
+  void atomicAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value address, mlir::ValueRange values,
+                    mlir::Value pred) const override;
   mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
   mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
 };
+
+/// `red.global.add.f32` (one value) or `red.global.add.v{2,4}.f32` (sm_90+) of
+/// `values` at `address`, predicated on `pred` (i1) unless it is null.
+void emitRedAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value address, mlir::ValueRange values,
+                   mlir::Value pred);
 
 /// The sm_90 family (sm_90, sm_90a): TargetInfoSm90.cpp.
 std::unique_ptr<TargetInfo> createSm90TargetInfo(const TargetDescription &description);

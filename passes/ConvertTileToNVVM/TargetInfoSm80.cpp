@@ -124,6 +124,41 @@ Value Sm80TargetInfo::mma(ImplicitLocOpBuilder &b, ValueRange a, ValueRange bFra
                              std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
 }
 
+/// The text of `red.global.add{vector}.f32 [$0], {values}`, predicated on
+/// the i32 operand after the values when `predicated`.
+static std::string redAddF32Ptx(size_t width, bool predicated) {
+  std::string vals;
+  for (size_t i = 0; i < width; ++i)
+    vals += (i ? ", $" : "$") + std::to_string(i + 1);
+  std::string op = width == 1 ? "red.global.add.f32 [$0], " + vals + ";"
+                              : "red.global.add.v" + std::to_string(width) + ".f32 [$0], {" + vals +
+                                    "};";
+  if (!predicated)
+    return op;
+  return "{ .reg .pred p; setp.ne.b32 p, $" + std::to_string(width + 1) + ", 0; @p " + op + " }";
+}
+
+void emitRedAddF32(ImplicitLocOpBuilder &b, Value address, ValueRange values, Value pred) {
+  SmallVector<Value> operands{address};
+  llvm::append_range(operands, values);
+  std::string constraints = "l";
+  for (size_t i = 0; i < values.size(); ++i)
+    constraints += ",f";
+  if (pred) {
+    operands.push_back(arith::ExtUIOp::create(b, b.getI32Type(), pred));
+    constraints += ",r";
+  }
+  TargetInfo::inlinePtx(b, TypeRange{}, operands, redAddF32Ptx(values.size(), bool(pred)),
+                        constraints);
+}
+
+/// sm_80 has scalar f32 reductions only.
+void Sm80TargetInfo::atomicAddF32(ImplicitLocOpBuilder &b, Value address, ValueRange values,
+                                  Value pred) const {
+  assert(values.size() == 1 && "sm_80 adds one f32 per red");
+  emitRedAddF32(b, address, values, pred);
+}
+
 Value Sm80TargetInfo::exp2Approx(ImplicitLocOpBuilder &b, Value x) const {
   // ex2.approx.ftz: ~2 ulp, exp2(-inf) = +0; what FlashAttention uses.
   return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),

@@ -3,7 +3,8 @@
 // The seam for Hopper (sm_90, sm_90a). Today every primitive is sm_80's
 // (mma.sync, cp.async, ldmatrix, bar.sync all run on sm_90), so the PTX is
 // the sm_80 code with sm_90's hardware numbers (227 KB of shared memory per
-// block). What belongs here next: wgmma with shared-memory descriptors,
+// block), except f32 atomic adds, which take vectors of 2 or 4
+// (red.global.add.v2/.v4.f32). What belongs here next: wgmma with shared-memory descriptors,
 // TMA copies with mbarrier completion instead of cp.async groups, stmatrix,
 // setmaxnreg for warp specialization (FlashAttention-3's data path).
 //
@@ -16,6 +17,14 @@ namespace {
 class Sm90TargetInfo final : public Sm80TargetInfo {
 public:
   using Sm80TargetInfo::Sm80TargetInfo;
+
+  /// red.global.add.v2.f32 / .v4.f32 (PTX ISA 8.1, sm_90): one instruction
+  /// for up to 4 contiguous f32 (FA2's dQ accumulator pairs).
+  int maxAtomicAddF32Width() const override { return 4; }
+  void atomicAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value address, mlir::ValueRange values,
+                    mlir::Value pred) const override {
+    emitRedAddF32(b, address, values, pred);
+  }
 };
 } // namespace
 

@@ -38,7 +38,8 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
     "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
     fused kernel that also adds dQ atomically (then dq is not launched)."""
-    cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal, dropout=dropout)
+    cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal, dropout=dropout,
+                                    variant=window or softcap or alibi or varlen)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
     mod = _kernels()
     common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))
@@ -160,7 +161,7 @@ def _check_backward(dout, q, k, v, out, lse, varlen=False):
 def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
                          window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                          deterministic=True, dropout_p=0.0, causal_offset=None,
-                         atomic_dq=False, cu_seqlens_q=None, cu_seqlens_k=None,
+                         atomic_dq=None, cu_seqlens_q=None, cu_seqlens_k=None,
                          max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, rng_state=None):
     """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
     forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
@@ -177,11 +178,14 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     (cu_seqlens_q given): q, dout, out (total_q, hq, d), k, v (total_k, hk, d),
     lse (hq, total_q), cu_seqlens_q/k int32 (b + 1,), max_seqlen_q/k, seqused_k
     int32 (b,) or None; rows of no sequence get zero gradients. The kernels
-    use no atomics, so the result is bitwise deterministic whatever
-    `deterministic` says. atomic_dq=True (with deterministic=False; head_dim
-    40 to 128) runs FA2's single fused kernel instead, adding dQ with f32
-    atomics in no fixed order: an experiment until a GPU run says which is
-    faster. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
+    use no atomics, so the result is bitwise deterministic. With
+    deterministic=False, FA2's single fused kernel may run instead, adding dQ
+    with f32 atomics in no fixed order into a blocked f32 buffer
+    (kernels/flash_bwd.py): atomic_dq=None (the default) takes it where
+    strategy's table says it is faster (FlashBwdConfig.fused) and it applies
+    (fused_applies: head_dim 40 to 128, no window, softcap, ALiBi, varlen or
+    dropout); atomic_dq=True forces it (deterministic=False; head_dim 40 to
+    128), False forces the pair. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
     forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
     mask from them (out must be the dropped forward's output).
     """
@@ -198,6 +202,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         raise ValueError("flash_attn backward: varlen needs cu_seqlens_q, cu_seqlens_k, "
                          "max_seqlen_q and max_seqlen_k")
     dtype = _check_backward(dout, q, k, v, out, lse, varlen)
+    if atomic_dq is None:
+        atomic_dq = (not deterministic and fused_applies(q.shape[-1], window_size, softcap,
+                                                         alibi_slopes, varlen, dropout_p)
+                     and strategy.flash_bwd_config(head_dim=q.shape[-1], causal=causal).fused)
     if atomic_dq and deterministic:
         raise ValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
                          "deterministic=False with it")
@@ -254,8 +262,13 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
-        delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
-        dq_accum = _zeros_f32(q, q.shape)
+        bm = cfg.atomic.block_m
+        if varlen:
+            delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
+            dq_accum = _zeros_f32(q, q.shape)
+        else:  # blocked: query block i's dQᵀ is a row-major (D, BLOCK_M) tile
+            delta, lse2 = _preprocess(dout, out, lse, dtype, d, on_gpu)
+            dq_accum = _zeros_f32(q, (b, hq, -(-sq // bm), max(16, 1 << (d - 1).bit_length()), bm))
     else:
         delta = _empty(q, lse.shape, "float32")
         lse2 = _empty(q, lse.shape, "float32")
@@ -263,6 +276,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     sq_, sk_, sv_, so_, sdo_ = (_strides(t) for t in (q, k, v, out, dout))
     sdq, sdk, sdv, sl = (_strides(t) for t in (dq, dk, dv, lse))
     sdqa = _strides(dq_accum) if atomic_dq else (0, 0, 0)
+    if atomic_dq and not varlen:
+        sdqa = (sdqa[0], 0, sdqa[1])  # (batch, -, head); blocks are D·BLOCK_M apart
     if varlen:  # sequence b starts at row cu_seqlens[b]: its "batch stride" is the row's
         sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv = (
             (st[0],) + st for st in (sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv))
@@ -295,7 +310,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
                       grid=(-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
     if atomic_dq:
-        dq = dq_accum.to(dq.dtype) if _is_torch(dq) else dq_accum.astype(dq.dtype)
+        dq = _dq_from_accum(dq_accum, dq, varlen)
     if group > 1:
         grouped = k.shape[:-2] + (hk, group, d)
         if _is_torch(dk):
@@ -307,6 +322,68 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+PREPROCESS_BLOCK_M = 64
+
+
+def preprocess_kernel(dtype, head_dim):
+    """The fused kernel's preprocess (flash_bwd_preprocess) for `dtype`
+    ("float16"/"bfloat16") and head_dim."""
+    return _kernels().flash_bwd_preprocess.specialize(
+        DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=int(head_dim),
+        BLOCK_M=PREPROCESS_BLOCK_M, NUM_WARPS=4)
+
+
+def _preprocess(dout, out, lse, dtype, head_dim, on_gpu):
+    """Delta and lse·log2e for the fused kernel by kernels/flash_bwd.py's
+    flash_bwd_preprocess (one pass over O and dO; torch's elementwise ops
+    took about 7x the bytes): f32 of lse's shape (batch, heads, seqlen_q),
+    lse contiguous."""
+    b, sq, hq, _ = out.shape
+    delta = _empty(out, lse.shape, "float32")
+    lse2 = _empty(out, lse.shape, "float32")
+    kernel = preprocess_kernel(dtype, head_dim)
+    block_m = PREPROCESS_BLOCK_M
+    args = (out, dout, lse, delta, lse2, sq, hq, b, *_strides(out)[:3], *_strides(dout)[:3],
+            *_strides(lse)[:2])
+    if on_gpu:
+        kernel(*args)
+    else:
+        kernel.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in args),
+                       grid=(-(-sq // block_m), b * hq, 1))
+    return delta, lse2
+
+
+def fused_applies(head_dim, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, varlen=False,
+                  dropout_p=0.0):
+    """Whether deterministic=False may take the fused atomic-dQ kernel by
+    default: head_dim 40 to 128 (dQᵀ's rows over the warps), and the plain or
+    causal mask only (the variants keep the pair until timed)."""
+    return (32 < int(head_dim) <= 128 and tuple(window_size) == (-1, -1) and not softcap
+            and alibi_slopes is None and not varlen and not dropout_p)
+
+
+def _dq_from_accum(dq_accum, like, varlen):
+    """dq (like's dtype and shape (batch, seqlen_q, heads, head_dim), or
+    varlen's (total_q, heads, head_dim)) from the fused kernel's f32
+    accumulator: varlen's has dq's shape; else it is blocked, (batch, heads,
+    blocks, D, BLOCK_M) with D >= head_dim, and is transposed back in one
+    copy (rows past seqlen_q and columns past head_dim dropped)."""
+    if varlen:
+        return dq_accum.to(like.dtype) if _is_torch(like) else dq_accum.astype(like.dtype)
+    b, sq, hq, d = like.shape
+    _, _, nblk, _, bm = dq_accum.shape
+    if _is_torch(like):
+        import torch
+
+        full = torch.empty((b, nblk * bm, hq, d), dtype=like.dtype, device=like.device)
+        full.view(b, nblk, bm, hq, d).copy_(dq_accum.permute(0, 2, 4, 1, 3)[..., :d])
+        return full if nblk * bm == sq else full[:, :sq]
+    import numpy as np
+
+    full = dq_accum.transpose(0, 2, 4, 1, 3)[..., :d].reshape(b, nblk * bm, hq, d)
+    return np.ascontiguousarray(full[:, :sq]).astype(like.dtype)
 
 
 def _zeros_like_dtype(like, shape):

@@ -289,9 +289,13 @@ class FlashBwdConfig:
     dkdv: FlashConfig
     dq_split: int = 1
     dkdv_split: int = 1
-    # The fused dK/dV + atomic dQ kernel (FA2's; an experiment: atomic_dq=True).
+    # The fused dK/dV + atomic dQ kernel (FA2's: 5 matmuls per block pair
+    # instead of the pair's 7; dQ added with f32 atomics in no fixed order).
     atomic: FlashConfig = FlashConfig(16, 64, 4, 2, False)
     atomic_split: int = 1
+    # deterministic=False (flash_attn's default) runs the fused kernel where
+    # it applies (flash_bwd.fused_applies); deterministic=True always the pair.
+    fused: bool = False
 
     def constexprs(self, which):
         cfg = getattr(self, which)
@@ -309,20 +313,53 @@ class FlashBwdConfig:
 # D = 256: dq 64x32 (no spills, 115 KB shared; 64x64 spilled 384 bytes);
 #   dkdv 64 keys x 16 queries with the head_dim split over 2 programs (no
 #   spills, 112 KB shared; unsplit 4.6 KB of spills at 64x32, 2.2 KB at 64x16).
-# Fused dK/dV + atomic dQ (D <= 128): 64 keys x 16 queries, no spills at
-#   d64/d128 causal or not (x 32 queries spilled 44-172 bytes).
-# Not yet timed on a GPU.
+# Fused dK/dV + atomic dQ (D <= 128; blocked dq_accum, unpredicated reds):
+#   d128: 64 keys x 16 queries over 4 warps and 128 x 16 over 8 warps no
+#   spills (sm_90a and sm_80, causal or not); 128 x 32 over 8 warps 0-32
+#   bytes, 64 x 32 over 4 warps 8-40, 128 x 64 over 8 warps 650-830.
+#   d64: 64 x 16 and 128 x 16 over 4 warps (32 key rows per warp) none
+#   (64 x 16 causal sm_90a 8), 64 x 32 16-80, 64 x 64 0-28; 8 warps do not
+#   compile (dQᵀ's 64 rows over 8 warps).
+# bench/tune_bwd.py times them all against FA2.
 BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 2, False))
 BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(16, 64, 4, 2, False),
                           dkdv_split=2)
-BWD_TABLE = {}
+# Tuned on the H200 (bench/tune_bwd.py, runs 2-3 of session 8, bf16, 16k
+# tokens; whole output: bench/RESULTS.md "Backward tuning"). The pair: dkdv
+# 128 keys x 32 queries over 4 warps (32 key rows per warp: half the
+# B-operand traffic per mma) at d64, 64 x 64 over
+# 4 warps at d128; TFLOP/s at 16k, BWD_DEFAULT -> table: d64 210 -> 246
+# (non-causal), 208 -> 230 (causal); d128 204 -> 227, 211 -> 223 (FA2: 291,
+# 277, 313, 316). ptxas: dkdv d64 128x32 0 bytes of spills (causal sm_90a 40),
+# d128 64x64 4-60. The fused atomic-dQ kernel (fused=False: never faster,
+# 0.80-0.97x the pair; its best blocks are kept for atomic_dq=True): d64
+# 64 x 64 (non-causal) and 128 keys x 16 (causal) over 4 warps, d128 64 x 32
+# and 64 x 16 over 4 warps. Keys: (arch, head_dim, causal); arch is "sm_80"
+# for every target (the sm_90 code is sm_80's but for vector reds).
+BWD_TABLE = {
+    ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
+                                         dkdv=FlashConfig(32, 128, 4, 2, False),
+                                         atomic=FlashConfig(64, 64, 4, 2, False)),
+    ("sm_80", 64, True): FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False),
+                                        dkdv=FlashConfig(32, 128, 4, 2, False),
+                                        atomic=FlashConfig(16, 128, 4, 2, False)),
+    ("sm_80", 128, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
+                                          dkdv=FlashConfig(64, 64, 4, 2, False),
+                                          atomic=FlashConfig(32, 64, 4, 2, False)),
+    ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
+                                         dkdv=FlashConfig(64, 64, 4, 2, False),
+                                         atomic=FlashConfig(16, 64, 4, 2, False)),
+}
 
 
-def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, dropout=False):
-    """The configuration of the backward kernels. Dropout: the dq kernel's
-    64x64 blocks spilled 72-172 bytes at d64/d128 (its Philox numbers), 64
-    queries x 32 keys none."""
-    config = BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)))
+def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, dropout=False,
+                     variant=False):
+    """The configuration of the backward kernels. BWD_TABLE holds what the
+    tuner measured, the plain and causal masks; `variant` (window, softcap,
+    ALiBi, varlen) and dropout keep BWD_DEFAULT's blocks, whose spills were
+    checked with them. Dropout: the dq kernel's 64x64 blocks spilled 72-172
+    bytes at d64/d128 (its Philox numbers), 64 queries x 32 keys none."""
+    config = None if variant or dropout else BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)))
     if config is None:
         config = BWD_WIDE if int(head_dim) > 128 else BWD_DEFAULT
     if dropout and int(head_dim) <= 128:

@@ -621,3 +621,94 @@ func.func @not_affine(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32) -> tensor<
   }
   return %r : tensor<16xf32>
 }
+
+// -----
+
+// Causal with an atomic add into memory of a value computed from the mask
+// (FA2's dQ: the block's contribution to an accumulator in memory): blocks
+// above the diagonal are skipped as for a carried accumulator; the masked
+// loop ends at the diagonal, not at the loop's bound %n.
+// CHECK-LABEL: func.func @causal_atomic_add(
+// CHECK:         scf.for
+// CHECK:           tile.atomic_add
+// CHECK:         } {tile.blocks = #tile<blocks full>}
+// CHECK:         scf.for %{{.+}} = %{{.+}} to %[[E:[0-9]+]] step
+// CHECK:           arith.select
+// CHECK:           tile.atomic_add
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
+// CHECK-NOT:     scf.for
+func.func @causal_atomic_add(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32, %acc: !tile.ptr<f32>) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %c1_i64 = arith.constant 1 : i64
+  %c16_i64 = arith.constant 16 : i64
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %v = tile.view %acc sizes(%c16, %seqlen_k) strides(%c16_i64, %c1_i64) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  scf.for %j = %c0 to %n step %c1 : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %causal = arith.cmpi sle, %cols, %rows : tensor<16x16xi32>
+    %keep = arith.andi %inb, %causal : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %p = math.exp %sm : tensor<16x16xf32>
+    tile.atomic_add %p, %v[%c0, %col0] : tensor<16x16xf32>, !tile.view<f32, 2>
+  }
+  return
+}
+
+// -----
+
+// An atomic add of something the mask does not produce (here the raw
+// scores) is not zero on a hidden block: nothing is skipped, the masked loop
+// runs to the loop's bound %n.
+// CHECK-LABEL: func.func @causal_atomic_add_unmasked_value(
+// CHECK-SAME:    %{{[^:]+}}: tensor<16x16xf32>, %{{[^:]+}}: i32, %[[N:[^:]+]]: i32,
+// CHECK:         scf.for
+// CHECK:         } {tile.blocks = #tile<blocks full>}
+// CHECK:         scf.for %{{.+}} = %{{.+}} to %[[N]] step
+// CHECK:         } {tile.blocks = #tile<blocks partial>}
+func.func @causal_atomic_add_unmasked_value(%s: tensor<16x16xf32>, %seqlen_k: i32, %n: i32, %acc: !tile.ptr<f32>) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c16 = arith.constant 16 : i32
+  %c1_i64 = arith.constant 1 : i64
+  %c16_i64 = arith.constant 16 : i64
+  %ninf = arith.constant dense<0xFF800000> : tensor<16x16xf32>
+  %pid = tile.program_id 0 : i32
+  %row0 = arith.muli %pid, %c16 : i32
+  %iota = tile.iota : tensor<16xi32>
+  %row0t = tile.splat %row0 : i32 -> tensor<16xi32>
+  %rows1 = arith.addi %iota, %row0t : tensor<16xi32>
+  %rows2 = tile.expand_dims %rows1 along 1 : tensor<16xi32> -> tensor<16x1xi32>
+  %rows = tile.broadcast %rows2 : tensor<16x1xi32> -> tensor<16x16xi32>
+  %bound = tile.splat %seqlen_k : i32 -> tensor<16x16xi32>
+  %v = tile.view %acc sizes(%c16, %seqlen_k) strides(%c16_i64, %c1_i64) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  scf.for %j = %c0 to %n step %c1 : i32 {
+    %col0 = arith.muli %j, %c16 : i32
+    %col0t = tile.splat %col0 : i32 -> tensor<16xi32>
+    %cols1 = arith.addi %iota, %col0t : tensor<16xi32>
+    %cols2 = tile.expand_dims %cols1 along 0 : tensor<16xi32> -> tensor<1x16xi32>
+    %cols = tile.broadcast %cols2 : tensor<1x16xi32> -> tensor<16x16xi32>
+    %inb = arith.cmpi slt, %cols, %bound : tensor<16x16xi32>
+    %causal = arith.cmpi sle, %cols, %rows : tensor<16x16xi32>
+    %keep = arith.andi %inb, %causal : tensor<16x16xi1>
+    %sm = arith.select %keep, %s, %ninf : tensor<16x16xi1>, tensor<16x16xf32>
+    %p = math.exp %sm : tensor<16x16xf32>
+    tile.atomic_add %p, %v[%c0, %col0] : tensor<16x16xf32>, !tile.view<f32, 2>
+    tile.atomic_add %s, %v[%c0, %col0] : tensor<16x16xf32>, !tile.view<f32, 2>
+  }
+  return
+}

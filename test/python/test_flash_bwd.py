@@ -279,7 +279,12 @@ def test_atomic_add_errors():
 
 
 @pytest.mark.parametrize("head_dim,causal,seqlens,heads", [(64, True, (100, 60), (2, 2)),
-                                                          (128, False, (60, 130), (4, 2))])
+                                                          (128, False, (60, 130), (4, 2)),
+                                                          # several key blocks: the query blocks
+                                                          # above the diagonal are skipped
+                                                          (64, True, (200, 200), (2, 1)),
+                                                          # D = 64 > head_dim: padded columns
+                                                          (40, False, (50, 70), (2, 2))])
 def test_atomic_dq_fused_kernel_matches_float64(head_dim, causal, seqlens, heads):
     """atomic_dq=True: FA2's single kernel (dK/dV plus dQᵀ += Kᵀ·dSᵀ added
     with tl.atomic_add into f32), Delta and lse2 computed by the caller."""
@@ -289,6 +294,44 @@ def test_atomic_dq_fused_kernel_matches_float64(head_dim, causal, seqlens, heads
     got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.1, causal,
                                deterministic=False, atomic_dq=True)
     check_grads(got, refs, torch.float16)
+
+
+def test_deterministic_selects_the_form(monkeypatch):
+    """With a table entry that prefers the fused kernel (FlashBwdConfig.fused),
+    deterministic=False (flash_attn's default, through autograd too) runs it
+    and deterministic=True the pair, bitwise repeatable; both match float64.
+    A variant the fused kernel is not timed for (a window) keeps the pair."""
+    from dataclasses import replace
+
+    from tilec import flash_bwd, strategy
+
+    calls = []
+    real = flash_bwd.flash_bwd_kernels
+
+    def spy(*args, **kwargs):
+        calls.append(bool(args[3] if len(args) > 3 else kwargs.get("atomic_dq", False)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flash_bwd, "flash_bwd_kernels", spy)
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, True),
+                        replace(strategy.BWD_DEFAULT, fused=True))
+    q, k, v, dout = inputs(1, 140, 140, 2, 1, 64)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    args = (dout, q, k, v, out.half(), lse.float(), 0.125, True)
+    check_grads(_flash_attn_backward(*args, deterministic=False), refs, torch.float16)
+    first = _flash_attn_backward(*args, deterministic=True)
+    second = _flash_attn_backward(*args, deterministic=True)
+    check_grads(first, refs, torch.float16)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    _flash_attn_backward(*args, window_size=(64, 0), deterministic=False)
+    assert calls == [True, False, False, False]
+    # flash_attn_func's autograd: deterministic defaults to False there.
+    calls.clear()
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    tilec.flash_attn_func(*leaves, softmax_scale=0.125, causal=True).backward(dout)
+    tilec.flash_attn_func(*leaves, softmax_scale=0.125, causal=True,
+                          deterministic=True).backward(dout)
+    assert calls == [True, False]
 
 
 def test_atomic_dq_errors():

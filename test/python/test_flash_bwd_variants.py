@@ -285,3 +285,19 @@ def test_backward_skips_blocks_the_mask_hides():
         for kernel in (dq, dkdv):
             verdict = kernel.mask_analysis()
             assert verdict["mask"] == "split", (kernel.name, verdict)
+
+
+def test_varlen_atomic_dq():
+    """The fused kernel (atomic_dq=True) on varlen: its dQ accumulator keeps
+    the packed (total_q, heads, head_dim) layout (the dense one is blocked)."""
+    lens_q, lens_k = [20, 0, 31, 8], [25, 10, 40, 30]
+    q, k, v, dout, cu_q, cu_k = packed(lens_q, lens_k, 2, 1, 64)
+    from tilec.flash_attn import _flash_attn_forward
+
+    out, lse = _flash_attn_forward(q, k, v, 0.125, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                   max_seqlen_q=31, max_seqlen_k=40)
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, 0.125, True, cu_seqlens_q=cu_q,
+                                      cu_seqlens_k=cu_k, max_seqlen_q=31, max_seqlen_k=40,
+                                      deterministic=False, atomic_dq=True)
+    check((in_sequences(out, cu_q), dq, dk, dv), q, k, v, dout, "varlen atomic_dq",
+          cu=(cu_q, cu_k, 31, 40), scale=0.125, causal=True)

@@ -82,17 +82,17 @@ def test_d128_production_spills_stay_small(causal, gpu):
 @pytest.mark.parametrize("causal", [False, True])
 def test_backward_d128_kernels_spill_little(causal):
     """The backward's kernels (kernels/flash_bwd.py, tilec.flash_bwd's
-    configuration) at head_dim 128, sm_80 and sm_90 (2026-12-01): dq none;
-    dkdv none non-causal; causal 4+4 bytes (stores+loads) on sm_80, outside
-    the loops, and 8+12 on sm_90, one LDL inside a loop (12+16 since the
-    variants share the forward's mask helper, 2026-12-01; sm_80 8+8 since
-    tile-split-masked-loops tests only the causal bound in the diagonal
-    loop, still outside the loops). Written with tl.trans of P and dS instead of the
-    transposed products the dkdv kernel spilled 80/68 bytes (issue 18)."""
+    configuration) at head_dim 128, sm_80 and sm_90: dq none. dkdv takes
+    BWD_TABLE's 64 keys x 64 queries (the H200 tuner's winner, 204 -> 227
+    TFLOP/s at 16k, bench/RESULTS.md "Backward tuning", though it spills):
+    4+8 bytes (stores+loads) non-causal, causal 12+4 on sm_80 and 60+128 on
+    sm_90 (6-9 LDL per iteration), 2026-12-01. (BWD_DEFAULT's 64 x 32 spilled
+    0 / 12+16; written with tl.trans of P and dS instead of the transposed
+    products the dkdv kernel spilled 80/68 bytes, issue 18.)"""
     from tilec.flash_bwd import flash_bwd_kernels
 
     kdq, kdkdv, _ = flash_bwd_kernels("float16", 128, causal)
-    for kernel, bounds in ((kdq, (0, 0)), (kdkdv, (16, 32) if causal else (0, 0))):
+    for kernel, bounds in ((kdq, (0, 0)), (kdkdv, (16, 188) if causal else (12, 12))):
         [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
                                     num_warps=kernel.num_warps, num_stages=kernel.num_stages,
                                     smem_epilogue=kernel.smem_epilogue, extra_sass=("sm_90",))

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""Tune strategy.BWD_TABLE on a GPU host: time the backward under each
+candidate configuration of its two forms,
+
+  pair    the deterministic default: flash_bwd_dq then flash_bwd_dkdv (7
+          matmuls per block pair). The dq kernel's blocks are varied with
+          dkdv at BWD_DEFAULT's, dkdv's with dq at BWD_DEFAULT's, then the
+          best of each are timed together ("pair best").
+  fused   FA2's single kernel (atomic_dq=True, deterministic=False: dK/dV
+          plus dQ added with tile.atomic_add, 5 matmuls)
+
+at d64/d128, causal or not, 2k and 16k tokens per batch (bench_bwd's shapes:
+batch = 16384 / seqlen, heads = 2048 / head_dim), bf16, beside torch SDPA's
+FLASH (FA2) backward in the same run; then forward+backward through
+flash_attn_func's autograd with the row's winners, deterministic=False (the
+fused kernel if it won) and True (the pair), beside FA2's. Kernels compile here through the CLI
+bundle (TILEC_CLI, as bench/gpu.sh sets it), all candidates at once in
+threads; every call is timed as users call it, through
+tilec.flash_bwd._flash_attn_backward (what autograd's backward calls), the
+median of CUDA-event-timed calls (bench_flash.median_ms). Gradients are
+checked against FA2's (relative error < 1e-2); a wrong one prints '!'.
+TFLOP/s by flash_attn's convention (backward = 2.5x the forward's
+4·b·h·s²·d, halved when causal).
+
+    python3 bench/tune_bwd.py [--head-dims 64,128] [--seqlens 2048,16384] [--iters 20]
+    python3 bench/tune_bwd.py --device cpu --quick     # smoke test, CPU runner, < 1 min
+
+--device cpu runs the same candidates' kernels on the CPU runner at a tiny
+shape and checks them against a float64 reference (the times there mean
+nothing). The last lines print the winners as BWD_TABLE entries: copy them
+into python/tilec/strategy.py and record the run in bench/RESULTS.md.
+"""
+
+import argparse
+import concurrent.futures
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "python"), str(REPO / "bench")]
+
+TOKENS = 16384
+HIDDEN = 2048
+
+# FlashConfig fields: (block_m, block_n, num_warps, num_stages, smem_epilogue),
+# each with the head dims it is tried at (ptxas sm_90a/sm_80 spills, f16,
+# 2026-12-01: the others spill hundreds of bytes or do not compile: 8 warps
+# cannot split the fused kernel's 64 dQᵀ rows at d64).
+# dq: BLOCK_M query rows per program, loop over BLOCK_N keys.
+DQ = [
+    ((64, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT
+    ((64, 32, 4, 2, False), (64, 128)),
+    ((128, 64, 8, 2, False), (64, 128)),
+    ((128, 32, 8, 2, False), (64, 128)),
+    ((128, 32, 4, 2, False), (64,)),      # 32 rows per warp: half the B-operand traffic
+    ((64, 128, 4, 2, False), (64,)),      # run 2's d64 winner beside dkdv 64x64
+]
+# dkdv and fused: BLOCK_N key rows per program, loop over BLOCK_M queries.
+DKDV = [
+    ((32, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT
+    ((16, 64, 4, 2, False), (64, 128)),
+    ((64, 64, 4, 2, False), (64, 128)),
+    ((16, 128, 8, 2, False), (64, 128)),
+    ((32, 128, 8, 2, False), (64, 128)),
+    ((16, 128, 4, 2, False), (64,)),      # 32 key rows per warp
+    ((32, 128, 4, 2, False), (64,)),
+]
+FUSED = [
+    ((16, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT.atomic
+    ((32, 64, 4, 2, False), (64, 128)),
+    ((64, 64, 4, 2, False), (64,)),
+    ((16, 128, 4, 2, False), (64,)),      # 32 key rows per warp
+    ((16, 128, 8, 2, False), (128,)),
+    ((32, 128, 8, 2, False), (128,)),
+    ((64, 128, 8, 2, False), (128,)),     # 650 bytes of spills, yet 181 TFLOP/s in run 2
+]
+QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2])
+
+
+def flops(b, h, s, d, causal):
+    return 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
+
+
+def reference_grads(q, k, v, dout, scale, causal):
+    """float64 autograd of softmax(scale·QKᵀ)V (top-left causal, sq == sk)."""
+    q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    o = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, -1), v)
+    return torch.autograd.grad(o, (q, k, v), dout.double())
+
+
+def fa2_grads(q, k, v, dout, scale, causal):
+    """(time fn, grads) of SDPA FLASH's backward on a retained graph."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    leaves = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
+    dout_t = dout.transpose(1, 2)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
+    grads = torch.autograd.grad(out, leaves, dout_t, retain_graph=True)
+    return (lambda: torch.autograd.grad(out, leaves, dout_t, retain_graph=True),
+            [g.transpose(1, 2) for g in grads])
+
+
+def rel_err(mine, ref):
+    worst = 0.0
+    for g, r in zip(mine, ref):
+        g, r = g.double(), r.double()
+        worst = max(worst, ((g - r).norm() / r.norm().clamp_min(1e-30)).item())
+    return worst
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--quick", action="store_true",
+                        help="two candidates per kernel, one shape per (d, causal) (CPU smoke)")
+    parser.add_argument("--head-dims", default=None, help="default 64,128 (--device cpu --quick: 64)")
+    parser.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
+    parser.add_argument("--seqlens", default="2048,16384")
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--no-pair", action="store_true", help="fused candidates only")
+    parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
+    args = parser.parse_args()
+    cpu = args.device == "cpu"
+    if not cpu and not torch.cuda.is_available():
+        sys.exit("error: --device cuda needs a CUDA GPU (or pass --device cpu)")
+    import tilec
+    from tilec import flash_bwd as fb
+    from tilec import strategy
+    from tilec.strategy import FlashBwdConfig, FlashConfig
+
+    dtype = getattr(torch, args.dtype)
+    head_dims = [int(x) for x in (args.head_dims or ("64" if cpu and args.quick else "64,128"))
+                 .split(",")]
+    causals = [bool(int(x)) for x in args.causal.split(",")]
+    seqlens = [int(x) for x in args.seqlens.split(",")]
+    cand = QUICK if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED)
+    if args.no_pair:
+        cand = dict(cand, dq=[], dkdv=[])
+    if args.no_fused:
+        cand = dict(cand, fused=[])
+    dq_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dq"]]
+    dkdv_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dkdv"]]
+    fused_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["fused"]]
+    def base_of(d, causal):
+        """The configuration flash_attn uses today (BWD_TABLE or BWD_DEFAULT)."""
+        return strategy.flash_bwd_config(head_dim=d, causal=causal)
+
+    # Each candidate as (column, FlashBwdConfig, fused?): the table's pair,
+    # then one kernel's blocks varied around it, then the fused kernel's.
+    def columns(d, causal):
+        base = base_of(d, causal)
+        cols = [("pair (table)", base, False)]
+        cols += [(f"dq {c.tag}", replace(base, dq=c), False) for c, dims in dq_cfgs
+                 if d in dims and c != base.dq]
+        cols += [(f"dkdv {c.tag}", replace(base, dkdv=c), False) for c, dims in dkdv_cfgs
+                 if d in dims and c != base.dkdv]
+        cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c, dims in fused_cfgs
+                 if d in dims and 32 < d <= 128]
+        return cols
+
+    name = "float16" if dtype == torch.float16 else "bfloat16"
+
+    def kernels(d, causal, cfg, fused):
+        saved = dict(strategy.BWD_TABLE)
+        strategy.BWD_TABLE[("sm_80", d, causal)] = cfg
+        try:
+            kdq, kdkdv, _ = fb.flash_bwd_kernels(name, d, causal, atomic_dq=fused)
+        finally:
+            strategy.BWD_TABLE.clear()
+            strategy.BWD_TABLE.update(saved)
+        return [kdkdv] if fused else [kdq, kdkdv]
+
+    # Compile every candidate up front (GPU: through the CLI, in threads).
+    failed = {}
+    jobs = [(d, causal, col, cfg, fused) for d in head_dims for causal in causals
+            for col, cfg, fused in columns(d, causal)]
+
+    def build(d, causal, cfg, fused):
+        for kernel in kernels(d, causal, cfg, fused):
+            if cpu:
+                kernel.verify()
+            else:
+                kernel.launcher(device=0)
+
+    t0 = time.time()
+    with concurrent.futures.ThreadPoolExecutor(1 if cpu else 12) as pool:
+        futures = {pool.submit(build, d, causal, cfg, fused): (d, causal, col)
+                   for d, causal, col, cfg, fused in jobs}
+        for fut in concurrent.futures.as_completed(futures):
+            if fut.exception() is not None:
+                key = futures[fut]
+                failed[key] = str(fut.exception()).splitlines()[0][:200]
+                print(f"compile failed d{key[0]} causal={key[1]} {key[2]}: {failed[key]}")
+    print(f"compiled {len(jobs)} candidates in {time.time() - t0:.0f} s")
+
+    if cpu:
+        median = None
+    else:
+        from bench_flash import median_ms
+
+        def median(fn):
+            return median_ms(fn, args.iters, args.warmup)
+
+    def fwd_bwd_cells(q, k, v, dout, scale, causal, d, times, fl):
+        """Forward+backward as training runs it (flash_attn_func's autograd)
+        with this row's winners in BWD_TABLE: the default (deterministic=False:
+        the fused kernel where it won) and deterministic=True (the best pair),
+        beside SDPA FLASH's."""
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        pairs = [v for v in times.values() if not v[2]]
+        fused = [v for v in times.values() if v[2]]
+        bp = min(pairs, key=lambda v: v[0]) if pairs else None
+        bf = min(fused, key=lambda v: v[0]) if fused else None
+        cfg = bp[1] if bp else base_of(d, causal)
+        if bf:
+            cfg = replace(cfg, atomic=bf[1].atomic, fused=not bp or bf[0] < bp[0])
+        leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+        tl_ = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
+        dout_t = dout.transpose(1, 2)
+
+        def fa2():
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                o = F.scaled_dot_product_attention(*tl_, is_causal=causal, scale=scale)
+            torch.autograd.grad(o, tl_, dout_t)
+
+        saved = dict(strategy.BWD_TABLE)
+        strategy.BWD_TABLE[("sm_80", d, causal)] = cfg
+        try:
+            def mine(det):
+                o = tilec.flash_attn_func(*leaves, softmax_scale=scale, causal=causal,
+                                          deterministic=det)
+                torch.autograd.grad(o, leaves, dout)
+
+            t_fa2 = median(fa2)
+            t_def = median(lambda: mine(False))
+            t_det = median(lambda: mine(True))
+        finally:
+            strategy.BWD_TABLE.clear()
+            strategy.BWD_TABLE.update(saved)
+        tf = lambda t: f"{fl / t / 1e9:.0f} ({t:.3f})"
+        return [tf(t_fa2), tf(t_def) + (" fused" if cfg.fused else " pair"), tf(t_det),
+                f"{t_fa2 / t_def:.2f}x", f"{t_def / t_det:.2f}x"]
+
+    device = "cpu" if cpu else torch.cuda.get_device_name()
+    print(f"device: {device}  {name}; backward TFLOP/s (ms); '!' = gradients wrong")
+    winners = {}
+    bad_any = False
+    for d in head_dims:
+        cols = columns(d, False)
+        header = (["causal", "seqlen", "FA2"] + [c[0] for c in cols] + ["pair best", "best/FA2"]
+                  + ([] if cpu else ["FA2 f+b", "tilec f+b", "tilec f+b det", "f+b/FA2", "det/default"]))
+        print(f"\n### d{d}\n")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for causal in causals:
+            per_seqlen = []
+            for s in (seqlens[:1] if args.quick and cpu else seqlens):
+                if cpu:
+                    b, h, s = 1, 2, 80 if args.quick else s
+                else:
+                    b, h = max(1, TOKENS // s), HIDDEN // d
+                dev = "cpu" if cpu else "cuda"
+                torch.manual_seed(0)
+                q, k, v, dout = (torch.randn(b, s, h, d, device=dev, dtype=dtype) for _ in range(4))
+                scale = d ** -0.5
+                out, lse = tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
+                                                 return_lse=True)
+                fl = flops(b, h, s, d, causal)
+                cells = [str(causal), str(s)]
+                if cpu:
+                    ref = reference_grads(q, k, v, dout, scale, causal)
+                    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+                    cells.append("n/a")
+                    fa2_t = None
+                else:
+                    fa2_fn, ref = fa2_grads(q, k, v, dout, scale, causal)
+                    tol = 1e-2
+                    fa2_t = median(fa2_fn)
+                    cells.append(f"{fl / fa2_t / 1e9:.0f} ({fa2_t:.3f})")
+                times = {}
+
+                def run(col, cfg, fused):
+                    saved = dict(strategy.BWD_TABLE)
+                    strategy.BWD_TABLE[("sm_80", d, causal)] = cfg
+                    try:
+                        fn = lambda: fb._flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
+                                                             deterministic=not fused,
+                                                             atomic_dq=fused)
+                        err = rel_err(fn(), ref)
+                        t = median(fn) if median else None
+                    finally:
+                        strategy.BWD_TABLE.clear()
+                        strategy.BWD_TABLE.update(saved)
+                    bad = not err < tol
+                    if t is not None and not bad:
+                        times[col] = (t, cfg, fused)
+                    txt = f"{fl / t / 1e9:.0f} ({t:.3f})" if t is not None else f"err {err:.1e}"
+                    return txt + (" !" if bad else ""), bad
+
+                for col, cfg, fused in columns(d, causal):
+                    if (d, causal, col) in failed:
+                        cells.append("n/a")
+                        continue
+                    txt, bad = run(col, cfg, fused)
+                    bad_any |= bad
+                    cells.append(txt)
+                # The best dq with the best dkdv (the table's where none was varied).
+                base = base_of(d, causal)
+                best_dq = min(((t, c.dq) for col, (t, c, f) in times.items()
+                               if col.startswith("dq ") or col == "pair (table)"),
+                              default=(None, base.dq), key=lambda x: x[0] or 0)[1]
+                best_dkdv = min(((t, c.dkdv) for col, (t, c, f) in times.items()
+                                 if col.startswith("dkdv ") or col == "pair (table)"),
+                                default=(None, base.dkdv), key=lambda x: x[0] or 0)[1]
+                pair = replace(base, dq=best_dq, dkdv=best_dkdv)
+                if (dq_cfgs or dkdv_cfgs) and not cpu:
+                    txt, bad = run("pair best", pair, False)
+                    bad_any |= bad
+                    cells.append(f"{txt} dq {best_dq.tag} dkdv {best_dkdv.tag}")
+                else:
+                    cells.append("n/a")
+                if fa2_t and times:
+                    col, (t, _, _) = min(times.items(), key=lambda x: x[1][0])
+                    cells.append(f"{fa2_t / t:.2f}x {col}")
+                else:
+                    cells.append("n/a")
+                if not cpu:
+                    cells += fwd_bwd_cells(q, k, v, dout, scale, causal, d, times, fl / 2.5 * 3.5)
+                print("| " + " | ".join(cells) + " |", flush=True)
+                per_seqlen.append(times)
+                del q, k, v, dout, out, lse, ref
+                if not cpu:
+                    torch.cuda.empty_cache()
+            winners[(d, causal)] = per_seqlen
+    # Winners: per form, the configuration with the least total time over
+    # the seqlens; printed as one BWD_TABLE entry per (head_dim, causal), with
+    # fused=True when the fused kernel's total beats the pair's.
+    def fc(c):
+        return f"FlashConfig({c.block_m}, {c.block_n}, {c.num_warps}, {c.num_stages}, {c.smem_epilogue})"
+
+    print("\n# BWD_TABLE entries (least total time over the seqlens measured):")
+    for (d, causal), per_seqlen in winners.items():
+        if not per_seqlen or any(not t for t in per_seqlen):
+            continue
+        best = {}
+        for label, fused in (("pair", False), ("fused", True)):
+            cols = set.intersection(*(set(c for c, v in t.items() if v[2] == fused)
+                                      for t in per_seqlen))
+            # "pair best" combines each row's own winners: one config only if
+            # every row's is the same.
+            if "pair best" in cols and len({t["pair best"][1] for t in per_seqlen}) > 1:
+                cols.discard("pair best")
+            if cols:
+                total = {c: sum(t[c][0] for t in per_seqlen) for c in cols}
+                col = min(total, key=total.get)
+                best[label] = (total[col], per_seqlen[0][col][1], col)
+        if not best:
+            continue
+        pair = best.get("pair", (None, base_of(d, causal), "table"))
+        fused = best.get("fused")
+        win = fused is not None and (pair[0] is None or fused[0] < pair[0])
+        cfg = pair[1]
+        parts = [f"dq={fc(cfg.dq)}", f"dkdv={fc(cfg.dkdv)}"]
+        if fused:
+            parts.append(f"atomic={fc(fused[1].atomic)}")
+        parts.append(f"fused={win}")
+        ms = lambda b: "-" if cpu or b is None or b[0] is None else f"{b[0]:.3f} ms"
+        print(f"# d{d} causal={causal}: pair {pair[2]} ({ms(pair)}), fused "
+              f"{fused[2] if fused else '-'} ({ms(fused)})\n"
+              f"    (\"sm_80\", {d}, {causal}): FlashBwdConfig({', '.join(parts)}),")
+    return 1 if bad_any or failed and cpu else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
