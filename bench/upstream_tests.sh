@@ -15,7 +15,11 @@
 # runtime (build-gpu/python) or with tilec importable otherwise.
 # Environment: see bench/upstream/tilec_upstream_plugin.py (sample size,
 # seed, budget, report path); TILEC_UPSTREAM_JOBS=N runs N pytest processes
-# on shards of the sample in parallel (default 1).
+# on shards of the sample in parallel (default 1). The budget stops new tests;
+# a running one finishes, and collecting 500k tests takes 30-60 s first, so
+# give an outer time limit at least budget + 120 s (each shard also saves its
+# outcomes after every test, so `python3 bench/upstream/tilec_upstream_plugin.py
+# merge OUT.md REPORT.*.json` works on what a killed run left).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=${1:-build/upstream/test_flash_attn.py}

@@ -64,14 +64,21 @@ def pytest_runtest_logreport(report):
     if report.when == "call" or report.outcome != "passed":
         if prior is None or prior[0] == "passed":
             _OUTCOMES[report.nodeid] = (report.outcome, "" if report.passed else _message(report))
+    if report.when == "teardown" and os.environ.get("TILEC_UPSTREAM_SHARD"):
+        _write_json("?")  # a shard killed from outside still leaves what it ran
+
+
+def _write_json(collected):
+    report = os.environ.get("TILEC_UPSTREAM_REPORT", "upstream-summary.md")
+    with open(report + ".json", "w") as f:
+        json.dump({"collected": collected, "seconds": time.monotonic() - _START,
+                   "outcomes": _OUTCOMES}, f)
 
 
 def pytest_sessionfinish(session, exitstatus):
     report = os.environ.get("TILEC_UPSTREAM_REPORT", "upstream-summary.md")
     collected = getattr(session.config, "_tilec_collected", "?")
-    with open(report + ".json", "w") as f:
-        json.dump({"collected": collected, "seconds": time.monotonic() - _START,
-                   "outcomes": _OUTCOMES}, f)
+    _write_json(collected)
     text = summary(_OUTCOMES, collected, time.monotonic() - _START)
     with open(report, "w") as f:
         f.write(text)
@@ -113,7 +120,9 @@ def merge(out, paths):
         with open(path) as f:
             data = json.load(f)
         outcomes.update({k: tuple(v) for k, v in data["outcomes"].items()})
-        collected, seconds = data["collected"], max(seconds, data["seconds"])
+        if data["collected"] != "?":
+            collected = data["collected"]
+        seconds = max(seconds, data["seconds"])
     text = summary(outcomes, collected, seconds) + f"\n({len(paths)} shards in parallel)\n"
     with open(out, "w") as f:
         f.write(text)
