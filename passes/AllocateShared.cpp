@@ -170,15 +170,7 @@ std::optional<Staging> epilogueStaging(StoreOp op, const TargetDescription &hw) 
     return std::nullopt;
   // Register and thread bits must not overlap (coordinates add), and a
   // thread's registers must come in runs along the row the write can use.
-  auto bits = [&](unsigned d) {
-    int64_t threadBits = 0, regBits = 0;
-    for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
-      for (const auto &basis : *bases)
-        threadBits |= basis[d];
-    for (const auto &basis : layout.regBases())
-      regBits |= basis[d];
-    return std::pair{threadBits, regBits};
-  };
+  auto bits = [&](unsigned d) { return layout.threadAndRegisterBits(d); };
   auto [rowThreadBits, rowRegBits] = bits(0);
   auto [colThreadBits, colRegBits] = bits(1);
   if ((rowThreadBits & rowRegBits) || (colThreadBits & colRegBits))

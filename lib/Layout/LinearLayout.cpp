@@ -219,6 +219,16 @@ LinearLayout LinearLayout::transposed() const {
                       mapBases(block_, swap));
 }
 
+std::pair<int64_t, int64_t> LinearLayout::threadAndRegisterBits(unsigned d) const {
+  int64_t threadBits = 0, regBits = 0;
+  for (const auto *bases : {&lane_, &warp_, &block_})
+    for (const Coord &basis : *bases)
+      threadBits |= basis[d];
+  for (const Coord &basis : reg_)
+    regBits |= basis[d];
+  return {threadBits, regBits};
+}
+
 bool LinearLayout::sameThreadMapping(const LinearLayout &other) const {
   if (rank_ != other.rank_ || lane_ != other.lane_ || warp_ != other.warp_ ||
       block_ != other.block_ || reg_.size() != other.reg_.size())

@@ -54,18 +54,6 @@ SmallVector<Value> KernelLowering::threadCoords(const LinearLayout &layout) {
   return coords;
 }
 
-/// The bits of dimension `d` that lane/warp bases set, and that register
-/// bases set: where the two are disjoint, a coordinate is the sum of a
-/// thread part and a register part.
-std::pair<int64_t, int64_t> threadAndRegisterBits(const LinearLayout &layout, unsigned d) {
-  int64_t threadBits = 0, regBits = 0;
-  for (const auto *bases : {&layout.laneBases(), &layout.warpBases()})
-    for (const auto &basis : *bases)
-      threadBits |= basis[d];
-  for (const auto &basis : layout.regBases())
-    regBits |= basis[d];
-  return {threadBits, regBits};
-}
 
 /// Coordinates of register `reg`: its constant part combined with the
 /// thread's. When the bits of the two parts are disjoint (every layout tilec
@@ -75,7 +63,7 @@ SmallVector<Value> KernelLowering::elementCoords(const LinearLayout &layout, Arr
   tilec::Coord regPart = layout.regCoord(reg);
   SmallVector<Value> coords;
   for (unsigned d = 0; d < layout.rank(); ++d) {
-    auto [threadBits, regBits] = threadAndRegisterBits(layout, d);
+    auto [threadBits, regBits] = layout.threadAndRegisterBits(d);
     if (regPart[d] == 0)
       coords.push_back(thread[d]);
     else if ((threadBits & regBits) == 0)

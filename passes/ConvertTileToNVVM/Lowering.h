@@ -256,10 +256,6 @@ private:
   std::map<ChunkBaseKey, Value> *localChunkBases = nullptr;
 };
 
-/// The bits of dimension `d` that lane/warp bases set, and that register
-/// bases set (Addressing.cpp).
-std::pair<int64_t, int64_t> threadAndRegisterBits(const LinearLayout &layout, unsigned d);
-
 /// The kernel parameter a pointer is (through tile.addptr), or null.
 inline BlockArgument pointerRoot(Value ptr) {
   while (auto add = ptr.getDefiningOp<AddPtrOp>())

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tilec {
@@ -78,6 +79,11 @@ public:
   LinearLayout zeroDim(unsigned dim) const;
   /// Swap the two dimensions of a rank-2 layout.
   LinearLayout transposed() const;
+
+  /// The bits of dimension `d` that lane/warp/block bases set, and those
+  /// that register bases set: where the two are disjoint, a coordinate is
+  /// the sum of a thread part and a register part.
+  std::pair<int64_t, int64_t> threadAndRegisterBits(unsigned d) const;
 
   /// True when both distribute elements over threads identically, so they
   /// can only differ in register numbering.
