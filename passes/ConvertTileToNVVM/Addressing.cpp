@@ -74,6 +74,14 @@ SmallVector<Value> KernelLowering::elementCoords(const LinearLayout &layout, Arr
   return coords;
 }
 
+SmallVector<Value> KernelLowering::viewIndex(const LinearLayout &layout, ArrayRef<Value> thread,
+                                             int64_t reg, ArrayRef<Value> offsets) {
+  SmallVector<Value> index = elementCoords(layout, thread, reg);
+  for (size_t d = 0; d < index.size(); ++d)
+    index[d] = arith::AddIOp::create(b, index[d], offsets[d]);
+  return index;
+}
+
 Value KernelLowering::inBounds(const ViewInfo &view, ArrayRef<Value> index) {
   Value ok;
   for (size_t d = 0; d < index.size(); ++d) {

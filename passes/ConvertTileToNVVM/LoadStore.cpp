@@ -41,12 +41,7 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
 
   SmallVector<Value> thread = threadCoords(layout);
   Type vecType = width > 1 ? VectorType::get({width}, elemType) : elemType;
-  auto elementIndex = [&](int64_t r) {
-    SmallVector<Value> c = elementCoords(layout, thread, r), index;
-    for (size_t d = 0; d < c.size(); ++d)
-      index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
-    return index;
-  };
+  auto elementIndex = [&](int64_t r) { return viewIndex(layout, thread, r, offsets); };
   // One load (a `width` vector, or a scalar) per group of registers.
   auto uncheckedLoads = [&] {
     SmallVector<Value> loaded;
@@ -254,10 +249,7 @@ LogicalResult KernelLowering::lowerStore(StoreOp op) {
   for (int64_t r = 0; r < layout.numRegs(); r += width) {
     if (layout.regHolding(layout.regCoord(r)) != r)
       continue; // a duplicate of an earlier register
-    SmallVector<Value> c = elementCoords(layout, thread, r);
-    SmallVector<Value> index;
-    for (size_t d = 0; d < c.size(); ++d)
-      index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
+    SmallVector<Value> index = viewIndex(layout, thread, r, offsets);
     Value ok = inBounds(view, index);
     if (owner)
       ok = arith::AndIOp::create(b, ok, owner);
@@ -298,10 +290,7 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
   for (int64_t r = 0; r < layout.numRegs(); r += width) {
     if (layout.regHolding(layout.regCoord(r)) != r)
       continue; // a duplicate of an earlier register
-    SmallVector<Value> c = elementCoords(layout, thread, r);
-    SmallVector<Value> index;
-    for (size_t d = 0; d < c.size(); ++d)
-      index.push_back(arith::AddIOp::create(b, c[d], offsets[d]));
+    SmallVector<Value> index = viewIndex(layout, thread, r, offsets);
     Value ok = alwaysInside ? Value() : inBounds(view, index);
     if (owner)
       ok = ok ? arith::AndIOp::create(b, ok, owner).getResult() : owner;

@@ -136,6 +136,10 @@ private:
   void widenRowRuns(LinearLayout &layout, SmallVector<Value> &values, Type elemType,
                     int64_t maxRun);
   SmallVector<Value> elementCoords(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg);
+  /// The view index of register `reg`'s element: its tile coordinates plus
+  /// the access's offsets (loads, stores, atomic adds).
+  SmallVector<Value> viewIndex(const LinearLayout &layout, ArrayRef<Value> thread, int64_t reg,
+                               ArrayRef<Value> offsets);
   Value inBounds(const ViewInfo &view, ArrayRef<Value> index);
   /// Dimensions firstDim, firstDim + 1, ... of the view against offsets and extents.
   Value tileInsideView(const ViewInfo &view, ArrayRef<Value> offsets, ArrayRef<int64_t> extents,
