@@ -9,7 +9,14 @@ TILEC_UPSTREAM_REPORT (summary file, default upstream-summary.md),
 TILEC_UPSTREAM_SHARD ("i/n": run every n-th test of the sample from the
 i-th, so n processes share one sample; each also writes its outcomes to
 REPORT.json, and `python3 tilec_upstream_plugin.py merge OUT.md A.json ...`
-writes the summary of all of them)."""
+writes the summary of all of them), TILEC_UPSTREAM_IDS (a file of test names,
+one per line, e.g. the failures of an earlier run: only those run, in file
+order; the sample settings are then ignored).
+
+Between tests the plugin frees torch's cached GPU memory: shards share one
+GPU, and upstream's 128k-key kvcache cases left cached blocks that made the
+next shard's allocations fail (session 9 run 5: all 54 failures of 6,000
+sampled were CUDA out of memory or its after-effects with 12 shards)."""
 import collections
 import json
 import os
@@ -29,6 +36,19 @@ _BUDGET_SKIP = "tilec: time budget spent"
 def pytest_collection_modifyitems(config, items):
     n = int(os.environ.get("TILEC_UPSTREAM_SAMPLE", "600"))
     config._tilec_collected = len(items)
+    ids_file = os.environ.get("TILEC_UPSTREAM_IDS")
+    if ids_file:
+        with open(ids_file) as f:
+            wanted = [line.strip() for line in f if line.strip()]
+        by_name = {it.nodeid.split("::")[-1]: it for it in items}
+        missing = [w for w in wanted if w not in by_name]
+        if missing:
+            raise pytest.UsageError(f"TILEC_UPSTREAM_IDS: {len(missing)} names not collected, "
+                                    f"e.g. {missing[0]}")
+        config.hook.pytest_deselected(items=[it for it in items if it.nodeid.split("::")[-1]
+                                             not in set(wanted)])
+        items[:] = [by_name[w] for w in wanted]
+        return
     if 0 < n < len(items):
         keep = set(random.Random(int(os.environ.get("TILEC_UPSTREAM_SEED", "0"))).sample(
             range(len(items)), n))
@@ -43,6 +63,12 @@ def pytest_collection_modifyitems(config, items):
         i, n = (int(x) for x in shard.split("/"))
         config.hook.pytest_deselected(items=[it for j, it in enumerate(items) if j % n != i])
         items[:] = items[i::n]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def pytest_runtest_setup(item):
