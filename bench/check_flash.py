@@ -464,8 +464,9 @@ def run_variant_case(fa, tilec, case, dtype, seed, device="cuda"):
     return dict(rel=rel, lse_err=lse_err, inf_ok=inf_ok, empty_ok=empty_ok, nan=nan, ok=ok)
 
 
-def check_variants(artifacts, quick):
-    """Every bench/flash_variants.py case in both dtypes; returns (ok, summary)."""
+def check_variants(artifacts, quick, label_filter=None):
+    """Every bench/flash_variants.py case in both dtypes (with label_filter:
+    only those whose label, dtype included, contains it); returns (ok, summary)."""
     sys.path[:0] = [str(REPO / "python"), str(REPO / "bench")]
     folders = [str(Path(artifacts) / "variants"), str(Path(artifacts)), str(Path(artifacts) / "extra")]
     os.environ["TILEC_ARTIFACTS"] = os.pathsep.join(folders)
@@ -487,6 +488,8 @@ def check_variants(artifacts, quick):
     for case in cases:
         for dtype in flash_variants.DTYPES:
             label = f"{dtype:<8} {flash_variants.case_label(case)}"
+            if label_filter and label_filter not in label:
+                continue
             seed = zlib.crc32(label.encode())
             try:
                 r = run_variant_case(fa, tilec, case, dtype, seed)
@@ -536,7 +539,8 @@ def main():
     parser.add_argument("--artifacts", default="build/artifacts",
                         help="folder of compiled kernels (default: build/artifacts)")
     parser.add_argument("--quick", action="store_true", help="a few small cases only")
-    parser.add_argument("--filter", help="only kernels whose name contains this")
+    parser.add_argument("--filter", help="only kernels whose name contains this (with --variants: "
+                        "only cases whose label contains it, e.g. 'bfloat16 varlen')")
     parser.add_argument("--sanitize", nargs="?", const="memcheck", metavar="TOOL",
                         help="run --quick under compute-sanitizer TOOL (default memcheck; "
                              "also racecheck, synccheck, initcheck)")
@@ -552,7 +556,7 @@ def main():
         if not torch.cuda.is_available():
             print("error: torch sees no CUDA device")
             return 2
-        ok, summary = check_variants(args.artifacts, args.quick)
+        ok, summary = check_variants(args.artifacts, args.quick, args.filter)
         text = "\n".join(summary) + f"\n{'all passed' if ok else 'FAILED'}\n"
         print("\n" + text, end="")
         if args.summary:
