@@ -27,7 +27,8 @@ size), each read from its own page (one block-table entry each, so pages of
 copies of the whole block are in flight together). The sub-tiles' scores
 share one online-softmax step (one max, one rescale per block).
 
-EARLY_REFILL (the GPU plans') compiles the K/V loop with tile-insert-waits'
+EARLY_REFILL (GPU plans with flash_decode.EARLY_REFILL; off by default,
+measured no faster) compiles the K/V loop with tile-insert-waits'
 early-refill schedule: the next block's copies (and its page lookups) are
 issued before the wait for the current block, so two blocks are in flight
 through the wait. The IR is the same either way.

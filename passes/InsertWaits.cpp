@@ -46,8 +46,8 @@
 // counted as one group, and the refills drain every region), so one K/V
 // block is in flight through the wait.
 //
-// Early refill (option early-refill, opt-in per kernel: the decode
-// kernels'). In a ring loop whose only copies are its rings' refills, with
+// Early refill (option early-refill, opt-in per kernel; the decode kernels'
+// EARLY_REFILL, off by default: measured no faster). In a ring loop whose only copies are its rings' refills, with
 // every ring tile read unconditionally in the body, the refill at the top
 // of iteration j goes to the region that held tile j - 1: iteration j - 1
 // waited for that tile (at its read) and read it, so the refill needs no

@@ -106,7 +106,7 @@ def TileInsertWaits : Pass<"tile-insert-waits", "mlir::ModuleOp"> {
     holds any of these ops (a schedule written by hand, or the pass ran) is
     left as it is.
 
-    With `early-refill` (opt-in per kernel, the decode kernels'), a ring
+    With `early-refill` (opt-in per kernel; the decode kernels' EARLY_REFILL), a ring
     loop (tile-pipeline stages=2) whose only copies are its rings' refills,
     each ring tile read unconditionally in the body, issues the refills
     before it waits for the current tiles: the refill's region held the

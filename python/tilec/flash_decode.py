@@ -54,7 +54,7 @@ GPU_TILE = (64, 64, 2)
 # meanwhile). None: GPU_TILE.
 PAGED_TILE = (16, 64, 2)
 
-# The GPU kernels' K/V ring refills before it waits (tile-insert-waits
+# Whether the GPU kernels' K/V ring refills before it waits (tile-insert-waits
 # early-refill; the kernel's EARLY_REFILL): at the top of iteration j the
 # copies of block j + 1 are issued, then block j is waited for with them in
 # flight, so a program keeps two blocks (64 KB at d128) in flight through
@@ -62,9 +62,13 @@ PAGED_TILE = (16, 64, 2)
 # and then none while the next one's addresses are computed. Two stages
 # only (with one buffer there is no free region to refill early). A module
 # setting so that bench/tune_decode.py --early-refill can compare; the
-# split rule's residency() is the same either way (unmeasured: a program
-# then has 1-2 blocks in flight, not 1).
-EARLY_REFILL = True
+# split rule's residency() is the same either way. Off: session 9 run 6
+# (H200, same run, GB/s early/off) measured no gain: contiguous GQA 32/8 b1
+# 32k 3,089/3,196, 128k 4,060/4,074, b16 4,014/4,039, mixed b16 4,015/4,074;
+# pages of 16 3,032/2,950, 3,930/3,978, 3,861/3,963, 3,827/3,820. The decode
+# kernel alone already moves 3.73 TB/s at b1 32k (35.4 us for 134 MB); the
+# rest of the call's 43 us is the combine (2 us) and launch gaps.
+EARLY_REFILL = False
 
 # What the split rule knows of an SM (H100/H200; sm_80 code): shared memory
 # and registers per SM, the registers per thread the decode kernel takes at

@@ -431,8 +431,8 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stag
     early_refill: with num_stages=2, issue a K/V ring's next copies before
       waiting for the current ones, so two blocks are in flight through the
       wait (tile-insert-waits early-refill; a bool or the name of a
-      constexpr; default False). The decode kernels use it: they are bound
-      by the bytes in flight.
+      constexpr; default False). The decode kernels take it as EARLY_REFILL
+      (flash_decode.EARLY_REFILL, off: measured no faster on an H200).
     A knob left out (None) takes the strategy record's default
     (tilec.strategy.Strategy: 4 warps, 2 stages, smem_epilogue, "row").
     """

@@ -14,7 +14,7 @@
 // lowering translates each op to one instruction (NVVM) and refuses copies
 // without the pass (MISSING). A second run leaves the schedule as it is
 // (the same checks hold). Prefix EARLY checks the early-refill option (the decode
-// kernels'): ring loops refill before they wait.
+// kernels' EARLY_REFILL): ring loops refill before they wait.
 // MISSING: error: kernel copies into shared memory but has no tile.async_commit: run tile-insert-waits first
 
 // RAW: each copy is its own group; a tile is waited for at its first read,
