@@ -121,7 +121,9 @@ def build(folder, arch, extra_sass, pages=PAGES):
                 results = compiler.compile(kernel.ir, kernel.source_name, arch=arch,
                                            num_warps=kernel.num_warps, num_stages=kernel.num_stages,
                                            smem_epilogue=kernel.smem_epilogue,
-                                           copy_bounds=kernel.copy_bounds, extra_sass=extra_sass)
+                                           copy_bounds=kernel.copy_bounds,
+                                           lowering_options=kernel.strategy.lowering_options,
+                                           extra_sass=extra_sass)
             except Exception as e:  # noqa: BLE001 - report and go on
                 print(f"{kernel.name}: FAILED\n{e}", file=sys.stderr)
                 failed += 1
@@ -314,10 +316,17 @@ def fmt(row, column):
     return str(value)
 
 
+def _early_refill():
+    from tilec import flash_decode
+
+    return flash_decode.EARLY_REFILL
+
+
 def markdown(rows, ceiling, pages, tile, paged_tile=None):
     cols = columns(pages)
     lines = [f"Effective bandwidth, GB/s (K+V bytes / time); device copy ceiling {ceiling:,.0f} GB/s; "
              f"GPU tile {'x'.join(map(str, tile))} (BLOCK_M x BLOCK_N x stages)"
+             + (" early refill" if _early_refill() else "")
              + (f", {'x'.join(map(str, paged_tile))} for pages of < 64" if paged_tile else "") + ".",
              "", "| " + " | ".join(cols) + " |",
              "|" + "|".join("---" if c == "case" else "---:" for c in cols) + "|"]
@@ -343,6 +352,9 @@ def main():
     parser.add_argument("--tile", default=None, help="GPU tile BLOCK_MxBLOCK_NxSTAGES for every case "
                         "(default: GPU_TILE 64x64x2, PAGED_TILE 16x64x2 for pages of < 64)")
     parser.add_argument("--paged-tile", default=None, help="PAGED_TILE (pages of < 64 keys), or 'none'")
+    parser.add_argument("--early-refill", type=int, choices=(0, 1), default=None,
+                        help="flash_decode.EARLY_REFILL (default: the module's, 1): the K/V ring refills "
+                             "before it waits")
     args = parser.parse_args()
     args.pages = tuple(int(p) for p in args.pages.split(",") if p)
     from tilec import flash_decode
@@ -354,6 +366,8 @@ def main():
     if args.paged_tile:
         flash_decode.PAGED_TILE = (None if args.paged_tile == "none" else
                                    tuple(int(x) for x in args.paged_tile.lower().split("x")))
+    if args.early_refill is not None:
+        flash_decode.EARLY_REFILL = bool(args.early_refill)
     if args.build:
         return build(args.build, args.arch, [a for a in args.extra_sass.split(",") if a],
                      args.pages + ((args.sweep_page,) if args.sweep_page else ()))

@@ -143,7 +143,8 @@ def case(name, args, page):
     parts = kernel_us(call(0))
     combine = "old" if fd.COMBINE_TILE is None else "x".join(map(str, fd.COMBINE_TILE))
     label = (f"{name} ({batch}, {HEADS}/{heads_k}, {kv}){f' p{page}' if page else ''} tile {'x'.join(map(str, tile))}"
-             f" combine {combine}" + (f" chunks {fd.SPLIT_CHUNKS}" if fd.SPLIT_CHUNKS != "length" else ""))
+             f" combine {combine}" + (f" chunks {fd.SPLIT_CHUNKS}" if fd.SPLIT_CHUNKS != "length" else "")
+             + (" early-refill" if plan.early_refill else ""))
     print(f"{label}: rule {rule} -> {auto:,.0f} GB/s; best fixed {best}: {gbs.get(best, 0):,.0f} "
           f"(rule/best {auto / gbs[best]:.3f})" if best else f"{label}: rule {rule} -> {auto:,.0f}")
     print("    fixed: " + ", ".join(f"{s}: {g:,.0f}" for s, g in gbs.items()))
@@ -170,6 +171,9 @@ def main():
     parser.add_argument("--chunks", default="length",
                         help="SPLIT_CHUNKS values, comma-separated: length (each sequence cut by its own length), "
                              "capacity (by the capacity: short sequences in fewer programs)")
+    parser.add_argument("--early-refill", default="1",
+                        help="flash_decode.EARLY_REFILL values, comma-separated: 1 (the K/V ring refills before "
+                             "it waits: two blocks in flight through the wait), 0 (session 8's schedule)")
     parser.add_argument("--combines", default="64x32",
                         help="combine tiles SPLITSxD (flash_combine_chunks) or 'old' (flash_combine), comma-separated")
     parser.add_argument("--iters", type=int, default=20)
@@ -207,9 +211,11 @@ def main():
         return 0
     start = time.time()
     rows = []
-    for combine, chunks in ((c, k) for c in args.combines.split(",") for k in args.chunks.split(",")):
+    for combine, chunks, early in ((c, k, e) for c in args.combines.split(",") for k in args.chunks.split(",")
+                                   for e in args.early_refill.split(",")):
         fd.COMBINE_TILE = None if combine == "old" else tuple(int(x) for x in combine.lower().split("x"))
         fd.SPLIT_CHUNKS = chunks
+        fd.EARLY_REFILL = early.strip() not in ("0", "false", "False")
         for tile in args.tiles.split(","):
             set_tile(fd, tile)
             for page in (int(p) for p in args.pages.split(",")):

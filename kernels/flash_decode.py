@@ -27,6 +27,12 @@ size), each read from its own page (one block-table entry each, so pages of
 copies of the whole block are in flight together). The sub-tiles' scores
 share one online-softmax step (one max, one rescale per block).
 
+EARLY_REFILL (GPU plans with flash_decode.EARLY_REFILL; off by default,
+measured no faster) compiles the K/V loop with tile-insert-waits'
+early-refill schedule: the next block's copies (and its page lookups) are
+issued before the wait for the current block, so two blocks are in flight
+through the wait. The IR is the same either way.
+
 Bad values cannot make the kernel read outside the cache (the host checks
 them only when asked, python/tilec/flash_decode.py CHECK_VALUES): lengths
 are clamped to [0, capacity], left padding to [0, length], cache rows and
@@ -47,12 +53,13 @@ _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
-          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, CHUNKS="length", **_):
+          ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, CHUNKS="length", EARLY_REFILL=False,
+          **_):
     flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_softcap", SOFTCAP), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
                                     ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD),
                                     ("_capchunks", CHUNKS == "capacity")) if on)
-    stages = f"s{NUM_STAGES}" if NUM_STAGES != 2 else ""
+    stages = (f"s{NUM_STAGES}" if NUM_STAGES != 2 else "") + ("r" if EARLY_REFILL else "")
     return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}{stages}_q{QPOS}{flags}"
 
 
@@ -91,7 +98,7 @@ def _scores(qt, kt, col, diag, slope, seqlen_k, window_left, window_right, scale
 
 
 @tilec.jit(grid=("num_splits", "cdiv(rows_q, BLOCK_M) * num_heads_k", "batch"), name=_name,
-           num_warps="NUM_WARPS", num_stages="NUM_STAGES",
+           num_warps="NUM_WARPS", num_stages="NUM_STAGES", early_refill="EARLY_REFILL",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "block_m": "BLOCK_M", "split": "SPLIT"})
 def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(ODTYPE),
                  lse: tl.ptr(tl.float32), cache_seqlens: tl.ptr(tl.int32), block_table: tl.ptr(tl.int32),
@@ -115,7 +122,8 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  BATCH_IDX: tl.constexpr = False, LEFTPAD: tl.constexpr = False,
                  QPOS: tl.constexpr = "mod", CHUNKS: tl.constexpr = "length",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
-                 NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages):
+                 NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
+                 EARLY_REFILL: tl.constexpr = False):
     tl.assume(scale > 0)
     split = tl.program_id(0)
     pid_mk = tl.program_id(1)

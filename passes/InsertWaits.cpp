@@ -40,12 +40,25 @@
 // that barrier.
 //
 // The schedule is the one the lowering made while it emitted code, moved
-// here unchanged (the PTX of every kernel is byte-identical). Known limits,
-// left as they are so as not to change code: the decode kernels' loops wait
-// with pending = 0 at the top of the body (the previous iteration's copies
-// are counted as one group), so one K/V block is in flight; a deeper
-// schedule would issue N stages ahead and wait with pending = N - 1, which
-// tile.async_wait can state, but this walk does not yet derive.
+// here unchanged (the PTX of every kernel is byte-identical). Known limit,
+// left as it is by default so as not to change code: a ring loop waits with
+// pending = 0 at the top of the body (the previous iteration's copies are
+// counted as one group, and the refills drain every region), so one K/V
+// block is in flight through the wait.
+//
+// Early refill (option early-refill, opt-in per kernel; the decode kernels'
+// EARLY_REFILL, off by default: measured no faster). In a ring loop whose only copies are its rings' refills, with
+// every ring tile read unconditionally in the body, the refill at the top
+// of iteration j goes to the region that held tile j - 1: iteration j - 1
+// waited for that tile (at its read) and read it, so the refill needs no
+// drain, only a barrier (WAR between threads). The refills of an iteration
+// are one group (one commit after the last), and the current tiles are
+// waited for at their first read with that group in flight (pending = 1):
+// blocks j and j + 1 are in flight through the wait and through the next
+// block's address math. In front of the loop, the twin regions are
+// drained (their writers before the loop); a loop that continues an early
+// loop's ring needs no drain (the region not holding the carried tile has
+// no copy in flight when such a loop exits).
 //
 //===----------------------------------------------------------------------===//
 #include "AllocateShared.h"
@@ -83,13 +96,24 @@ struct Tile {
   int64_t twinDistance = 0;
   /// A loop's result whose tile was a ring's (a later loop continues it).
   bool ringResult = false;
+  /// An early-refill loop's refill (its region needs no drain), or that
+  /// loop's result (the ring's other region has no copy in flight).
+  bool earlyRefill = false;
   /// Index of the cp.async group that fills it; -1 once waited for.
   int64_t pendingGroup = -1;
 };
 
+/// A loop-carried shared tile of a loop: its iter_arg index, the load in
+/// the body that refills it, and whether it alternates between two regions.
+struct Carried {
+  unsigned index;
+  LoadOp reload;
+  bool ring;
+};
+
 class Schedule {
 public:
-  explicit Schedule(MLIRContext *ctx) : b(ctx) {}
+  Schedule(MLIRContext *ctx, bool earlyRefill) : b(ctx), earlyRefillOption(earlyRefill) {}
 
   void run(func::FuncOp func) {
     SmallVector<Operation *> ops = llvm::map_to_vector(func.getBody().front(), [](Operation &op) { return &op; });
@@ -227,6 +251,27 @@ private:
       std::optional<Tile> tile = reused != reuseRegion.end() ? reused->second : regionTile(op);
       if (!tile)
         return;
+      if (tile->earlyRefill) {
+        // The region held the tile of two iterations back, waited for and
+        // read in the previous iteration: everyone must be done reading it.
+        barrierBeforeFill();
+        earlyRefills.push_back(load.getResult());
+        tiles[load.getResult()] = *tile;
+        if (load != lastEarlyRefill)
+          return;
+        // One group for the iteration's refills.
+        b.setInsertionPointAfter(op);
+        AsyncCommitOp::create(b, loc);
+        int64_t group = committedGroups++;
+        for (Value refill : earlyRefills) {
+          Tile &filled = tiles[refill];
+          filled.pendingGroup = group;
+          recordWriter(filled.offset, group, filled.bytes);
+          recordWriter(filled.offset + filled.twinDistance, group, filled.bytes);
+        }
+        earlyRefills.clear();
+        return;
+      }
       // Earlier copies into the region must have landed and everyone must
       // be done reading its previous contents.
       beforeWrite(*tile);
@@ -324,11 +369,6 @@ private:
     auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
     auto twins = op->getAttrOfType<ArrayAttr>(tilec::kSmemTwinsAttrName);
     unsigned nextTwin = 0;
-    struct Carried {
-      unsigned index;
-      LoadOp reload;
-      bool ring;
-    };
     SmallVector<Carried> carried;
     for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
       auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
@@ -344,6 +384,31 @@ private:
       carried.push_back({unsigned(i), reload, ring});
     }
     waitForLoopInvariantTiles(op);
+    bool early = earlyRefillOption && earlyRefillApplies(op, carried);
+    if (early) {
+      // The first iteration's refills go to the twin regions: what was
+      // written there before the loop lands first. A loop continuing an
+      // early loop's ring finds the other region free.
+      for (Carried &c : carried) {
+        Tile &first = tiles[op.getInitArgs()[c.index]];
+        if (first.ringResult && first.earlyRefill)
+          continue;
+        Tile twin = first;
+        if (first.ringResult) {
+          twin.twinned = true; // either region: not known which is free
+        } else {
+          twin.offset = first.offset + first.twinDistance;
+          twin.twinned = false;
+        }
+        drainRegion(twin);
+      }
+    }
+    LoadOp outerEarlyRefill = lastEarlyRefill;
+    lastEarlyRefill = LoadOp();
+    if (early)
+      for (Carried &c : carried)
+        if (!lastEarlyRefill || lastEarlyRefill->isBeforeInBlock(c.reload))
+          lastEarlyRefill = c.reload;
 
     // The loop's schedule: waits inside the body may never run (zero
     // trips), so they prove nothing after the loop, and neither does the
@@ -377,10 +442,12 @@ private:
       tile.pendingGroup = newestGroup();
       if (c.ring)
         tile.twinned = true;
+      tile.earlyRefill = early;
       tiles[op.getRegionIterArgs()[c.index]] = tile;
       reuseRegion[c.reload.getResult()] = tile;
     }
     visitBody(*op.getBody());
+    lastEarlyRefill = outerEarlyRefill;
 
     completeThrough = completeBefore;
     visibleThrough = visibleBefore;
@@ -396,6 +463,34 @@ private:
       after.pendingGroup = newestGroup();
       tiles[op.getResult(c.index)] = after;
     }
+  }
+
+  /// Whether the loop may refill its rings before it waits for its current
+  /// tiles (early-refill): every carried tile is a ring's, the rings'
+  /// refills are the body's only copies and sit at its top level, and each
+  /// ring tile is read (so waited for) by an op at the body's top level, so
+  /// every iteration waits for the tiles it was handed.
+  bool earlyRefillApplies(scf::ForOp op, ArrayRef<Carried> carried) {
+    if (carried.empty() || llvm::any_of(carried, [](const Carried &c) { return !c.ring; }))
+      return false;
+    Block *body = op.getBody();
+    bool onlyRefills = true;
+    body->walk([&](LoadOp load) {
+      if (isShared(load.getResult()) &&
+          llvm::none_of(carried, [&](const Carried &c) { return c.reload == load; }))
+        onlyRefills = false;
+    });
+    if (!onlyRefills)
+      return false;
+    return llvm::all_of(carried, [&](const Carried &c) {
+      return llvm::any_of(op.getRegionIterArgs()[c.index].getUsers(), [&](Operation *user) {
+        if (user->getBlock() != body)
+          return false;
+        if (auto convert = dyn_cast<ConvertLayoutOp>(user))
+          return !isShared(convert.getResult());
+        return isa<DotOp>(user);
+      });
+    });
   }
 
   void visitIf(scf::IfOp op) {
@@ -448,6 +543,11 @@ private:
   Location loc = UnknownLoc::get(b.getContext());
   DenseMap<Value, Tile> tiles;       // shared tiles
   DenseMap<Value, Tile> reuseRegion; // loads refilling a loop-carried tile
+  bool earlyRefillOption;
+  /// The early-refill loop being walked: its last refill (the commit goes
+  /// after it) and the refills seen so far in this iteration.
+  LoadOp lastEarlyRefill;
+  SmallVector<Value> earlyRefills;
   int64_t committedGroups = 0;
   /// Highest cp.async group known complete at this point of the walk.
   int64_t completeThrough = -1;
@@ -462,6 +562,8 @@ private:
 };
 
 struct TileInsertWaitsPass final : tilec::impl::TileInsertWaitsBase<TileInsertWaitsPass> {
+  using TileInsertWaitsBase::TileInsertWaitsBase;
+
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(tilec::kKernelAttrName) || func.getBody().empty())
@@ -473,7 +575,7 @@ struct TileInsertWaitsPass final : tilec::impl::TileInsertWaitsBase<TileInsertWa
                                                                                   : WalkResult::advance();
                            }).wasInterrupted();
       if (!scheduled)
-        Schedule(&getContext()).run(func);
+        Schedule(&getContext(), earlyRefill).run(func);
     }
   }
 };

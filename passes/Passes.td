@@ -105,7 +105,21 @@ def TileInsertWaits : Pass<"tile-insert-waits", "mlir::ModuleOp"> {
     the kernel returns, a wait for every group. A kernel that already
     holds any of these ops (a schedule written by hand, or the pass ran) is
     left as it is.
+
+    With `early-refill` (opt-in per kernel; the decode kernels' EARLY_REFILL), a ring
+    loop (tile-pipeline stages=2) whose only copies are its rings' refills,
+    each ring tile read unconditionally in the body, issues the refills
+    before it waits for the current tiles: the refill's region held the
+    tile of two iterations back, which the previous iteration waited for
+    and read, so it needs only a barrier (WAR), and the current tiles are
+    waited for at their first read with the refills left in flight
+    (`pending = 2` for K and V), so two blocks are in flight through the
+    wait. The twin regions are drained once in front of the loop.
   }];
+  let options = [
+    Option<"earlyRefill", "early-refill", "bool", /*default=*/"false",
+           "issue a ring loop's refills before the wait for its current tiles">,
+  ];
   let dependentDialects = ["::mlir::tile::TileDialect"];
 }
 

@@ -20,7 +20,10 @@
 //
 // Nothing else changes, so the IR stays correct on any backend (the CPU
 // pipeline runs this pass too). The last iteration prefetches one block past
-// the loop; tile.load's bounds make that harmless.
+// the loop; tile.load's bounds make that harmless. A prefetch whose address
+// reads scalars (a paged block table) is guarded by `next < end`, end the
+// bound of the last of tile-split-masked-loops' adjacent loops (blocksEnd),
+// so split loops hand each other their first block (chainedResult).
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Tile/TileDialect.h"
@@ -290,15 +293,41 @@ LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
   return success();
 }
 
+/// Whether `cond` is a prefetch's guard `rootA < bound` (cloneLoadFor's
+/// `exists`, for the iteration rootA stands for).
+bool isGuard(Value cond, Value rootA) {
+  auto cmp = cond.getDefiningOp<arith::CmpIOp>();
+  return cmp && cmp.getPredicate() == arith::CmpIPredicate::slt && cmp.getLhs() == rootA;
+}
+
+/// Whether `v` is computed inside `body` (in it or in a region of its ops).
+bool computedIn(Value v, Block *body) {
+  if (Operation *def = v.getDefiningOp())
+    return body->findAncestorOpInBlock(*def) != nullptr;
+  Block *owner = cast<BlockArgument>(v).getOwner();
+  return owner == body || (owner->getParentOp() && body->findAncestorOpInBlock(*owner->getParentOp()));
+}
+
 /// Whether `a` (computed in `bodyA` from `rootA`) and `b` (in `bodyB` from
 /// `rootB`) are the same computation: the same ops on the same values from
-/// outside the two bodies, with rootA standing for rootB.
+/// outside the two bodies, with rootA standing for rootB. `a` may be a
+/// guarded prefetch's (cloneLoadFor, prereadScalars): a value its guard
+/// selects (a view size, `select(exists, size, 0)`) or a scalar read under
+/// it (`scf.if exists` yielding the read) stands for the unguarded value;
+/// the guard only says whether iteration rootA exists.
 bool sameComputation(Value a, Value b, Value rootA, Value rootB, Block *bodyA, Block *bodyB) {
   if (a == rootA || b == rootB)
     return a == rootA && b == rootB;
   Operation *defA = a.getDefiningOp(), *defB = b.getDefiningOp();
-  bool localA = (defA && defA->getBlock() == bodyA) || (!defA && cast<BlockArgument>(a).getOwner() == bodyA);
-  bool localB = (defB && defB->getBlock() == bodyB) || (!defB && cast<BlockArgument>(b).getOwner() == bodyB);
+  if (auto select = dyn_cast_or_null<arith::SelectOp>(defA);
+      select && isGuard(select.getCondition(), rootA) && computedIn(a, bodyA))
+    return sameComputation(select.getTrueValue(), b, rootA, rootB, bodyA, bodyB);
+  if (auto guarded = dyn_cast_or_null<scf::IfOp>(defA);
+      guarded && isGuard(guarded.getCondition(), rootA) && computedIn(a, bodyA)) {
+    Value read = guarded.thenYield().getOperand(cast<OpResult>(a).getResultNumber());
+    return sameComputation(read, b, rootA, rootB, bodyA, bodyB);
+  }
+  bool localA = computedIn(a, bodyA), localB = computedIn(b, bodyB);
   if (!localA || !localB)
     return !localA && !localB && a == b;
   if (!defA || !defB || defA->getName() != defB->getName() ||
@@ -354,6 +383,44 @@ scf::ForOp previousLoop(scf::ForOp loop) {
   return nullptr;
 }
 
+/// The scf.for right after `loop` (past pure ops) that continues its block
+/// range (tile-split-masked-loops' adjacent ranges), if any.
+scf::ForOp nextSplitLoop(scf::ForOp loop) {
+  for (Operation *op = loop->getNextNode(); op; op = op->getNextNode()) {
+    if (auto next = dyn_cast<scf::ForOp>(op)) {
+      if (loop->hasAttr(tilec::kBlocksAttr) && next->hasAttr(tilec::kBlocksAttr) &&
+          loop.getUpperBound() == next.getLowerBound() && loop.getStep() == next.getStep())
+        return next;
+      return nullptr;
+    }
+    if (!isPure(op) || op->getNumRegions() != 0)
+      return nullptr;
+  }
+  return nullptr;
+}
+
+/// Where the blocks of `loop`'s range end: its upper bound, or, for one of
+/// tile-split-masked-loops' adjacent loops, the last one's (the range of
+/// the loop they were split from). A guarded prefetch tests its block
+/// against it, so the last prefetch of one split loop loads the next
+/// loop's first block (which exists), and the next loop continues with it
+/// instead of loading it again behind a drain. It must be defined before
+/// `loop` (it is used there, for the first block).
+Value blocksEnd(scf::ForOp loop) {
+  Value end = loop.getUpperBound();
+  for (scf::ForOp next = nextSplitLoop(loop); next; next = nextSplitLoop(next)) {
+    Value ub = next.getUpperBound();
+    Operation *def = ub.getDefiningOp();
+    if (def && (def->getBlock() != loop->getBlock() || !def->isBeforeInBlock(loop)))
+      break; // computed between the loops: not usable at the first
+    if (!def && cast<BlockArgument>(ub).getOwner()->getParentOp() != loop->getParentOp() &&
+        !cast<BlockArgument>(ub).getOwner()->getParentOp()->isAncestor(loop))
+      break;
+    end = ub;
+  }
+  return end;
+}
+
 /// stages = 2 (a ring of two shared buffers per tile): every dot's B operand
 /// is loaded one iteration ahead, at the top of the body, so the copies of
 /// K(j+1) and V(j+1) run during all of iteration j's math and one wait and
@@ -387,13 +454,13 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
   SmallVector<ArrayRef<Operation *>> slices;
   for (const RotatableLoad &r : rotatable)
     slices.push_back(r.slice);
+  Value end = blocksEnd(loop);
   if (!chain)
-    prereadScalars(rewriter, loop.getLoc(), slices, {oldIv}, loop.getLowerBound(), loop.getUpperBound(),
-                   firstReads);
+    prereadScalars(rewriter, loop.getLoc(), slices, {oldIv}, loop.getLowerBound(), end, firstReads);
   for (auto [r, c] : llvm::zip_equal(rotatable, chained))
     firsts.push_back(chain ? previous.getResult(*c)
-                           : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound(),
-                                          loop.getUpperBound(), &firstReads));
+                           : cloneLoadFor(rewriter, r.load, r.slice, {oldIv}, loop.getLowerBound(), end,
+                                          &firstReads));
 
   Value step = loop.getStep();
   DictionaryAttr attrs = loop->getDiscardableAttrDictionary();
@@ -407,10 +474,9 @@ LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
         Value next = arith::AddIOp::create(builder, loc, iv, step);
         SmallVector<Value> prefetched;
         ScalarReads nextReads;
-        prereadScalars(builder, loc, slices, {oldIv, iv}, next, loop.getUpperBound(), nextReads);
+        prereadScalars(builder, loc, slices, {oldIv, iv}, next, end, nextReads);
         for (auto [r, arg] : llvm::zip_equal(rotatable, newArgs)) {
-          prefetched.push_back(cloneLoadFor(builder, r.load, r.slice, {oldIv, iv}, next,
-                                            loop.getUpperBound(), &nextReads));
+          prefetched.push_back(cloneLoadFor(builder, r.load, r.slice, {oldIv, iv}, next, end, &nextReads));
           r.load.getResult().replaceAllUsesWith(arg);
         }
         return prefetched;

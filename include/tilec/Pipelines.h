@@ -40,6 +40,11 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                               llvm::cl::desc("widen direct register-tile stores to 16 bytes "
                                              "with lane shuffles"),
                               llvm::cl::init(true)};
+  Option<bool> earlyRefill{*this, "early-refill",
+                           llvm::cl::desc("tile-insert-waits: issue a ring loop's refills before the "
+                                          "wait for its current tiles (two blocks in flight through "
+                                          "the wait; opt-in, the decode kernels' EARLY_REFILL)"),
+                           llvm::cl::init(false)};
   Option<bool> carryRingAddresses{*this, "carry-ring-addresses",
                                   llvm::cl::desc("carry the K/V ring's ldmatrix addresses "
                                                  "through loops short of registers (no local "

@@ -43,7 +43,9 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   allocate.smemEpilogue = options.smemEpilogue;
   pm.addPass(createTileAllocateShared(allocate));
   // regions -> the copies' schedule: commits, waits and barriers as ops.
-  pm.addPass(createTileInsertWaits());
+  TileInsertWaitsOptions waits;
+  waits.earlyRefill = options.earlyRefill;
+  pm.addPass(createTileInsertWaits(waits));
   // layouts -> nvvm: per-thread registers, mma.sync, ldmatrix, cp.async.
   ConvertTileToNVVMOptions lowering;
   lowering.arch = options.arch;

@@ -54,6 +54,22 @@ GPU_TILE = (64, 64, 2)
 # meanwhile). None: GPU_TILE.
 PAGED_TILE = (16, 64, 2)
 
+# Whether the GPU kernels' K/V ring refills before it waits (tile-insert-waits
+# early-refill; the kernel's EARLY_REFILL): at the top of iteration j the
+# copies of block j + 1 are issued, then block j is waited for with them in
+# flight, so a program keeps two blocks (64 KB at d128) in flight through
+# its wait and its next block's page lookups, instead of one block landing
+# and then none while the next one's addresses are computed. Two stages
+# only (with one buffer there is no free region to refill early). A module
+# setting so that bench/tune_decode.py --early-refill can compare; the
+# split rule's residency() is the same either way. Off: session 9 run 6
+# (H200, same run, GB/s early/off) measured no gain: contiguous GQA 32/8 b1
+# 32k 3,089/3,196, 128k 4,060/4,074, b16 4,014/4,039, mixed b16 4,015/4,074;
+# pages of 16 3,032/2,950, 3,930/3,978, 3,861/3,963, 3,827/3,820. The decode
+# kernel alone already moves 3.73 TB/s at b1 32k (35.4 us for 134 MB); the
+# rest of the call's 43 us is the combine (2 us) and launch gaps.
+EARLY_REFILL = False
+
 # What the split rule knows of an SM (H100/H200; sm_80 code): shared memory
 # and registers per SM, the registers per thread the decode kernel takes at
 # d128 (ptxas: 208 at 64 rows), and the bytes of K/V copies that must be in
@@ -235,6 +251,7 @@ class DecodePlan:
     page_block: int = 0     # paged: keys per sub-tile (one page's share of a block)
     num_stages: int = 2
     chunks: str = "length"  # the kernel's CHUNKS: how a split's key range is cut
+    early_refill: bool = False  # the kernel's EARLY_REFILL (GPU plans: EARLY_REFILL)
 
     def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
                    per_batch=False, batch_idx=False, leftpad=False):
@@ -249,7 +266,8 @@ class DecodePlan:
                     PAGE_BLOCK=self.page_block if paged else 64,
                     PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
                     QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps,
-                    NUM_STAGES=self.num_stages, **({"CHUNKS": self.chunks} if self.chunks != "length" else {}))
+                    NUM_STAGES=self.num_stages, **({"CHUNKS": self.chunks} if self.chunks != "length" else {}),
+                    **({"EARLY_REFILL": True} if self.early_refill else {}))
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
@@ -262,7 +280,7 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
                         on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size, batch * heads_k,
                                                bool(per_batch) and batch > 1, sms), CPU_BLOCK_M,
                         bool(per_batch) and batch > 1,
-                        _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS)
+                        _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS, EARLY_REFILL)
 
 
 def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
@@ -286,7 +304,7 @@ def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
 
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
-                 gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks):
+                 gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks, _early_refill=False):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
@@ -317,8 +335,9 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
                                      tolerance=_tolerance, resident=resident)
     num_splits = min(num_splits, _MAX_SPLITS)
     chunks = SPLIT_CHUNKS if spread and num_splits > 1 else "length"
+    early = bool(_early_refill) and on_gpu and stages == 2
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
-                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages, chunks)
+                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages, chunks, early)
 
 
 def _sm_count(device):
@@ -716,7 +735,7 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, _, _, _, _) = key
+     device, _, _, _, _, _) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        _sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
@@ -831,7 +850,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
                                                         page_size, num_splits, per_batch, window,
                                                         softcap > 0, device, (GPU_TILE, PAGED_TILE), _SPREAD_TOLERANCE,
-                                                        COMBINE_TILE, SPLIT_CHUNKS)]
+                                                        COMBINE_TILE, SPLIT_CHUNKS, EARLY_REFILL)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),

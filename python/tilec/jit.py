@@ -47,7 +47,7 @@ class JITFunction:
     of constexprs is a different kernel."""
 
     def __init__(self, fn, grid, name=None, variant=None, num_warps=None, num_stages=None,
-                 smem_epilogue=None, copy_bounds=None):
+                 smem_epilogue=None, copy_bounds=None, early_refill=None):
         # Knobs given as numbers are checked here, at the decorator; a name
         # of a constexpr is checked when the kernel is specialized. None:
         # the strategy record's default (tilec.strategy.Strategy).
@@ -61,6 +61,9 @@ class JITFunction:
             compiler.check_num_stages(num_stages, f"{fn.__name__}: num_stages")
         if not isinstance(smem_epilogue, str):
             compiler.check_flag(smem_epilogue, f"{fn.__name__}: smem_epilogue")
+        early_refill = False if early_refill is None else early_refill
+        if not isinstance(early_refill, str):
+            early_refill = compiler.check_flag(early_refill, f"{fn.__name__}: early_refill")
         self.fn = fn
         self.grid = grid
         self.name = name
@@ -69,6 +72,7 @@ class JITFunction:
         self.num_stages = num_stages
         self.smem_epilogue = smem_epilogue
         self.copy_bounds = copy_bounds
+        self.early_refill = early_refill
         self._kernels = {}
         functools.update_wrapper(self, fn)
 
@@ -118,6 +122,8 @@ class JITFunction:
             kernel.smem_epilogue = self._launch_knob("smem_epilogue", self.smem_epilogue, full,
                                                      compiler.check_flag)
             kernel.copy_bounds = self._copy_bounds(full)
+            kernel.early_refill = self._launch_knob("early_refill", self.early_refill, full,
+                                                    compiler.check_flag)
             self._kernels[key] = kernel
         return kernel
 
@@ -174,6 +180,7 @@ class Kernel:
                               else _DEFAULT.smem_epilogue)
         self.copy_bounds = (jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS
                             else _DEFAULT.copy_bounds)
+        self.early_refill = getattr(jit_fn, "early_refill", False) is True
         self._compiled = {}
         self._launchers = {}
         self._mask = None
@@ -210,8 +217,10 @@ class Kernel:
 
     @property
     def strategy(self):
-        """This kernel's own strategy record (tilec.strategy.Strategy)."""
-        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds)
+        """This kernel's own strategy record (tilec.strategy.Strategy);
+        early_refill is the lowering option early-refill=true."""
+        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds,
+                        "early-refill=true" if self.early_refill else "")
 
     def build_options(self):
         """The canonical form (Strategy.key()) of this kernel's own knobs."""
@@ -397,7 +406,7 @@ def _check_buffer(what, dtype, value, cpu):
 
 
 def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stages=None,
-        smem_epilogue=None, copy_bounds=None):
+        smem_epilogue=None, copy_bounds=None, early_refill=None):
     """Marks a tile-language kernel.
 
     grid: up to three grid expressions over the kernel's integer parameters
@@ -419,13 +428,18 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stag
       (each 16-byte chunk copies 16 or 0 bytes by its row, no branch),
       "tile" (one test per tile branches to unchecked or checked copies) or
       "chunk" (every chunk checked), or the name of a constexpr holding one.
+    early_refill: with num_stages=2, issue a K/V ring's next copies before
+      waiting for the current ones, so two blocks are in flight through the
+      wait (tile-insert-waits early-refill; a bool or the name of a
+      constexpr; default False). The decode kernels take it as EARLY_REFILL
+      (flash_decode.EARLY_REFILL, off: measured no faster on an H200).
     A knob left out (None) takes the strategy record's default
     (tilec.strategy.Strategy: 4 warps, 2 stages, smem_epilogue, "row").
     """
     def wrap(f):
         return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps,
                            num_stages=num_stages, smem_epilogue=smem_epilogue,
-                           copy_bounds=copy_bounds)
+                           copy_bounds=copy_bounds, early_refill=early_refill)
 
     return wrap(fn) if fn is not None else wrap
 

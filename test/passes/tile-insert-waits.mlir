@@ -2,6 +2,9 @@
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: not tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -tile-insert-waits | FileCheck %s
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits=early-refill=true | FileCheck %s --check-prefix=EARLY
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits=early-refill=true -tile-insert-waits=early-refill=true | FileCheck %s --check-prefix=EARLY
+// RUN: tile-opt %s -split-input-file --pass-pipeline='builtin.module(tile-to-nvvm{early-refill=true})' | FileCheck %s --check-prefix=EARLY-NVVM
 
 // tile-insert-waits: where cp.async commits, waits and barriers go, one case
 // per hazard (test/passes/lowering-hazards.mlir pins some of the same
@@ -10,7 +13,8 @@
 // f16 tile is 8 KiB; the f32 accumulator's epilogue staging 16 KiB). The
 // lowering translates each op to one instruction (NVVM) and refuses copies
 // without the pass (MISSING). A second run leaves the schedule as it is
-// (the same checks hold).
+// (the same checks hold). Prefix EARLY checks the early-refill option (the decode
+// kernels' EARLY_REFILL): ring loops refill before they wait.
 // MISSING: error: kernel copies into shared memory but has no tile.async_commit: run tile-insert-waits first
 
 // RAW: each copy is its own group; a tile is waited for at its first read,
@@ -236,6 +240,45 @@ func.func @zt(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %k2p: !tile.ptr<f16>, %v
 // CHECK-NEXT:    tile.async_wait pending = 0
 // CHECK-NEXT:    tile.barrier
 // CHECK-NEXT:    tile.store
+// With early-refill the refills go first: their regions held the tiles of
+// two iterations back, waited for and read in the previous iteration, so
+// they need only a barrier (WAR), no drain; the two refills are one group
+// (one commit), and the current K and V are waited for before the first
+// dot with that group left in flight (pending = 1), so two blocks are in
+// flight through the wait. Nothing is drained before the loop (the twin
+// regions are fresh).
+// EARLY-LABEL: func.func @ring
+// EARLY:         tile.async_commit
+// EARLY:         tile.async_commit
+// EARLY-NEXT:    scf.for
+// EARLY-NOT:       tile.async
+// EARLY:           tile.barrier
+// EARLY-NEXT:      tile.load {{.*}}offset = 0,
+// EARLY-NOT:       tile.async
+// EARLY:           tile.load {{.*}}offset = 8192,
+// EARLY-NEXT:      tile.async_commit
+// EARLY-NOT:       tile.async
+// EARLY:           tile.async_wait pending = 1
+// EARLY-NEXT:      tile.barrier
+// EARLY-NEXT:      tile.dot
+// EARLY-NOT:       tile.async_wait
+// EARLY-NOT:       tile.barrier
+// EARLY:           scf.yield
+// EARLY-NEXT:    }
+// EARLY-NEXT:    tile.async_wait pending = 0
+// EARLY-NEXT:    tile.barrier
+// EARLY-NEXT:    tile.store
+// The pipeline option (tile-to-nvvm{early-refill=true}) reaches the pass.
+// EARLY-NVVM-LABEL: llvm.func @ring(
+// EARLY-NVVM:         nvvm.cp.async.commit.group
+// EARLY-NVVM:         nvvm.cp.async.commit.group
+// EARLY-NVVM-NOT:     nvvm.cp.async.wait.group
+// EARLY-NVVM:         nvvm.barrier0
+// EARLY-NVVM-NOT:     nvvm.cp.async.wait.group
+// EARLY-NVVM:         nvvm.cp.async.commit.group
+// EARLY-NVVM-NOT:     nvvm.barrier0
+// EARLY-NVVM:         nvvm.cp.async.wait.group 1
+// EARLY-NVVM-NEXT:    nvvm.barrier0
 func.func @ring(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
     attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
   %c0 = arith.constant 0 : i32
@@ -259,6 +302,118 @@ func.func @ring(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %
     scf.yield %o2 : tensor<64x64xf32>
   }
   tile.store %a, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+// early-refill applies only where the rings' refills are the body's only
+// copies: here V's address goes through a carried row, so V is copied in
+// the body (not rotated) and the loop keeps the default schedule (K's
+// refill drains everything first).
+// EARLY-LABEL: func.func @ring_body_copy
+// EARLY:         scf.for
+// EARLY-NOT:       tile.load
+// EARLY:           tile.async_wait pending = 0
+// EARLY-NEXT:      tile.barrier
+// EARLY-NEXT:      tile.load {{.*}}offset = 0,
+// EARLY-NEXT:      tile.async_commit
+// EARLY:           tile.dot
+// EARLY:           tile.barrier
+// EARLY-NEXT:      tile.load {{.*}}offset = 16384,
+// EARLY-NEXT:      tile.async_commit
+// EARLY-NEXT:      tile.async_wait pending = 0
+// EARLY-NEXT:      tile.barrier
+// EARLY-NEXT:      tile.dot
+func.func @ring_body_copy(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %a:2 = scf.for %j = %c0 to %n step %c1 iter_args(%o = %zero, %vrow = %c0) -> (tensor<64x64xf32>, i32) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
+    %v = tile.load %vv[%vrow, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %next = arith.addi %vrow, %c64 : i32
+    scf.yield %o2, %next : tensor<64x64xf32>, i32
+  }
+  tile.store %a#0, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+// A loop that continues an early loop's ring (split loops over adjacent
+// block ranges, tile.blocks; tile-pipeline chains them): when the first
+// loop exits, the ring's region that does not hold the carried tile has no
+// copy in flight (the last iteration waited for its tile; zero trips: the
+// region was fresh), so the second loop starts refilling with no wait in
+// between and keeps the early schedule.
+// EARLY-LABEL: func.func @chained
+// EARLY:         scf.for
+// EARLY:           tile.async_wait pending = 1
+// EARLY:           scf.yield
+// EARLY-NEXT:    } {tile.blocks = #tile<blocks full>
+// EARLY-NEXT:    scf.for
+// EARLY-NEXT:      arith.addi
+// EARLY-NEXT:      arith.muli
+// EARLY-NEXT:      tile.barrier
+// EARLY-NEXT:      tile.load {{.*}}offset = 0,
+// EARLY-NOT:       tile.async
+// EARLY:           tile.load {{.*}}offset = 8192,
+// EARLY-NEXT:      tile.async_commit
+// EARLY-NOT:       tile.async
+// EARLY:           tile.async_wait pending = 1
+// EARLY-NEXT:      tile.barrier
+// EARLY-NEXT:      tile.dot
+// EARLY-NOT:       tile.async_wait
+// EARLY:           scf.yield
+// EARLY-NEXT:    } {tile.blocks = #tile<blocks partial>
+// EARLY-NEXT:    tile.async_wait pending = 0
+func.func @chained(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %m: i32,
+                   %n: i32) attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %qv = tile.view %qp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %vv = tile.view %vp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %a = scf.for %j = %c0 to %m step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
+    %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2 : tensor<64x64xf32>
+  } {tile.blocks = #tile<blocks full>}
+  %b = scf.for %j = %m to %n step %c1 iter_args(%o = %a) -> (tensor<64x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %neg = arith.negf %s : tensor<64x64xf32>
+    %p = arith.truncf %neg : tensor<64x64xf32> to tensor<64x64xf16>
+    %v = tile.load %vv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2 : tensor<64x64xf32>
+  } {tile.blocks = #tile<blocks partial>}
+  tile.store %b, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
   return
 }
 

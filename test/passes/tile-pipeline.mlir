@@ -368,3 +368,67 @@ func.func @paged_sub_tiles(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %table: !ti
   }
   return
 }
+
+// -----
+
+// Paged split loops (tile-split-masked-loops' adjacent ranges [lb, mid),
+// [mid, ub)): the guards test the next block against the end of the whole
+// range (ub), not the first loop's bound, so the first loop's last prefetch
+// loads block mid (it exists) and the second loop starts from it: no load
+// and no block-table read between the loops (before, the guard made that
+// prefetch empty and the second loop loaded block mid again, behind a drain).
+// RING-LABEL: func.func @paged_chained
+// RING-SAME:    %[[LB:[^:]+]]: i32, %[[MID:[^:]+]]: i32, %[[UB:[^:]+]]: i32
+// RING:         arith.cmpi slt, %[[LB]], %[[UB]] : i32
+// RING:         %[[FIRST:.+]]:3 = scf.for %{{.+}} = %[[LB]] to %[[MID]] step
+// RING:           arith.cmpi slt, %{{.+}}, %[[UB]] : i32
+// RING:         } {tile.blocks = #tile<blocks full>}
+// RING-NEXT:    scf.for %{{.+}} = %[[MID]] to %[[UB]] step %{{.+}} iter_args(%{{.+}} = %[[FIRST]]#0, %{{.+}} = %[[FIRST]]#1, %{{.+}} = %[[FIRST]]#2)
+// RING:           arith.cmpi slt, %{{.+}}, %[[UB]] : i32
+func.func @paged_chained(%kp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %table: !tile.ptr<i32>, %lb: i32, %mid: i32,
+                         %ub: i32, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %page_elems = arith.constant 4096 : i32
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %acc = scf.for %j = %lb to %mid step %c1 iter_args(%o = %zero) -> (tensor<64x64xf32>) : i32 {
+    %entry = tile.addptr %table, %j : !tile.ptr<i32>, i32
+    %page = tile.load_scalar %entry : !tile.ptr<i32> -> i32
+    %off = arith.muli %page, %page_elems : i32
+    %col0 = arith.muli %j, %c64 : i32
+    %left = arith.subi %n, %col0 : i32
+    %kb = tile.addptr %kp, %off : !tile.ptr<f16>, i32
+    %vb = tile.addptr %vp, %off : !tile.ptr<f16>, i32
+    %kv = tile.view %kb sizes(%left, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %vv = tile.view %vb sizes(%left, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %v = tile.load %vv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2 : tensor<64x64xf32>
+  } {tile.blocks = #tile<blocks full>}
+  %acc2 = scf.for %j = %mid to %ub step %c1 iter_args(%o = %acc) -> (tensor<64x64xf32>) : i32 {
+    %entry = tile.addptr %table, %j : !tile.ptr<i32>, i32
+    %page = tile.load_scalar %entry : !tile.ptr<i32> -> i32
+    %off = arith.muli %page, %page_elems : i32
+    %col0 = arith.muli %j, %c64 : i32
+    %left = arith.subi %n, %col0 : i32
+    %kb = tile.addptr %kp, %off : !tile.ptr<f16>, i32
+    %vb = tile.addptr %vp, %off : !tile.ptr<f16>, i32
+    %kv = tile.view %kb sizes(%left, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %vv = tile.view %vb sizes(%left, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+    %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %v = tile.load %vv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %neg = arith.negf %s : tensor<64x64xf32>
+    %p = arith.truncf %neg : tensor<64x64xf32> to tensor<64x64xf16>
+    %o2 = tile.dot %p, %v, %o : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o2 : tensor<64x64xf32>
+  } {tile.blocks = #tile<blocks partial>}
+  return
+}

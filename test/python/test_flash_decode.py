@@ -764,6 +764,48 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     assert f".entry {append.name}" in append.compile("sm_80").ptx
 
 
+def _sync_sequence(ptx):
+    """The PTX's cp.async commits (C), waits (W<n>) and barriers (B), in order."""
+    import re
+
+    return "".join("C" if m.group(1) else "B" if m.group(2) else f"W{m.group(3)}"
+                   for m in re.finditer(r"(cp\.async\.commit_group)|(bar\.sync)|cp\.async\.wait_group\s+(\d+)", ptx))
+
+
+@needs_native
+@pytest.mark.parametrize("features", [{}, {"paged": True, "causal": True, "per_batch": True},
+                                      {"window": True, "alibi": True, "softcap": True, "per_batch": True}])
+def test_gpu_plan_refills_before_it_waits(features, monkeypatch):
+    """GPU plans take EARLY_REFILL: each loop iteration issues the next
+    block's copies behind a barrier, commits them as one group and only then
+    waits for the current block with that group in flight (C W1 B); with
+    EARLY_REFILL off every loop waits for everything before its refills
+    (W0 B, then one commit per tile), and the CPU plan never asks for it."""
+    from tilec import flash_decode as fd
+
+    page = 16 if features.get("paged") else 0
+    schedules = {}
+    for early in (True, False):
+        monkeypatch.setattr(fd, "EARLY_REFILL", early)
+        plan = fd.decode_plan(1, 1, 32, 8, 128, 4096, page, 0, True, 132)
+        assert plan.early_refill is early
+        kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", **features))
+        assert kernel.name.endswith("r", 0, kernel.name.index("_q")) is early
+        schedules[early] = _sync_sequence(kernel.compile("sm_80").ptx)
+    # (LLVM may rotate a loop: its top barrier then ends the body in the text.)
+    assert "CW1B" in schedules[True], schedules[True]
+    assert "W1" not in schedules[False] and "W0B" + "C" * (8 if page else 2) in schedules[False], schedules[False]
+    assert not fd.decode_plan(1, 1, 32, 8, 128, 4096, page, 0, False, 132).early_refill
+
+
+def test_early_refill_knob_is_checked():
+    """@tilec.jit(early_refill=) takes a bool or the name of a constexpr."""
+    import tilec
+
+    with pytest.raises(TypeError, match="early_refill"):
+        tilec.jit(lambda: None, grid=(1, 1, 1), early_refill=3)
+
+
 @needs_cpu
 @pytest.mark.parametrize("num_splits", [1, 2])
 def test_paged_table_exactly_as_wide_as_needed(num_splits):
