@@ -103,7 +103,21 @@ DKDV_GRID = [
     ((64, 128, 8, 2, False), 2, (64,)),       # 0 / 0
     ((32, 128, 4, 2, False), 2, (64,)),       # 60 / -
 ]
-QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10])
+# The fused kernel (atomic dQ, 5 matmuls) with its four dK/dV dots on a warp
+# grid (FlashBwdConfig.atomic_warps_n; the dQᵀ dot stays split-Q); sm_90
+# spills, non-causal, 2026-12-01:
+FUSED_GRID = [
+    ((16, 64, 4, 2, False), 2, (128,)),       # 0
+    ((32, 64, 4, 2, False), 2, (128,)),       # 104
+    ((32, 64, 4, 1, False), 2, (128,)),       # 104
+    ((32, 128, 8, 2, False), 4, (128,)),      # 0
+    ((32, 128, 8, 2, False), 2, (128,)),      # 96
+    ((64, 64, 4, 2, False), 2, (64,)),        # 0
+    ((64, 64, 4, 1, False), 2, (64,)),
+    ((64, 64, 4, 1, False), 1, (64,)),        # run 3's d64 fused winner, unprefetched
+]
+QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10],
+             fused_grid=FUSED_GRID[5:6])
 
 
 def flops(b, h, s, d, causal):
@@ -157,7 +171,7 @@ def main():
     parser.add_argument("--no-pair", action="store_true", help="fused candidates only")
     parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
     parser.add_argument("--grid", action="store_true",
-                        help="only the table's pair and DKDV_GRID (dkdv warp grids, prefetch)")
+                        help="only the table's pair, DKDV_GRID and FUSED_GRID (warp grids, prefetch)")
     args = parser.parse_args()
     cpu = args.device == "cpu"
     if not cpu and not torch.cuda.is_available():
@@ -172,17 +186,19 @@ def main():
                  .split(",")]
     causals = [bool(int(x)) for x in args.causal.split(",")]
     seqlens = [int(x) for x in args.seqlens.split(",")]
-    cand = QUICK if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED, grid=DKDV_GRID)
+    cand = QUICK if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED, grid=DKDV_GRID,
+                                         fused_grid=FUSED_GRID)
     if args.grid:
-        cand = dict(dq=[], dkdv=[], fused=[], grid=cand["grid"])
+        cand = dict(dq=[], dkdv=[], fused=[], grid=cand["grid"], fused_grid=cand["fused_grid"])
     if args.no_pair:
         cand = dict(cand, dq=[], dkdv=[], grid=[])
     if args.no_fused:
-        cand = dict(cand, fused=[])
+        cand = dict(cand, fused=[], fused_grid=[])
     dq_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dq"]]
     dkdv_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dkdv"]]
     fused_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["fused"]]
     grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand["grid"]]
+    fused_grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand.get("fused_grid", [])]
     def base_of(d, causal):
         """The configuration flash_attn uses today (BWD_TABLE or BWD_DEFAULT)."""
         return strategy.flash_bwd_config(head_dim=d, causal=causal)
@@ -201,6 +217,8 @@ def main():
                  if d in dims and (c, wn) != (base.dkdv, base.dkdv_warps_n)]
         cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c, dims in fused_cfgs
                  if d in dims and 32 < d <= 128]
+        cols += [(f"fused {c.tag}-wn{wn}", replace(base, atomic=c, atomic_warps_n=wn), True)
+                 for c, wn, dims in fused_grid_cfgs if d in dims and 32 < d <= 128]
         return cols
 
     name = "float16" if dtype == torch.float16 else "bfloat16"
@@ -260,7 +278,8 @@ def main():
         bf = min(fused, key=lambda v: v[0]) if fused else None
         cfg = bp[1] if bp else base_of(d, causal)
         if bf:
-            cfg = replace(cfg, atomic=bf[1].atomic, fused=not bp or bf[0] < bp[0])
+            cfg = replace(cfg, atomic=bf[1].atomic, atomic_warps_n=bf[1].atomic_warps_n,
+                          fused=not bp or bf[0] < bp[0])
         leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
         tl_ = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
         dout_t = dout.transpose(1, 2)
@@ -415,6 +434,8 @@ def main():
             parts.append(f"dkdv_warps_n={cfg.dkdv_warps_n}")
         if fused:
             parts.append(f"atomic={fc(fused[1].atomic)}")
+            if fused[1].atomic_warps_n != 1:
+                parts.append(f"atomic_warps_n={fused[1].atomic_warps_n}")
         parts.append(f"fused={win}")
         ms = lambda b: "-" if cpu or b is None or b[0] is None else f"{b[0]:.3f} ms"
         print(f"# d{d} causal={causal}: pair {pair[2]} ({ms(pair)}), fused "

@@ -300,17 +300,21 @@ class FlashBwdConfig:
     # warp owns BLOCK_N / num_warps key rows); w > 1 splits its four dots
     # over (num_warps / w) x w warps, FlashAttention-2's backward layouts.
     dkdv_warps_n: int = 1
+    # The same for the fused kernel's four dK/dV dots (its dQᵀ dot stays
+    # split-Q over head_dim rows).
+    atomic_warps_n: int = 1
 
     def constexprs(self, which):
         cfg = getattr(self, which)
         out = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_WARPS": cfg.num_warps,
                "NUM_STAGES": cfg.num_stages, "SMEM_EPILOGUE": cfg.smem_epilogue,
                "SPLIT_D": getattr(self, which + "_split")}
-        if which == "dkdv" and self.dkdv_warps_n != 1:  # (split-Q kernels keep their keys)
-            n = check_num_warps(self.dkdv_warps_n, "dkdv_warps_n")
+        warps_n = {"dkdv": self.dkdv_warps_n, "atomic": self.atomic_warps_n}.get(which, 1)
+        if warps_n != 1:  # (split-Q kernels keep their cache keys)
+            n = check_num_warps(warps_n, f"{which}_warps_n")
             if cfg.num_warps % n:
-                raise ValueError(f"dkdv_warps_n ({n}) must divide the dkdv kernel's num_warps "
-                                 f"({cfg.num_warps})")
+                raise ValueError(f"{which}_warps_n ({n}) must divide the {which} kernel's "
+                                 f"num_warps ({cfg.num_warps})")
             out["WARPS_N"] = n
         return out
 

@@ -29,7 +29,7 @@ from tilec.strategy import FlashConfig  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from test_flash_bwd import check_grads, inputs, reference  # noqa: E402
-from tune_bwd import DKDV_GRID  # noqa: E402
+from tune_bwd import DKDV_GRID, FUSED_GRID  # noqa: E402
 
 HAVE_CPU = compiler.available() and getattr(compiler.native(), "has_cpu_runner", False)
 HAVE_GPU = torch.cuda.is_available()
@@ -83,6 +83,39 @@ def test_grid_kernel_matches_float64_on_the_gpu(monkeypatch, d, causal, dkdv, wa
         out, lse, *refs = reference(q.cpu(), k.cpu(), v.cpu(), dout.cpu(), 1 / math.sqrt(d), causal)
         got = _flash_attn_backward(dout, q, k, v, out.half().cuda(), lse.float().cuda(), None, causal)
         check_grads([g.cpu() for g in got], refs, torch.float16, f"{dkdv.tag}-wn{warps_n} {sq}x{sk}")
+
+
+def fused_config(d, causal, atomic, warps_n):
+    return replace(strategy.flash_bwd_config(head_dim=d, causal=causal), atomic=atomic,
+                   atomic_warps_n=warps_n)
+
+
+FUSED_CASES = [(d, causal, FlashConfig(*c), wn) for c, wn, dims in FUSED_GRID for d in dims
+               for causal in (False, True)]
+
+
+@pytest.mark.parametrize("d,causal,atomic,warps_n", [
+    pytest.param(*FUSED_CASES[0], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
+    pytest.param(*FUSED_CASES[-3], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
+] + [pytest.param(*c, marks=pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU: the warp "
+                                               "grid's lowering runs only there"),
+                  id=f"gpu-d{c[0]}-{'causal' if c[1] else 'full'}-{c[2].tag}-wn{c[3]}")
+     for c in FUSED_CASES])
+def test_fused_grid_kernel_matches_float64(monkeypatch, d, causal, atomic, warps_n):
+    """The fused kernel (atomic dQ) with its dK/dV dots on a warp grid: on the
+    CPU runner (plumbing) for two cases, on a GPU for every FUSED_GRID one."""
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", d, causal), fused_config(d, causal, atomic, warps_n))
+    _, kdkdv, _ = flash_bwd_kernels("float16", d, causal, atomic_dq=True)
+    assert sum("{warps_n = %d : i64}" % warps_n in line for line in kdkdv.ir.splitlines()) == (4 if warps_n > 1 else 0)
+    dev = "cuda" if HAVE_GPU else "cpu"
+    torch.manual_seed(0)
+    for sq, sk in ((300, 500), (500, 300)) if dev == "cuda" else ((100, 150),):
+        q, k, v, dout = inputs(2, sq, sk, 4, 2, d)
+        out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(d), causal)
+        q, k, v, dout = (x.to(dev) for x in (q, k, v, dout))
+        got = _flash_attn_backward(dout, q, k, v, out.half().to(dev), lse.float().to(dev), None, causal,
+                                   deterministic=False, atomic_dq=True)
+        check_grads([g.cpu() for g in got], refs, torch.float16, f"fused {atomic.tag}-wn{warps_n} {sq}x{sk}")
 
 
 def sm90_spills(d, causal, dkdv, warps_n):
