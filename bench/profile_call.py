@@ -11,6 +11,9 @@ calls (ncu's --launch-skip/--launch-count pick among them). Cases:
   bwd[-causal][-atomic]  the backward alone (flash_bwd._flash_attn_backward),
                  (4, 4096, 16, 128) bf16; -atomic: the fused dK/dV + atomic
                  dQ kernel (atomic_dq=True) instead of the dq/dkdv pair
+  bwd-grid[-causal]  the pair with dK/dV on a 2x4 warp grid (64 queries x
+                 128 keys over 8 warps, warps_n 4, Q/dO prefetched);
+                 bwd-grid22: 64x64 over 4 warps, 2x2, not prefetched
 
     ncu --kernel-name regex:flash --launch-skip 2 --launch-count 1 \\
         python3 bench/profile_call.py varlen-mixed
@@ -51,6 +54,20 @@ def backward(causal=False, atomic=False, b=4, s=4096, h=16):
                                         deterministic=not atomic, atomic_dq=atomic)
 
 
+def backward_grid(dkdv, warps_n, causal=False):
+    """The backward with the dK/dV kernel on a 2-D warp grid (bwd2d):
+    `dkdv` FlashConfig fields, `warps_n` its dkdv_warps_n."""
+    from dataclasses import replace
+
+    from tilec import strategy
+    from tilec.strategy import FlashConfig
+
+    key = ("sm_80", D, causal)
+    strategy.BWD_TABLE[key] = replace(strategy.flash_bwd_config(head_dim=D, causal=causal),
+                                      dkdv=FlashConfig(*dkdv), dkdv_warps_n=warps_n)
+    return backward(causal=causal)
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else "varlen-mixed"
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -66,6 +83,9 @@ def main():
         "bwd-causal": lambda: backward(causal=True),
         "bwd-atomic": lambda: backward(atomic=True),
         "bwd-causal-atomic": lambda: backward(causal=True, atomic=True),
+        "bwd-grid": lambda: backward_grid((64, 128, 8, 2, False), 4),
+        "bwd-grid-causal": lambda: backward_grid((64, 128, 8, 2, False), 4, causal=True),
+        "bwd-grid22": lambda: backward_grid((64, 64, 4, 1, False), 2),
     }[case]()
     fn()
     torch.cuda.synchronize()

@@ -24,6 +24,7 @@ TFLOP/s by flash_attn's convention (backward = 2.5x the forward's
 
     python3 bench/tune_bwd.py [--head-dims 64,128] [--seqlens 2048,16384] [--iters 20]
     python3 bench/tune_bwd.py --device cpu --quick     # smoke test, CPU runner, < 1 min
+    python3 bench/tune_bwd.py --grid       # the table pair beside DKDV_GRID (dkdv warp grids)
 
 --device cpu runs the same candidates' kernels on the CPU runner at a tiny
 shape and checks them against a float64 reference (the times there mean
@@ -61,14 +62,16 @@ DQ = [
     ((64, 128, 4, 2, False), (64,)),      # run 2's d64 winner beside dkdv 64x64
 ]
 # dkdv and fused: BLOCK_N key rows per program, loop over BLOCK_M queries.
+# dkdv at num_stages 1: the schedule these were tuned with (Q and dO not
+# prefetched; DKDV_GRID has the prefetched num_stages 2).
 DKDV = [
-    ((32, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT
-    ((16, 64, 4, 2, False), (64, 128)),
-    ((64, 64, 4, 2, False), (64, 128)),
-    ((16, 128, 8, 2, False), (64, 128)),
-    ((32, 128, 8, 2, False), (64, 128)),
-    ((16, 128, 4, 2, False), (64,)),      # 32 key rows per warp
-    ((32, 128, 4, 2, False), (64,)),
+    ((32, 64, 4, 1, False), (64, 128)),   # BWD_DEFAULT
+    ((16, 64, 4, 1, False), (64, 128)),
+    ((64, 64, 4, 1, False), (64, 128)),
+    ((16, 128, 8, 1, False), (64, 128)),
+    ((32, 128, 8, 1, False), (64, 128)),
+    ((16, 128, 4, 1, False), (64,)),      # 32 key rows per warp
+    ((32, 128, 4, 1, False), (64,)),
 ]
 FUSED = [
     ((16, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT.atomic
@@ -79,7 +82,42 @@ FUSED = [
     ((32, 128, 8, 2, False), (128,)),
     ((64, 128, 8, 2, False), (128,)),     # 650 bytes of spills, yet 181 TFLOP/s in run 2
 ]
-QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2])
+# dkdv with a 2-D warp grid (FlashBwdConfig.dkdv_warps_n, the kernel's
+# WARPS_N): (config, warps_n, head dims). num_stages 2 prefetches Q and dO
+# one iteration ahead (tile-pipeline's ring, also for loads two dots read);
+# num_stages 1 is the schedule every dkdv kernel had before (its loads, read
+# by two dots each, were not prefetched). ptxas spills, stores+loads in
+# bytes, sm_90 (what the H200 runs), bf16, non-causal / causal, 2026-12-01:
+DKDV_GRID = [
+    ((64, 64, 4, 2, False), 1, (128,)),       # d128 table blocks, prefetched: 152 / 340
+    ((64, 64, 4, 1, False), 2, (128,)),       # 2x2 grid, 32x32 of Sᵀ per warp: 204 / 204
+    ((64, 64, 4, 2, False), 2, (128,)),       # 224 / 252
+    ((64, 128, 8, 1, False), 4, (128,)),      # FA2's d128 blocks, 2x4 grid: 16 / -
+    ((64, 128, 8, 2, False), 4, (128,)),      # 0 / 196
+    ((64, 128, 8, 2, False), 2, (128,)),      # 4x2 (FA2's dK/dV atom layout): 224 / 256
+    ((32, 64, 4, 2, False), 2, (128,)),       # 0 / 0
+    ((32, 128, 4, 2, False), 1, (64,)),       # d64 table blocks, prefetched: 108 / -
+    ((64, 64, 4, 1, False), 2, (64,)),        # 0 / 0
+    ((64, 64, 4, 2, False), 2, (64,)),        # 0 / -
+    ((64, 128, 8, 1, False), 2, (64,)),       # 0 / 0
+    ((64, 128, 8, 2, False), 2, (64,)),       # 0 / 0
+    ((32, 128, 4, 2, False), 2, (64,)),       # 60 / -
+]
+# The fused kernel (atomic dQ, 5 matmuls) with its four dK/dV dots on a warp
+# grid (FlashBwdConfig.atomic_warps_n; the dQᵀ dot stays split-Q); sm_90
+# spills, non-causal, 2026-12-01:
+FUSED_GRID = [
+    ((16, 64, 4, 2, False), 2, (128,)),       # 0
+    ((32, 64, 4, 2, False), 2, (128,)),       # 104
+    ((32, 64, 4, 1, False), 2, (128,)),       # 104
+    ((32, 128, 8, 2, False), 4, (128,)),      # 0
+    ((32, 128, 8, 2, False), 2, (128,)),      # 96
+    ((64, 64, 4, 2, False), 2, (64,)),        # 0
+    ((64, 64, 4, 1, False), 2, (64,)),
+    ((64, 64, 4, 1, False), 1, (64,)),        # run 3's d64 fused winner, unprefetched
+]
+QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10],
+             fused_grid=FUSED_GRID[5:6])
 
 
 def flops(b, h, s, d, causal):
@@ -132,6 +170,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-pair", action="store_true", help="fused candidates only")
     parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
+    parser.add_argument("--grid", action="store_true",
+                        help="only the table's pair, DKDV_GRID and FUSED_GRID (warp grids, prefetch)")
     args = parser.parse_args()
     cpu = args.device == "cpu"
     if not cpu and not torch.cuda.is_available():
@@ -146,14 +186,19 @@ def main():
                  .split(",")]
     causals = [bool(int(x)) for x in args.causal.split(",")]
     seqlens = [int(x) for x in args.seqlens.split(",")]
-    cand = QUICK if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED)
+    cand = QUICK if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED, grid=DKDV_GRID,
+                                         fused_grid=FUSED_GRID)
+    if args.grid:
+        cand = dict(dq=[], dkdv=[], fused=[], grid=cand["grid"], fused_grid=cand["fused_grid"])
     if args.no_pair:
-        cand = dict(cand, dq=[], dkdv=[])
+        cand = dict(cand, dq=[], dkdv=[], grid=[])
     if args.no_fused:
-        cand = dict(cand, fused=[])
+        cand = dict(cand, fused=[], fused_grid=[])
     dq_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dq"]]
     dkdv_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dkdv"]]
     fused_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["fused"]]
+    grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand["grid"]]
+    fused_grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand.get("fused_grid", [])]
     def base_of(d, causal):
         """The configuration flash_attn uses today (BWD_TABLE or BWD_DEFAULT)."""
         return strategy.flash_bwd_config(head_dim=d, causal=causal)
@@ -167,8 +212,13 @@ def main():
                  if d in dims and c != base.dq]
         cols += [(f"dkdv {c.tag}", replace(base, dkdv=c), False) for c, dims in dkdv_cfgs
                  if d in dims and c != base.dkdv]
+        cols += [(f"dkdv {c.tag}-wn{wn}", replace(base, dkdv=c, dkdv_warps_n=wn), False)
+                 for c, wn, dims in grid_cfgs
+                 if d in dims and (c, wn) != (base.dkdv, base.dkdv_warps_n)]
         cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c, dims in fused_cfgs
                  if d in dims and 32 < d <= 128]
+        cols += [(f"fused {c.tag}-wn{wn}", replace(base, atomic=c, atomic_warps_n=wn), True)
+                 for c, wn, dims in fused_grid_cfgs if d in dims and 32 < d <= 128]
         return cols
 
     name = "float16" if dtype == torch.float16 else "bfloat16"
@@ -228,7 +278,8 @@ def main():
         bf = min(fused, key=lambda v: v[0]) if fused else None
         cfg = bp[1] if bp else base_of(d, causal)
         if bf:
-            cfg = replace(cfg, atomic=bf[1].atomic, fused=not bp or bf[0] < bp[0])
+            cfg = replace(cfg, atomic=bf[1].atomic, atomic_warps_n=bf[1].atomic_warps_n,
+                          fused=not bp or bf[0] < bp[0])
         leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
         tl_ = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
         dout_t = dout.transpose(1, 2)
@@ -324,14 +375,17 @@ def main():
                 best_dq = min(((t, c.dq) for col, (t, c, f) in times.items()
                                if col.startswith("dq ") or col == "pair (table)"),
                               default=(None, base.dq), key=lambda x: x[0] or 0)[1]
-                best_dkdv = min(((t, c.dkdv) for col, (t, c, f) in times.items()
-                                 if col.startswith("dkdv ") or col == "pair (table)"),
-                                default=(None, base.dkdv), key=lambda x: x[0] or 0)[1]
-                pair = replace(base, dq=best_dq, dkdv=best_dkdv)
-                if (dq_cfgs or dkdv_cfgs) and not cpu:
+                best_dkdv, best_wn = min(((t, (c.dkdv, c.dkdv_warps_n)) for col, (t, c, f)
+                                          in times.items()
+                                          if col.startswith("dkdv ") or col == "pair (table)"),
+                                         default=(None, (base.dkdv, base.dkdv_warps_n)),
+                                         key=lambda x: x[0] or 0)[1]
+                pair = replace(base, dq=best_dq, dkdv=best_dkdv, dkdv_warps_n=best_wn)
+                if (dq_cfgs or dkdv_cfgs or grid_cfgs) and not cpu:
                     txt, bad = run("pair best", pair, False)
                     bad_any |= bad
-                    cells.append(f"{txt} dq {best_dq.tag} dkdv {best_dkdv.tag}")
+                    cells.append(f"{txt} dq {best_dq.tag} dkdv {best_dkdv.tag}"
+                                 + (f"-wn{best_wn}" if best_wn != 1 else ""))
                 else:
                     cells.append("n/a")
                 if fa2_t and times:
@@ -376,8 +430,12 @@ def main():
         win = fused is not None and (pair[0] is None or fused[0] < pair[0])
         cfg = pair[1]
         parts = [f"dq={fc(cfg.dq)}", f"dkdv={fc(cfg.dkdv)}"]
+        if cfg.dkdv_warps_n != 1:
+            parts.append(f"dkdv_warps_n={cfg.dkdv_warps_n}")
         if fused:
             parts.append(f"atomic={fc(fused[1].atomic)}")
+            if fused[1].atomic_warps_n != 1:
+                parts.append(f"atomic_warps_n={fused[1].atomic_warps_n}")
         parts.append(f"fused={win}")
         ms = lambda b: "-" if cpu or b is None or b[0] is None else f"{b[0]:.3f} ms"
         print(f"# d{d} causal={causal}: pair {pair[2]} ({ms(pair)}), fused "

@@ -16,6 +16,12 @@ two kernels that need no atomics, so the gradients are deterministic:
   the caller, not from the dq kernel). The buffer is blocked, (batch, heads,
   cdiv(seqlen_q, BLOCK_M), D, BLOCK_M) (varlen: (total_q, heads, head_dim)).
 
+WARPS_N > 1 (dkdv): FlashAttention-2's 2-D warp grid for all four dots
+(tile.dot's warps_n): (NUM_WARPS / WARPS_N) warps along the keys, WARPS_N
+along the queries (Sᵀ, dPᵀ) or head_dim (dK, dV); K, V, Pᵀ and dSᵀ are read
+from shared memory (Pᵀ and dSᵀ written there each iteration), and each warp
+reads only its share of Q and dO instead of all of them.
+
 Run dq first, then dkdv. The dK/dV kernel is written transposed by hand: it
 computes Sᵀ = K_j·Q_iᵀ (keys are its rows, so its accumulators dK and dV are
 mma accumulators of rows it owns, split over warps like O in the forward),
@@ -281,7 +287,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    BLOCK_M: tl.constexpr = 64,
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
-                   SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False):
+                   SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
+                   WARPS_N: tl.constexpr = 1):
     tl.assume(scale > 0)
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_n = tl.program_id(0)
@@ -335,7 +342,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
         l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
         di = tl.load(deltav, (row0,), (BLOCK_M,))
-        st = tl.dot(kt, qt, trans_b=True)                   # Sᵀ = K·Qᵀ
+        st = tl.dot(kt, qt, trans_b=True, warps_n=WARPS_N)  # Sᵀ = K·Qᵀ
         rows = (row0 + tl.arange(0, BLOCK_M))[None, :]      # the queries: columns of Sᵀ
         mask = rows < seqlen_q
         if CAUSAL or WINDOW:
@@ -348,16 +355,17 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             dos = tl.load(dov, (row0, c0), (BLOCK_M, DS))
         if DROPOUT:  # the forward's mask, regenerated (transposed counters)
             keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows, keys, max_q, max_k)
-            dv_acc = tl.dot(tl.where(keep, pt * rp, 0.0).to(DTYPE), dos, dv_acc)  # dV += (P∘Z)ᵀ·dO
+            dv_acc = tl.dot(tl.where(keep, pt * rp, 0.0).to(DTYPE), dos, dv_acc,
+                            warps_n=WARPS_N)                # dV += (P∘Z)ᵀ·dO
         else:
-            dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc)      # dV += Pᵀ·dO
-        dpt = tl.dot(vt, dot, trans_b=True)                 # dPᵀ = V·dOᵀ
+            dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc, warps_n=WARPS_N)  # dV += Pᵀ·dO
+        dpt = tl.dot(vt, dot, trans_b=True, warps_n=WARPS_N)  # dPᵀ = V·dOᵀ
         if DROPOUT:
             dpt = tl.where(keep, dpt * rp, 0.0)
         dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
         if SOFTCAP:
             dst = dst * (1.0 - tt * tt)
-        dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc)          # dK += dSᵀ·Q
+        dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc, warps_n=WARPS_N)  # dK += dSᵀ·Q
         if ATOMIC_DQ:
             # FA2's dQ: dQ_iᵀ += scale·Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
             # split over the warps), added atomically into f32 dq_accum.

@@ -213,11 +213,25 @@ LogicalResult LayoutAssigner::seedDots() {
     auto accType = dot.getAcc().getType();
     int64_t m = accType.getDimSize(0), n = accType.getDimSize(1);
     int64_t k = dot.getA().getType().getDimSize(1);
-    if (m % (16 * numWarps) != 0) {
-      dot.emitError() << "cannot split the " << m << " rows of this tile.dot over " << numWarps
+    int64_t warpsN = dot.getWarpsN().value_or(1);
+    if (warpsN > numWarps) {
+      dot.emitError() << "warps_n = " << warpsN << " exceeds the program's " << numWarps
+                      << " warps: the warp grid is (num_warps / warps_n) x warps_n";
+      return WalkResult::interrupt();
+    }
+    int64_t warpsM = numWarps / warpsN;
+    if (m % (16 * warpsM) != 0) {
+      dot.emitError() << "cannot split the " << m << " rows of this tile.dot over " << warpsM
                       << " warps: split-Q gives each warp a multiple of 16 rows (mma.sync "
                          "m16n8k16), so M must be a multiple of "
-                      << 16 * numWarps;
+                      << 16 * warpsM;
+      return WalkResult::interrupt();
+    }
+    if (n % (8 * warpsN) != 0) {
+      dot.emitError() << "cannot split the " << n << " columns of this tile.dot over warps_n = "
+                      << warpsN << " warps: each needs a multiple of 8 columns (mma.sync "
+                         "m16n8k16), so N must be a multiple of "
+                      << 8 * warpsN;
       return WalkResult::interrupt();
     }
     if (n % 8 != 0 || k % 16 != 0 || tilec::log2Exact(n) < 0 || tilec::log2Exact(k) < 0 ||
@@ -227,13 +241,24 @@ LogicalResult LayoutAssigner::seedDots() {
                          "of 16 (mma.sync m16n8k16 tiles)";
       return WalkResult::interrupt();
     }
-    Attribute acc = linear(tilec::sm80::mmaAccumulator(m, n, numWarps));
+    Attribute acc = linear(tilec::sm80::mmaAccumulator(m, n, numWarps, warpsN));
     demand(dot.getResult(), acc);
     demandAt(dot.getAccMutable(), acc);
-    if (keepAInSharedMemory(dot))
+    if (warpsN > 1) {
+      // A warp grid reads A from shared memory (FlashAttention-2's backward
+      // writes P and dS there): a loaded tile is copied there as it is
+      // loaded, a computed one (P, dS of a dot in another grid, whose
+      // registers split A's K over warps) is written there at the use and
+      // keeps the layout it is computed in.
+      if (isLoadedTile(dot.getA()))
+        demandAt(dot.getAMutable(), shared());
+      else
+        conversions.push_back({&dot.getAMutable(), shared()});
+    } else if (keepAInSharedMemory(dot)) {
       demandAt(dot.getAMutable(), shared());
-    else
+    } else {
       demandAt(dot.getAMutable(), linear(tilec::sm80::mmaOperandA(m, k, numWarps)));
+    }
     // K and V tiles are copied into shared memory as they are loaded; a B
     // operand computed in registers is moved there at its use.
     if (isLoadedTile(dot.getB()))

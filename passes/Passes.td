@@ -46,6 +46,9 @@ def TilePipeline : Pass<"tile-pipeline", "mlir::ModuleOp"> {
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"::tilec::kDefaultStages",
            "shared-memory buffers per prefetched tile: 1 or 2">,
+    Option<"multiUse", "multi-use", "bool", /*default=*/"true",
+           "stages=2: also prefetch a loaded tile that several dots read as B (Q and dO "
+           "in the backward's dK/dV loop, K in its dQ loop)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }

@@ -231,9 +231,19 @@ struct RotatableLoad {
   SmallVector<Operation *> slice;
 };
 
-std::optional<RotatableLoad> rotatableLoad(Block *body, DotOp dot) {
+/// With `anyDots`, the load may also have other uses, as long as each is the
+/// B operand of a dot (the ring's schedule: Q and dO in the backward's dK/dV
+/// loop feed two dots each, K in its dQ loop two).
+std::optional<RotatableLoad> rotatableLoad(Block *body, DotOp dot, bool anyDots = false) {
   auto load = dot.getB().getDefiningOp<LoadOp>();
-  if (!load || load->getBlock() != body || !load.getResult().hasOneUse())
+  if (!load || load->getBlock() != body)
+    return std::nullopt;
+  auto feedsB = [](OpOperand &use) {
+    auto user = dyn_cast<DotOp>(use.getOwner());
+    return user && &use == &user.getBMutable();
+  };
+  if (!load.getResult().hasOneUse() &&
+      !(anyDots && llvm::all_of(load.getResult().getUses(), feedsB)))
     return std::nullopt;
   std::string why;
   auto slice = addressSlice(body, load->getOperands(), why);
@@ -422,18 +432,19 @@ Value blocksEnd(scf::ForOp loop) {
 }
 
 /// stages = 2 (a ring of two shared buffers per tile): every dot's B operand
-/// is loaded one iteration ahead, at the top of the body, so the copies of
+/// (also one that several dots read) is loaded one iteration ahead, at the top of the body, so the copies of
 /// K(j+1) and V(j+1) run during all of iteration j's math and one wait and
 /// one barrier per iteration cover both.
-LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter) {
+LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter, bool multiUse) {
   Block *body = loop.getBody();
   if (bodyWritesMemory(loop))
     return success();
   SmallVector<RotatableLoad> rotatable;
   for (Operation &op : *body)
     if (auto dot = dyn_cast<DotOp>(op))
-      if (std::optional<RotatableLoad> r = rotatableLoad(body, dot))
-        rotatable.push_back(std::move(*r));
+      if (std::optional<RotatableLoad> r = rotatableLoad(body, dot, /*anyDots=*/multiUse))
+        if (llvm::none_of(rotatable, [&](const RotatableLoad &seen) { return seen.load == r->load; }))
+          rotatable.push_back(std::move(*r));
   if (rotatable.empty())
     return success();
 
@@ -509,7 +520,7 @@ struct TilePipelinePass final : tilec::impl::TilePipelineBase<TilePipelinePass> 
         loops.push_back(loop);
     });
     for (scf::ForOp loop : loops)
-      if (failed(stages == 1 ? rotateIntoNextDot(loop, rewriter) : prefetchAtTop(loop, rewriter)))
+      if (failed(stages == 1 ? rotateIntoNextDot(loop, rewriter) : prefetchAtTop(loop, rewriter, multiUse)))
         return signalPassFailure();
   }
 };

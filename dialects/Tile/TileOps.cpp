@@ -172,6 +172,10 @@ LogicalResult DotOp::verify() {
     return emitOpError() << "acc and result must be MxN = " << m << "x" << n << " for "
                          << rule << " (a is " << shapeStr(a) << ", b is " << shapeStr(b)
                          << "), got " << shapeStr(c);
+  if (std::optional<int64_t> warpsN = getWarpsN())
+    if (*warpsN < 1 || (*warpsN & (*warpsN - 1)) != 0)
+      return emitOpError() << "warps_n (warps along N) must be a power of two >= 1, got "
+                           << *warpsN;
   return success();
 }
 

@@ -231,9 +231,15 @@ def Tile_DotOp : Tile_Op<"dot", [Pure, AllTypesMatch<["acc", "result"]>]> {
     %s = tile.dot %q, %k, %zero transpose_b
         : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<64x64xf32>
     ```
+    `warps_n` (optional, default 1) asks tile-partition-warps for a 2-D warp
+    grid: the program's warps split M in num_warps / warps_n groups and N in
+    warps_n (FlashAttention-2's backward tiled MMAs); a warp then owns an
+    (M·warps_n/num_warps) x (N/warps_n) block of the result, reads A (kept in
+    shared memory) for its rows and B for its columns only. 1 is split-Q.
   }];
   let arguments = (ins 2DTensorOf<[F16, BF16]>:$a, 2DTensorOf<[F16, BF16]>:$b,
-                       2DTensorOf<[F32]>:$acc, UnitAttr:$transpose_b);
+                       2DTensorOf<[F32]>:$acc, UnitAttr:$transpose_b,
+                       OptionalAttr<I64Attr>:$warps_n);
   let results = (outs 2DTensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $a `,` $b `,` $acc (`transpose_b` $transpose_b^)? attr-dict `:`

@@ -56,6 +56,11 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                                    "phases are XOR-derived: trans (V), "
                                                    "non-trans (K), all or none"),
                                     llvm::cl::init("trans")};
+  Option<bool> prefetchMultiUse{*this, "prefetch-multi-use",
+                                llvm::cl::desc("stages=2: also prefetch a loaded tile that "
+                                               "several dots read as B (tile-pipeline "
+                                               "multi-use)"),
+                                llvm::cl::init(true)};
   Option<bool> smemEpilogue{*this, "smem-epilogue",
                             llvm::cl::desc("store narrow register tiles through shared memory "
                                            "as 16-byte chunks (FA2's epilogue)"),

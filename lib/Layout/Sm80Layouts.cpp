@@ -15,26 +15,37 @@ static std::vector<Coord> mmaLaneBases(bool tAlongDim1) {
           along(!tAlongDim1, 2), along(!tAlongDim1, 4)};
 }
 
-LinearLayout mmaAccumulator(int64_t m, int64_t n, int64_t numWarps) {
-  int warpBits = log2Exact(numWarps);
-  assert(warpBits >= 0 && m % (16 * numWarps) == 0 && n % 8 == 0);
-  int64_t rowsPerWarp = m / numWarps;
+LinearLayout mmaAccumulator(int64_t m, int64_t n, int64_t numWarps, int64_t warpsN) {
+  int warpBits = log2Exact(numWarps), colBits = log2Exact(warpsN);
+  assert(warpBits >= 0 && colBits >= 0 && colBits <= warpBits);
+  int64_t warpsM = numWarps / warpsN;
+  int64_t rowsPerWarp = m / warpsM, colsPerWarp = n / warpsN;
+  assert(m % (16 * warpsM) == 0 && n % (8 * warpsN) == 0);
   std::vector<Coord> reg = {{0, 1}, {8, 0}};
-  for (int64_t col = 8; col < n; col *= 2)
+  for (int64_t col = 8; col < colsPerWarp; col *= 2)
     reg.push_back({0, col});
   for (int64_t row = 16; row < rowsPerWarp; row *= 2)
     reg.push_back({row, 0});
   std::vector<Coord> warp;
-  for (int i = 0; i < warpBits; ++i)
+  for (int i = 0; i < warpBits - colBits; ++i)
     warp.push_back({rowsPerWarp << i, 0});
+  for (int i = 0; i < colBits; ++i)
+    warp.push_back({0, colsPerWarp << i});
   return LinearLayout(2, reg, mmaLaneBases(/*tAlongDim1=*/true), warp);
 }
 
-LinearLayout mmaOperandA(int64_t m, int64_t k, int64_t numWarps) {
+LinearLayout mmaOperandA(int64_t m, int64_t k, int64_t numWarps, int64_t warpsN) {
   assert(k % 16 == 0);
   // a0,a1: (g, 2t+{0,1}); a2,a3: row+8; a4..a7: col+8 — the accumulator's
   // bit order exactly, continued over k16 and m16 tiles.
-  return mmaAccumulator(m, k, numWarps);
+  if (warpsN == 1)
+    return mmaAccumulator(m, k, numWarps);
+  // A grid's column warps read the same rows: their warp bits move nothing.
+  LinearLayout rows = mmaAccumulator(m, k, numWarps / warpsN);
+  std::vector<Coord> warp = rows.warpBases();
+  for (int64_t i = 1; i < warpsN; i *= 2)
+    warp.push_back({0, 0});
+  return LinearLayout(2, rows.regBases(), rows.laneBases(), warp);
 }
 
 LinearLayout mmaOperandB(int64_t k, int64_t n, int64_t numWarps) {

@@ -52,7 +52,13 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
       return failure();
     SharedTile tile = *region;
     // (The drain and barrier before, and the barrier after: tile-insert-waits.)
-    writeShared(tile, layoutOf(in), regs[in]);
+    // The A operand of a warp grid's dot (P, dS): pairs, few addresses.
+    bool forGridDot = llvm::any_of(out.getUsers(), [](Operation *user) {
+      auto dot = dyn_cast<DotOp>(user);
+      return dot && dot.getWarpsN().value_or(1) > 1;
+    });
+    if (!forGridDot || !writeSharedFragments(tile, layoutOf(in), regs[in]))
+      writeShared(tile, layoutOf(in), regs[in]);
     sharedTiles[out] = tile;
     return success();
   }

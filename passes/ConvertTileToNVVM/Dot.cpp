@@ -23,19 +23,22 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   auto accType = op.getAcc().getType();
   int64_t m = accType.getDimSize(0), n = accType.getDimSize(1), k = aType.getDimSize(1);
   bool aShared = isShared(op.getA());
-  if ((!aShared && layoutOf(op.getA()) != sm80::mmaOperandA(m, k, numWarps)) ||
-      layoutOf(op.getAcc()) != sm80::mmaAccumulator(m, n, numWarps) ||
+  // A warp grid (warps_n > 1): warp w computes row block w % warpsM and
+  // column block w / warpsM of the result; A comes from shared memory.
+  int64_t warpsN = op.getWarpsN().value_or(1), warpsM = numWarps / warpsN;
+  if ((!aShared && (warpsN != 1 || layoutOf(op.getA()) != sm80::mmaOperandA(m, k, numWarps))) ||
+      layoutOf(op.getAcc()) != sm80::mmaAccumulator(m, n, numWarps, warpsN) ||
       !isShared(op.getB()))
     return op.emitError() << "tile.dot operands are not in the mma.sync layouts (A and the "
-                             "accumulator split-Q fragments, B in shared memory); run "
-                             "tile-partition-warps first";
+                             "accumulator split-Q fragments or warps_n's grid, B in shared "
+                             "memory); run tile-partition-warps first";
   Type elemType = aType.getElementType();
   bool bf16 = elemType.isBF16();
   SharedTile &bTile = sharedTiles[op.getB()];
   // (The copies into A and B have landed: tile-insert-waits' waits.)
 
-  int64_t rowsPerWarp = m / numWarps;
-  int64_t mTiles = rowsPerWarp / hw.mmaM, nTiles = n / hw.mmaN, kTiles = k / hw.mmaK;
+  int64_t rowsPerWarp = m / warpsM, colsPerWarp = n / warpsN;
+  int64_t mTiles = rowsPerWarp / hw.mmaM, nTiles = colsPerWarp / hw.mmaN, kTiles = k / hw.mmaK;
   int kBits = tilec::log2Exact(kTiles), nBits = tilec::log2Exact(nTiles);
   SmallVector<Value> aRegs = aShared ? SmallVector<Value>() : regs[op.getA()];
   SmallVector<Value> acc = regs[op.getAcc()];
@@ -69,6 +72,20 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     kRow = arith::AddIOp::create(b, arith::MulIOp::create(b, matrixHigh, i32(8)), rowInMatrix);
     vRow = arith::AddIOp::create(b, arith::MulIOp::create(b, matrixLow, i32(8)), rowInMatrix);
   }
+  // A warp grid's column block: K-like B tiles (N x K) start at row
+  // warpCol·colsPerWarp, V-like ones (K x N) at chunk warpCol·colsPerWarp/8.
+  Value bNRow = kRow, bNChunk = matrixHigh, warpRow = warpId;
+  bool bChunkIsBit = true;
+  if (warpsN > 1) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(prologueEnd);
+    warpRow = arith::AndIOp::create(b, warpId, i32(warpsM - 1));
+    Value warpCol = arith::ShRUIOp::create(b, warpId, i32(tilec::log2Exact(warpsM)));
+    bNRow = arith::AddIOp::create(b, arith::MulIOp::create(b, warpCol, i32(colsPerWarp)), kRow);
+    bNChunk = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, warpCol, i32(colsPerWarp / hw.mmaN)), matrixHigh);
+    bChunkIsBit = false;
+  }
   // A from shared memory (Q kept there when registers are short): the four
   // 8x8 matrices of a 16x16 fragment are (rows 0-7 | 8-15) x (k 0-7 | 8-15)
   // in a0a1, a2a3, a4a5, a6a7 order, each warp reading its own rows.
@@ -76,7 +93,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   if (aShared) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(prologueEnd);
-    aRow = arith::AddIOp::create(b, arith::MulIOp::create(b, warpId, i32(rowsPerWarp)), vRow);
+    aRow = arith::AddIOp::create(b, arith::MulIOp::create(b, warpRow, i32(rowsPerWarp)), vRow);
   }
   int numMatrices = nTiles >= 2 ? 4 : 2;
   carryShifts = loopShortOfRegisters;
@@ -106,9 +123,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       auto [base, offset] =
           transposeB
               // B = tileᵀ, the tile is N x K row-major (K): matrices (n-block, k-half).
-              ? sharedChunkBase(bTile, kRow, 8 * ni, matrixLow, 2 * ki, true)
+              ? sharedChunkBase(bTile, bNRow, 8 * ni, matrixLow, 2 * ki, true)
               // The tile is K x N row-major (V): ldmatrix.trans of (k-half, n-block).
-              : sharedChunkBase(bTile, vRow, 16 * ki, matrixHigh, ni, true);
+              : sharedChunkBase(bTile, vRow, 16 * ki, bNChunk, ni, bChunkIsBit);
       Value ld = ldmatrix(base, offset, numMatrices, /*transpose=*/!transposeB);
       SmallVector<Value> words;
       for (int i = 0; i < numMatrices; ++i)

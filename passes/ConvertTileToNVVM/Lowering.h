@@ -160,6 +160,7 @@ private:
                               Operation *op);
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
+  bool writeSharedFragments(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
   /// The region tile-allocate-shared gave `op` (its tile.smem) as a tile of
   /// geometry `g` (AllocateShared.h's rule for the op); an error at `op`
   /// when either is missing.

@@ -46,6 +46,60 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
   return out;
 }
 
+/// 16-bit fragments (P and dS as mma accumulators, written for a warp
+/// grid's dot to read as its A operand) go out as the smem-epilogue's first
+/// half does: a register pair along a row as one 32-bit store, at a few
+/// swizzled chunk bases plus immediates, computed in place (no registers
+/// kept live through the loop for them). Needs a rank-2 tile whose thread
+/// and register coordinate bits are disjoint (sums are ORs) and register
+/// rows that keep the swizzle phase; false (nothing written) otherwise.
+bool KernelLowering::writeSharedFragments(SharedTile &tile, const LinearLayout &layout,
+                                          ArrayRef<Value> values) {
+  if (layout.rank() != 2 || tile.elemBytes != 2 || values.empty())
+    return false;
+  int64_t chunkElems = hw.chunkBytes / tile.elemBytes;
+  int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
+  for (unsigned d = 0; d < 2; ++d) {
+    auto [threadBits, regBits] = layout.threadAndRegisterBits(d);
+    if (threadBits & regBits)
+      return false;
+  }
+  int run = !layout.regBases().empty() && layout.regBases()[0] == tilec::Coord{0, 1} ? 2 : 1;
+  for (int64_t r = 0; r < layout.numRegs(); ++r)
+    if (layout.regCoord(r)[0] & mask)
+      return false;
+  SmallVector<Value> thread = threadCoords(layout);
+  std::map<ChunkBaseKey, Value> bases;
+  std::map<ChunkBaseKey, Value> *outer = localChunkBases;
+  localChunkBases = &bases;
+  llvm::scope_exit restore([&] { localChunkBases = outer; });
+  Value chunkOfThread = arith::DivUIOp::create(b, thread[1], i32(chunkElems));
+  Value byteInChunk = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, thread[1], i32(chunkElems)), i32(tile.elemBytes));
+  DenseMap<Value, Value> shiftedBases;
+  Type wordType = b.getIntegerType(run * tile.elemBytes * 8);
+  Type elemType = values.front().getType();
+  for (int64_t r = 0; r < layout.numRegs(); r += run) {
+    tilec::Coord at = layout.regCoord(r);
+    auto [base, offset] = sharedChunkBase(tile, thread[0], at[0], chunkOfThread, at[1] / chunkElems);
+    Value &shifted = shiftedBases[base];
+    if (!shifted)
+      shifted = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
+                                    ValueRange{byteInChunk});
+    Value word = values[r];
+    if (run == 2) {
+      Value vec = LLVM::UndefOp::create(b, VectorType::get({2}, elemType));
+      vec = LLVM::InsertElementOp::create(b, vec, values[r], i32(0));
+      vec = LLVM::InsertElementOp::create(b, vec, values[r + 1], i32(1));
+      word = LLVM::BitcastOp::create(b, wordType, vec);
+    }
+    Value address = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), shifted,
+                                        ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * tile.elemBytes});
+    LLVM::StoreOp::create(b, word, address, run * tile.elemBytes);
+  }
+  return true;
+}
+
 void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> values) {
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {

@@ -31,6 +31,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   // tile: rotate K/V loads so copies overlap the dots (FA2's schedule).
   TilePipelineOptions pipeline;
   pipeline.stages = options.stages;
+  pipeline.multiUse = options.prefetchMultiUse;
   pm.addPass(createTilePipeline(pipeline));
   // tile -> layouts: split-Q warp partitioning assigns every tile a layout.
   TilePartitionWarpsOptions partition;

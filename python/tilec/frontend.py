@@ -1537,7 +1537,9 @@ class CodeGen(ast.NodeVisitor):
                         f": {value.type}, {view.type}", [value, view] + offs, None)
 
     def tl_dot(self, node, args, kwargs):
-        a, b, acc, trans_b = self._args(node, "dot", args, kwargs, ["a", "b", "acc", "trans_b"], [None, False])
+        a, b, acc, trans_b, warps_n = self._args(node, "dot", args, kwargs,
+                                                 ["a", "b", "acc", "trans_b", "warps_n"],
+                                                 [None, False, 1])
         a = self._tile(node, a, "tl.dot operand a")
         b = self._tile(node, b, "tl.dot operand b")
         for what, x in (("a", a), ("b", b)):
@@ -1560,6 +1562,12 @@ class CodeGen(ast.NodeVisitor):
         if acc.type != acc_ty:
             self.error(node, f"tl.dot accumulator must be {acc_ty}, got {acc.type}")
         tb = " transpose_b" if trans_b else ""
+        if isinstance(warps_n, bool) or not isinstance(warps_n, int) or warps_n < 1 \
+                or warps_n & (warps_n - 1):
+            self.error(node, f"tl.dot warps_n (warps along N) must be a constexpr power of two "
+                             f">= 1, got {warps_n!r}")
+        if warps_n != 1:  # a 2-D warp grid (tile.dot's warps_n); 1 is split-Q
+            tb += f" {{warps_n = {warps_n} : i64}}"
         return self.emit(node, f"tile.dot {a.ref}, {b.ref}, {acc.ref}{tb} : {a.type}, {b.type} -> {acc_ty}",
                          [a, b, acc], acc_ty)
 

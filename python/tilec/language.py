@@ -219,8 +219,11 @@ def atomic_add(view, offsets, value):
 
 
 @_builtin
-def dot(a, b, acc=None, trans_b=False):
-    """acc + a @ b (a @ b.T with trans_b); f16/bf16 in, f32 accumulator."""
+def dot(a, b, acc=None, trans_b=False, warps_n=1):
+    """acc + a @ b (a @ b.T with trans_b); f16/bf16 in, f32 accumulator.
+    warps_n > 1 (a constexpr power of two dividing num_warps) splits the
+    result over a (num_warps / warps_n) x warps_n warp grid instead of rows
+    only (split-Q); a is then read from shared memory."""
 
 
 @_builtin

@@ -296,12 +296,27 @@ class FlashBwdConfig:
     # deterministic=False (flash_attn's default) runs the fused kernel where
     # it applies (flash_bwd.fused_applies); deterministic=True always the pair.
     fused: bool = False
+    # dkdv's warp grid (its WARPS_N, tile.dot's warps_n): 1 is split-Q (each
+    # warp owns BLOCK_N / num_warps key rows); w > 1 splits its four dots
+    # over (num_warps / w) x w warps, FlashAttention-2's backward layouts.
+    dkdv_warps_n: int = 1
+    # The same for the fused kernel's four dK/dV dots (its dQᵀ dot stays
+    # split-Q over head_dim rows).
+    atomic_warps_n: int = 1
 
     def constexprs(self, which):
         cfg = getattr(self, which)
-        return {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_WARPS": cfg.num_warps,
-                "NUM_STAGES": cfg.num_stages, "SMEM_EPILOGUE": cfg.smem_epilogue,
-                "SPLIT_D": getattr(self, which + "_split")}
+        out = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "NUM_WARPS": cfg.num_warps,
+               "NUM_STAGES": cfg.num_stages, "SMEM_EPILOGUE": cfg.smem_epilogue,
+               "SPLIT_D": getattr(self, which + "_split")}
+        warps_n = {"dkdv": self.dkdv_warps_n, "atomic": self.atomic_warps_n}.get(which, 1)
+        if warps_n != 1:  # (split-Q kernels keep their cache keys)
+            n = check_num_warps(warps_n, f"{which}_warps_n")
+            if cfg.num_warps % n:
+                raise ValueError(f"{which}_warps_n ({n}) must divide the {which} kernel's "
+                                 f"num_warps ({cfg.num_warps})")
+            out["WARPS_N"] = n
+        return out
 
 
 # ptxas (sm_80 and sm_90, f16; tilec --stats), 2026-12-01, tile width D =
@@ -321,7 +336,14 @@ class FlashBwdConfig:
 #   (64 x 16 causal sm_90a 8), 64 x 32 16-80, 64 x 64 0-28; 8 warps do not
 #   compile (dQᵀ's 64 rows over 8 warps).
 # bench/tune_bwd.py times them all against FA2.
-BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 2, False))
+# dkdv's num_stages is 1: its Q and dO tiles (two dots read each) are then
+# not prefetched, the schedule it was tuned and spill-checked with; at 2
+# tile-pipeline prefetches them into rings (since the bwd2d branch), which
+# adds 100-150 bytes of spills at the table's blocks (bench/tune_bwd.py
+# --grid measures both). BWD_WIDE's dkdv keeps 2: with SPLIT_D its loads
+# feed one dot each and were always prefetched. dq's 2 prefetches K and V
+# (K feeds two dots too).
+BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 1, False))
 BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(16, 64, 4, 2, False),
                           dkdv_split=2)
 # Tuned on the H200 (bench/tune_bwd.py, runs 2-3 of session 8, bf16, 16k
@@ -338,16 +360,16 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 # for every target (the sm_90 code is sm_80's but for vector reds).
 BWD_TABLE = {
     ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
-                                         dkdv=FlashConfig(32, 128, 4, 2, False),
+                                         dkdv=FlashConfig(32, 128, 4, 1, False),
                                          atomic=FlashConfig(64, 64, 4, 2, False)),
     ("sm_80", 64, True): FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False),
-                                        dkdv=FlashConfig(32, 128, 4, 2, False),
+                                        dkdv=FlashConfig(32, 128, 4, 1, False),
                                         atomic=FlashConfig(16, 128, 4, 2, False)),
     ("sm_80", 128, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
-                                          dkdv=FlashConfig(64, 64, 4, 2, False),
+                                          dkdv=FlashConfig(64, 64, 4, 1, False),
                                           atomic=FlashConfig(32, 64, 4, 2, False)),
     ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
-                                         dkdv=FlashConfig(64, 64, 4, 2, False),
+                                         dkdv=FlashConfig(64, 64, 4, 1, False),
                                          atomic=FlashConfig(16, 64, 4, 2, False)),
 }
 

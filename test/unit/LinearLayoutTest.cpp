@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -208,6 +209,78 @@ TEST(MmaFragments, OperandBOverTilesIsReplicatedOverWarps) {
         EXPECT_EQ(b.apply(r, lane, w), plus(ptxB(lane, int(r & 3)), kt * 16, nt * 8))
             << "warp " << w << " lane " << lane << " reg " << r;
       }
+}
+
+//===----------------------------------------------------------------------===//
+// Warp grids (tile.dot warps_n, FlashAttention-2's backward tiled MMAs)
+//===----------------------------------------------------------------------===//
+
+struct GridCase {
+  int64_t m, n, warps, warpsN;
+};
+
+class MmaWarpGrid : public ::testing::TestWithParam<GridCase> {};
+
+// Warp w owns the (M/wm) x (N/wn) block (w % wm, w / wm), wm = warps / wn,
+// and inside it the split-Q register order of its own block, each element
+// in the PTX C pattern; every element of the MxN tile has exactly one owner.
+TEST_P(MmaWarpGrid, AccumulatorBlocksFollowTheGrid) {
+  auto [m, n, warps, warpsN] = GetParam();
+  int64_t warpsM = warps / warpsN, rows = m / warpsM, cols = n / warpsN;
+  LinearLayout acc = sm80::mmaAccumulator(m, n, warps, warpsN);
+  int64_t nTiles = cols / 8, mTiles = rows / 16;
+  ASSERT_EQ(acc.numWarps(), warps);
+  ASSERT_EQ(acc.numRegs(), 4 * nTiles * mTiles);
+  EXPECT_EQ(acc.checkCovers({m, n}), "");
+  int nBits = log2Of(nTiles);
+  std::map<Coord, int> owners;
+  for (int64_t w = 0; w < warps; ++w)
+    for (int64_t lane = 0; lane < 32; ++lane)
+      for (int64_t r = 0; r < acc.numRegs(); ++r) {
+        int64_t nt = (r >> 2) & (nTiles - 1), mt = r >> (2 + nBits);
+        Coord expected = plus(ptxC(lane, int(r & 3)), (w % warpsM) * rows + mt * 16,
+                              (w / warpsM) * cols + nt * 8);
+        Coord got = acc.apply(r, lane, w);
+        EXPECT_EQ(got, expected) << "warp " << w << " lane " << lane << " reg " << r;
+        ++owners[got];
+      }
+  EXPECT_EQ(int64_t(owners.size()), m * n);
+  for (const auto &[coord, count] : owners)
+    EXPECT_EQ(count, 1) << "(" << coord[0] << ", " << coord[1] << ")";
+}
+
+// The A operand of a grid: the warps of one row group (same w % wm) hold
+// the same rows, all of K, in the split-Q A order of their row block.
+TEST_P(MmaWarpGrid, OperandAIsReplicatedAlongTheGridColumns) {
+  auto [m, k, warps, warpsN] = GetParam();
+  int64_t warpsM = warps / warpsN, rows = m / warpsM;
+  if (k % 16 != 0)
+    GTEST_SKIP();
+  LinearLayout a = sm80::mmaOperandA(m, k, warps, warpsN);
+  int64_t kTiles = k / 16;
+  EXPECT_EQ(a.checkCovers({m, k}), "");
+  ASSERT_EQ(a.numWarps(), warps);
+  for (int64_t w = 0; w < warps; ++w)
+    for (int64_t lane = 0; lane < 32; ++lane)
+      for (int64_t r = 0; r < a.numRegs(); ++r) {
+        int64_t kt = (r >> 3) & (kTiles - 1), mt = r >> (3 + log2Of(kTiles));
+        EXPECT_EQ(a.apply(r, lane, w),
+                  plus(ptxA(lane, int(r & 7)), (w % warpsM) * rows + mt * 16, kt * 16))
+            << "warp " << w << " lane " << lane << " reg " << r;
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MmaWarpGrid,
+                         ::testing::Values(GridCase{64, 64, 4, 2}, GridCase{64, 128, 4, 2},
+                                           GridCase{128, 64, 8, 2}, GridCase{128, 128, 8, 4},
+                                           GridCase{64, 32, 4, 4}, GridCase{32, 64, 2, 2},
+                                           GridCase{64, 64, 4, 1}));
+
+// warps_n = 1 is split-Q exactly (the forward's layouts do not change).
+TEST(MmaWarpGrid, OneColumnIsSplitQ) {
+  EXPECT_EQ(sm80::mmaAccumulator(128, 64, 4, 1), sm80::mmaAccumulator(128, 64, 4));
+  EXPECT_EQ(sm80::mmaOperandA(128, 64, 4, 1), sm80::mmaOperandA(128, 64, 4));
+  EXPECT_NE(sm80::mmaAccumulator(64, 64, 4, 2), sm80::mmaAccumulator(64, 64, 4));
 }
 
 //===----------------------------------------------------------------------===//

@@ -27,12 +27,20 @@ namespace tilec::sm80 {
 /// consecutive rows; within a warp, the m16n8 pattern repeats over n8
 /// column tiles, then over m16 row tiles. Register bit order:
 /// [col+1, row+8, col+8, col+16, ..., row+16, ...].
-LinearLayout mmaAccumulator(int64_t m, int64_t n, int64_t numWarps);
+///
+/// With `warpsN` > 1 the warps form a grid (FlashAttention-2's backward):
+/// numWarps / warpsN along the rows, warpsN along the columns; warp w owns
+/// row block w % (numWarps / warpsN) and column block w / (numWarps /
+/// warpsN), each (M·warpsN/numWarps) x (N/warpsN), the same per-warp
+/// register order over its own block. warpsN = 1 is split-Q.
+LinearLayout mmaAccumulator(int64_t m, int64_t n, int64_t numWarps, int64_t warpsN = 1);
 /// A operand (MxK, f16/bf16) in registers, rows split over warps the same
 /// way. Register bits [col+1, row+8, col+8, col+16.., row+16..]: the same
 /// map as the accumulator of an MxK tile, which is why P = softmax(S)
 /// feeds the second mma straight from the first one's registers.
-LinearLayout mmaOperandA(int64_t m, int64_t k, int64_t numWarps);
+/// With a warp grid (`warpsN` > 1) the warps of one row group hold the same
+/// rows (replicated along the grid's columns).
+LinearLayout mmaOperandA(int64_t m, int64_t k, int64_t numWarps, int64_t warpsN = 1);
 /// B operand (KxN) fragment: every warp holds all of B (replicated over
 /// warps). Register bits [k+1, k+8, n+8.., k+16..].
 LinearLayout mmaOperandB(int64_t k, int64_t n, int64_t numWarps);

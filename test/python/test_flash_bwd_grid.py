@@ -1,0 +1,170 @@
+"""The dK/dV kernel's 2-D warp grid (tile.dot warps_n; kernels/flash_bwd.py
+WARPS_N, strategy.FlashBwdConfig.dkdv_warps_n): the DSL puts warps_n on the
+kernel's four dots; gradients through it match float64 on the CPU runner
+(which ignores layouts: it checks the kernel and its plumbing) and, on a
+CUDA GPU, for every configuration bench/tune_bwd.py's DKDV_GRID times (the
+test of the grid's lowering: warp row/column blocks, A from shared memory,
+Pᵀ and dSᵀ written there); ptxas keeps the spill-free ones spill-free;
+errors name the value and the allowed range."""
+
+import json
+import math
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tilec import compiler
+
+torch = pytest.importorskip("torch")
+
+import tilec  # noqa: E402
+from tilec import language as tl  # noqa: E402
+from tilec import strategy  # noqa: E402
+from tilec.flash_bwd import _flash_attn_backward, flash_bwd_kernels  # noqa: E402
+from tilec.strategy import FlashConfig  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from test_flash_bwd import check_grads, inputs, reference  # noqa: E402
+from tune_bwd import DKDV_GRID, FUSED_GRID  # noqa: E402
+
+HAVE_CPU = compiler.available() and getattr(compiler.native(), "has_cpu_runner", False)
+HAVE_GPU = torch.cuda.is_available()
+
+
+def grid_config(d, causal, dkdv, warps_n):
+    return replace(strategy.flash_bwd_config(head_dim=d, causal=causal), dkdv=dkdv,
+                   dkdv_warps_n=warps_n)
+
+
+def test_warps_n_reaches_the_four_dkdv_dots(monkeypatch):
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 128, False),
+                        grid_config(128, False, FlashConfig(64, 128, 8, 2, False), 4))
+    kdq, kdkdv, _ = flash_bwd_kernels("bfloat16", 128, False)
+    dots = re.findall(r"tile\.dot [^\n]*", kdkdv.ir)
+    assert len(dots) == 4 and all("{warps_n = 4 : i64}" in d for d in dots), dots
+    assert "warps_n" not in kdq.ir
+    # The split-Q table kernel's IR has no attribute (its PTX is unchanged).
+    monkeypatch.undo()
+    assert "warps_n" not in flash_bwd_kernels("bfloat16", 128, False)[1].ir
+
+
+@pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
+@pytest.mark.parametrize("d,causal,dkdv,warps_n", [
+    (128, False, FlashConfig(64, 128, 8, 2, False), 4),
+    (128, True, FlashConfig(64, 64, 4, 1, False), 2),
+    (64, True, FlashConfig(64, 128, 8, 2, False), 2),
+])
+def test_grid_kernel_matches_float64_on_the_cpu_runner(monkeypatch, d, causal, dkdv, warps_n):
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", d, causal), grid_config(d, causal, dkdv, warps_n))
+    for sq, sk in ((100, 150), (150, 100)):
+        q, k, v, dout = inputs(1, sq, sk, 2, 1, d)
+        out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(d), causal)
+        got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal)
+        check_grads(got, refs, torch.float16, f"d{d} causal={causal} {sq}x{sk}")
+
+
+GPU_CASES = [(d, causal, FlashConfig(*c), wn) for c, wn, dims in DKDV_GRID for d in dims
+             for causal in (False, True)]
+
+
+@pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU: the warp grid's lowering runs only there")
+@pytest.mark.parametrize("d,causal,dkdv,warps_n", GPU_CASES,
+                         ids=[f"d{d}-{'causal' if c else 'full'}-{k.tag}-wn{w}" for d, c, k, w in GPU_CASES])
+def test_grid_kernel_matches_float64_on_the_gpu(monkeypatch, d, causal, dkdv, warps_n):
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", d, causal), grid_config(d, causal, dkdv, warps_n))
+    torch.manual_seed(0)
+    # Several key and query blocks, ragged ends, GQA.
+    for sq, sk in ((300, 500), (500, 300)):
+        q, k, v, dout = (x.cuda() for x in inputs(2, sq, sk, 4, 2, d))
+        out, lse, *refs = reference(q.cpu(), k.cpu(), v.cpu(), dout.cpu(), 1 / math.sqrt(d), causal)
+        got = _flash_attn_backward(dout, q, k, v, out.half().cuda(), lse.float().cuda(), None, causal)
+        check_grads([g.cpu() for g in got], refs, torch.float16, f"{dkdv.tag}-wn{warps_n} {sq}x{sk}")
+
+
+def fused_config(d, causal, atomic, warps_n):
+    return replace(strategy.flash_bwd_config(head_dim=d, causal=causal), atomic=atomic,
+                   atomic_warps_n=warps_n)
+
+
+FUSED_CASES = [(d, causal, FlashConfig(*c), wn) for c, wn, dims in FUSED_GRID for d in dims
+               for causal in (False, True)]
+
+
+@pytest.mark.parametrize("d,causal,atomic,warps_n", [
+    pytest.param(*FUSED_CASES[0], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
+    pytest.param(*FUSED_CASES[-3], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
+] + [pytest.param(*c, marks=pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU: the warp "
+                                               "grid's lowering runs only there"),
+                  id=f"gpu-d{c[0]}-{'causal' if c[1] else 'full'}-{c[2].tag}-wn{c[3]}")
+     for c in FUSED_CASES])
+def test_fused_grid_kernel_matches_float64(monkeypatch, d, causal, atomic, warps_n):
+    """The fused kernel (atomic dQ) with its dK/dV dots on a warp grid: on the
+    CPU runner (plumbing) for two cases, on a GPU for every FUSED_GRID one."""
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", d, causal), fused_config(d, causal, atomic, warps_n))
+    _, kdkdv, _ = flash_bwd_kernels("float16", d, causal, atomic_dq=True)
+    assert sum("{warps_n = %d : i64}" % warps_n in line for line in kdkdv.ir.splitlines()) == (4 if warps_n > 1 else 0)
+    dev = "cuda" if HAVE_GPU else "cpu"
+    torch.manual_seed(0)
+    for sq, sk in ((300, 500), (500, 300)) if dev == "cuda" else ((100, 150),):
+        q, k, v, dout = inputs(2, sq, sk, 4, 2, d)
+        out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(d), causal)
+        q, k, v, dout = (x.to(dev) for x in (q, k, v, dout))
+        got = _flash_attn_backward(dout, q, k, v, out.half().to(dev), lse.float().to(dev), None, causal,
+                                   deterministic=False, atomic_dq=True)
+        check_grads([g.cpu() for g in got], refs, torch.float16, f"fused {atomic.tag}-wn{warps_n} {sq}x{sk}")
+
+
+def sm90_spills(d, causal, dkdv, warps_n):
+    _, kdkdv, _ = flash_bwd_kernels_for(d, causal, dkdv, warps_n)
+    [result] = compiler.compile(kdkdv.ir, kdkdv.source_name, arch="sm_80",
+                                num_warps=kdkdv.num_warps, num_stages=kdkdv.num_stages,
+                                smem_epilogue=kdkdv.smem_epilogue, extra_sass=("sm_90",))
+    if not result["cubin"]:
+        pytest.skip("ptxas (CUDA toolkit) not found: no register report")
+    info = json.loads(result["manifest"])["sass"][0]["ptxas_info"]
+    return info["spill_stores"] + info["spill_loads"]
+
+
+def flash_bwd_kernels_for(d, causal, dkdv, warps_n):
+    saved = dict(strategy.BWD_TABLE)
+    strategy.BWD_TABLE[("sm_80", d, causal)] = grid_config(d, causal, dkdv, warps_n)
+    try:
+        return flash_bwd_kernels("bfloat16", d, causal)
+    finally:
+        strategy.BWD_TABLE.clear()
+        strategy.BWD_TABLE.update(saved)
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+@pytest.mark.parametrize("d,causal,dkdv,warps_n,bound", [
+    # ptxas 13, 2026-12-01, sm_90 (what the H200 runs): none of these spill.
+    (128, False, FlashConfig(32, 64, 4, 2, False), 2, 0),
+    (128, True, FlashConfig(32, 64, 4, 2, False), 2, 0),
+    (128, False, FlashConfig(64, 128, 8, 2, False), 4, 0),
+    (64, False, FlashConfig(64, 64, 4, 1, False), 2, 0),
+    (64, True, FlashConfig(64, 128, 8, 2, False), 2, 0),
+])
+def test_grid_kernels_do_not_spill(d, causal, dkdv, warps_n, bound):
+    assert sm90_spills(d, causal, dkdv, warps_n) <= bound
+
+
+def test_errors():
+    with pytest.raises(ValueError, match=r"dkdv_warps_n \(4\) must divide the dkdv kernel's num_warps \(2\)"):
+        replace(strategy.BWD_DEFAULT, dkdv=FlashConfig(32, 64, 2, 1, False),
+                dkdv_warps_n=4).constexprs("dkdv")
+    with pytest.raises(ValueError, match=r"dkdv_warps_n must be a power of two in \[1, 16\], got 3"):
+        replace(strategy.BWD_DEFAULT, dkdv_warps_n=3).constexprs("dkdv")
+
+    @tilec.jit(grid=(1, 1, 1))
+    def bad(p: tl.ptr(tl.float16)):
+        v = tl.view(p, (64, 64), (64, 1))
+        a = tl.load(v, (0, 0), (64, 64))
+        tl.dot(a, a, trans_b=True, warps_n=3)
+
+    with pytest.raises(Exception, match=r"tl.dot warps_n \(warps along N\) must be a constexpr "
+                                        r"power of two >= 1, got 3"):
+        bad.specialize().ir
