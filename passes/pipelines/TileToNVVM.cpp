@@ -44,6 +44,14 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   pm.addPass(createTileAllocateShared(allocate));
   // regions -> the copies' schedule: commits, waits and barriers as ops.
   pm.addPass(createTileInsertWaits());
+  // a masked block's compute, per warp: skipped where the warp's rows see
+  // none of its keys, fewer comparisons where the window's far edge holds.
+  if (options.warpBlocks) {
+    TileSkipWarpBlocksOptions warpBlocks;
+    warpBlocks.fullWarps = options.fullWarps;
+    warpBlocks.pruneTests = options.warpPruneTests;
+    pm.addPass(createTileSkipWarpBlocks(warpBlocks));
+  }
   // layouts -> nvvm: per-thread registers, mma.sync, ldmatrix, cp.async.
   ConvertTileToNVVMOptions lowering;
   lowering.arch = options.arch;

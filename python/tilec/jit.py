@@ -47,7 +47,7 @@ class JITFunction:
     of constexprs is a different kernel."""
 
     def __init__(self, fn, grid, name=None, variant=None, num_warps=None, num_stages=None,
-                 smem_epilogue=None, copy_bounds=None):
+                 smem_epilogue=None, copy_bounds=None, lowering_options=None):
         # Knobs given as numbers are checked here, at the decorator; a name
         # of a constexpr is checked when the kernel is specialized. None:
         # the strategy record's default (tilec.strategy.Strategy).
@@ -69,6 +69,12 @@ class JITFunction:
         self.num_stages = num_stages
         self.smem_epilogue = smem_epilogue
         self.copy_bounds = copy_bounds
+        # More tile-to-nvvm options ("warp-blocks=true"), or the name of a
+        # constexpr holding them (a per-variant choice of the strategy table).
+        self.lowering_options = "" if lowering_options is None else lowering_options
+        if not isinstance(self.lowering_options, str):
+            raise TypeError(f"{fn.__name__}: lowering_options must be a string, got "
+                            f"{type(self.lowering_options).__name__}")
         self._kernels = {}
         functools.update_wrapper(self, fn)
 
@@ -118,6 +124,7 @@ class JITFunction:
             kernel.smem_epilogue = self._launch_knob("smem_epilogue", self.smem_epilogue, full,
                                                      compiler.check_flag)
             kernel.copy_bounds = self._copy_bounds(full)
+            kernel.lowering_options = self._lowering_options(full)
             self._kernels[key] = kernel
         return kernel
 
@@ -147,6 +154,17 @@ class JITFunction:
                                  f"{compiler.COPY_BOUNDS}, got {value!r}")
         return value
 
+    def _lowering_options(self, constexprs):
+        """`lowering_options` is the name of a constexpr holding them, or the
+        options themselves."""
+        value = self.lowering_options
+        if value.isidentifier() and value in constexprs:
+            value = constexprs[value]
+            if not isinstance(value, str):
+                raise TypeError(f"{self.fn.__name__}: lowering_options (the constexpr "
+                                f"{self.lowering_options}) must be a string, got {value!r}")
+        return " ".join(value.split())
+
     def mlir(self, **constexprs):
         return self.specialize(**constexprs).ir
 
@@ -174,6 +192,7 @@ class Kernel:
                               else _DEFAULT.smem_epilogue)
         self.copy_bounds = (jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS
                             else _DEFAULT.copy_bounds)
+        self.lowering_options = _DEFAULT.lowering_options
         self._compiled = {}
         self._launchers = {}
         self._mask = None
@@ -211,7 +230,8 @@ class Kernel:
     @property
     def strategy(self):
         """This kernel's own strategy record (tilec.strategy.Strategy)."""
-        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds)
+        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds,
+                        self.lowering_options)
 
     def build_options(self):
         """The canonical form (Strategy.key()) of this kernel's own knobs."""
@@ -397,7 +417,7 @@ def _check_buffer(what, dtype, value, cpu):
 
 
 def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stages=None,
-        smem_epilogue=None, copy_bounds=None):
+        smem_epilogue=None, copy_bounds=None, lowering_options=None):
     """Marks a tile-language kernel.
 
     grid: up to three grid expressions over the kernel's integer parameters
@@ -419,13 +439,16 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stag
       (each 16-byte chunk copies 16 or 0 bytes by its row, no branch),
       "tile" (one test per tile branches to unchecked or checked copies) or
       "chunk" (every chunk checked), or the name of a constexpr holding one.
+    lowering_options: more tile-to-nvvm pipeline options, e.g.
+      "warp-blocks=true" (tilec.strategy.Strategy.lowering_options), or the
+      name of a constexpr holding them (default none).
     A knob left out (None) takes the strategy record's default
     (tilec.strategy.Strategy: 4 warps, 2 stages, smem_epilogue, "row").
     """
     def wrap(f):
         return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps,
                            num_stages=num_stages, smem_epilogue=smem_epilogue,
-                           copy_bounds=copy_bounds)
+                           copy_bounds=copy_bounds, lowering_options=lowering_options)
 
     return wrap(fn) if fn is not None else wrap
 
