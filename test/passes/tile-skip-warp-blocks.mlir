@@ -2,6 +2,7 @@
 // RUN: tile-opt %s -split-input-file -tile-optimize -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -tile-skip-warp-blocks=full-warps=true 2>&1 | FileCheck %s --check-prefix=FULL
 // RUN: tile-opt %s -split-input-file -tile-optimize -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -tile-skip-warp-blocks -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=NVVM
 // RUN: tile-opt %s -split-input-file -tile-optimize -tile-pipeline=stages=1 -tile-partition-warps -tile-allocate-shared -tile-insert-waits -tile-skip-warp-blocks 2>&1 | FileCheck %s --check-prefix=STAGES1
+// RUN: not tile-opt %S/Inputs/warp-id-cpu.mlir -convert-tile-to-cpu 2>&1 | FileCheck %s --check-prefix=CPU
 
 // tile-skip-warp-blocks on a causal sliding window (query i sees keys
 // i - w .. i), 64 query rows over 4 warps (16 rows each), 32-key blocks:
@@ -17,6 +18,8 @@
 //  - full-warps=true adds the unmasked body for warps that see every key.
 // The lowering branches on a warp vote (NVVM). Under stages=1 a barrier sits
 // between the two dots: the loop is left as it is, with a remark (STAGES1).
+// The CPU lowering, where a program is one thread, refuses tile.warp_id (CPU).
+// CPU: error: 'tile.warp_id' op exists only on layout-assigned GPU IR
 
 // CHECK-LABEL: func.func @causal_window
 // CHECK:         %[[W:.*]] = tile.warp_id : i32

@@ -271,3 +271,24 @@ def test_warp_branches_match_the_mask(sq, sk, left, right, causal, block_m, bloc
         # Row blocks 2 and 3 span 6 blocks of 64 keys; in the first and the last, 2 of 4 warps
         # see nothing (row blocks 0-1 start at key 0: their first block is not cut).
         assert skipped >= 2 * 2 * 2, skipped
+
+
+def test_causal_windows_take_warp_blocks():
+    """flash_attn_func's causal windows compile with warp-blocks=true; dense,
+    causal and (l, r) windows without; a config that sets warp-blocks itself
+    (the tuner's warp-blocks=false) keeps it; the kernel's strategy carries it."""
+    from tilec import strategy
+
+    def opts(causal, window):
+        return strategy.flash_fwd_config("sm_80", "bfloat16", 128, causal, window).lowering_options.split()
+    assert opts(True, True) == ["warp-blocks=true"]
+    assert opts(False, True) == [] and opts(True, False) == [] and opts(False, False) == []
+    off = FlashConfig(128, 64, 4, 2, False, lowering_options="warp-blocks=false")
+    assert strategy.with_mask_options(off, True, True) == off
+    cfg = strategy.flash_fwd_config("sm_80", "bfloat16", 128, True, True)
+    kernel = fa.flash_fwd_kernel().specialize(DTYPE=tl.bfloat16, HEAD_DIM=128, CAUSAL=True, WINDOW=True,
+                                              **cfg.constexprs())
+    assert kernel.strategy.lowering_options == "warp-blocks=true"
+    assert "warp-blocks=true" in kernel.build_options()
+    kernel, config = fa._select("bfloat16", 128, True, True, False, False)
+    assert kernel.strategy == config.strategy and "warp-blocks=true" in config.lowering_options
