@@ -228,11 +228,22 @@ CASES = [
 @pytest.mark.parametrize("block_m,block_n,num_warps", [(128, 64, 4), (64, 64, 4), (128, 32, 4)])
 @pytest.mark.parametrize("sq,sk,left,right,causal", CASES)
 def test_warp_branches_match_the_mask(sq, sk, left, right, causal, block_m, block_n, num_warps, full):
+    check_kernel(sq, sk, left, right, causal, block_m, block_n, num_warps, full)
+
+
+@needs_compiler
+@pytest.mark.parametrize("sq,sk,left,right,causal", [CASES[2], CASES[5], CASES[8]])
+def test_warp_branches_with_softcap_and_alibi(sq, sk, left, right, causal):
+    """The same with the scores' other switches (their ops move under the branch too)."""
+    check_kernel(sq, sk, left, right, causal, 128, 64, 4, False, SOFTCAP=True, ALIBI=True)
+
+
+def check_kernel(sq, sk, left, right, causal, block_m, block_n, num_warps, full, **switches):
     causal_k, window_k, left_k, right_k = fa._mask_mode(causal, left, right, sq, sk, None)
     cfg = FlashConfig(block_m, block_n, num_warps, 2, False)
     kernel = fa.flash_fwd_kernel().specialize(
-        DTYPE=tl.bfloat16, HEAD_DIM=64, CAUSAL=causal_k, WINDOW=window_k, SOFTCAP=False, ALIBI=False,
-        VARLEN=False, **cfg.constexprs())
+        DTYPE=tl.bfloat16, HEAD_DIM=64, CAUSAL=causal_k, WINDOW=window_k,
+        **{"SOFTCAP": False, "ALIBI": False, **switches}, VARLEN=False, **cfg.constexprs())
     text = compiler.run_pipeline(kernel.ir, PIPELINE.format(w=num_warps, s=2, full=str(full).lower()))
     assert "tile.warp_id" in text, "tile-skip-warp-blocks left the kernel as it was"
     names = re.search(r"tile\.arg_names = \[([^\]]*)\]", text).group(1)
@@ -241,21 +252,24 @@ def test_warp_branches_match_the_mask(sq, sk, left, right, causal, block_m, bloc
             dict(seqlen_q=sq, seqlen_k=sk, window_left=left_k, window_right=right_k, num_heads=1,
                  batch=1, kv_group=1).items()}
     rows_per_warp = block_m // num_warps
+    nb = -(-sk // block_n)
+    # Causal ALiBi runs its key blocks from the last down (flash_fwd's REVERSED).
+    block_of = (lambda j: nb - 1 - j) if causal_k and switches.get("ALIBI") else (lambda j: j)
     skipped = taken = 0
     for pid in range(-(-sq // block_m)):
         found, ranges = analyse(text, args, pid, num_warps, rows_per_warp)
         # Blocks the loops run, in order and adjacent, cover every visible key.
         ran = set()
         for lb, ub in ranges:
-            ran |= set(range(lb, ub))
+            ran |= {block_of(j) for j in range(lb, ub)}
         rows = np.arange(pid * block_m, (pid + 1) * block_m)
-        for jb in range(-(-sk // block_n)):
+        for jb in range(nb):
             cols = np.arange(jb * block_n, (jb + 1) * block_n)
             if visible(sq, sk, left_k if window_k else sk, right_k, rows, cols).any():
                 assert jb in ran, f"pid {pid}: block {jb} has visible keys but no loop runs it"
         for j, w, mask in found:
             wrows = np.arange(pid * block_m + w * rows_per_warp, pid * block_m + (w + 1) * rows_per_warp)
-            cols = np.arange(j * block_n, (j + 1) * block_n)
+            cols = np.arange(block_of(j) * block_n, (block_of(j) + 1) * block_n)
             truth = visible(sq, sk, left_k if window_k else sk, right_k, wrows, cols)
             real = (wrows < sq)[:, None] & (cols < sk)[None, :]
             if mask is None:
