@@ -45,6 +45,7 @@ WINDOW_CANDIDATES = [
     # warp-blocks=true by default, strategy.with_mask_options): off, with the
     # unmasked body for warps that see every key, without the pruned tests.
     (128, 64, 4, 2, False, "row", "warp-blocks=false"),
+    (128, 64, 4, 2, False, "row", "warp-blocks=true"),  # the causal default; ON for (l, r) windows
     (128, 64, 4, 2, False, "row", "warp-blocks=true full-warps=true"),
     (128, 64, 4, 2, False, "row", "warp-blocks=true warp-prune-tests=false"),
     (64, 64, 4, 2, True),
