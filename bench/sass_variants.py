@@ -30,6 +30,8 @@ def main(argv=None):
     p.add_argument("--arch", default="sm_90a")
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--dump", default=None, help="folder to write the .ptx and .sass into")
+    p.add_argument("--lowering-options", default=None,
+                   help="tile-to-nvvm options added to the config's (e.g. warp-blocks=true)")
     args = p.parse_args(argv)
     from tilec import compiler, strategy
     from tilec import language as tl
@@ -44,6 +46,9 @@ def main(argv=None):
     else:
         cfg = strategy.flash_fwd_config("sm_80", "bfloat16", args.head_dim, "causal" in sw,
                                         "window" in sw, "softcap" in sw, "alibi" in sw)
+    if args.lowering_options is not None:
+        from dataclasses import replace
+        cfg = replace(cfg, lowering_options=args.lowering_options)
     kernel = flash_fwd_kernel().specialize(
         DTYPE=tl.bfloat16, HEAD_DIM=args.head_dim, CAUSAL="causal" in sw, WINDOW="window" in sw,
         SOFTCAP="softcap" in sw, ALIBI="alibi" in sw, VARLEN="varlen" in sw, **cfg.constexprs())

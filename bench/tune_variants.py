@@ -41,6 +41,13 @@ CANDIDATES = [
 # keys (18 blocks of 64 for w = 1024, 1.125x the window's 16); 64 rows span
 # w + 64 (17 blocks, 1.0625x) but give each K/V tile half the rows.
 WINDOW_CANDIDATES = [
+    # tile-skip-warp-blocks' A/B on the table's blocks (causal windows take
+    # warp-blocks=true by default, strategy.with_mask_options): off, with the
+    # unmasked body for warps that see every key, without the pruned tests.
+    (128, 64, 4, 2, False, "row", "warp-blocks=false"),
+    (128, 64, 4, 2, False, "row", "warp-blocks=true"),  # the causal default; ON for (l, r) windows
+    (128, 64, 4, 2, False, "row", "warp-blocks=true full-warps=true"),
+    (128, 64, 4, 2, False, "row", "warp-blocks=true warp-prune-tests=false"),
     (64, 64, 4, 2, True),
     (64, 64, 4, 1, False),
     (128, 64, 4, 1, False),
@@ -103,6 +110,7 @@ def main():
 
     def build(cfg, opts, seqlen):
         f = flags(opts, seqlen)
+        cfg = strategy.with_mask_options(cfg, f["causal"], f["window"])  # as flash_attn_func's
         kernel = fa.flash_fwd_kernel().specialize(
             DTYPE=tilec.language.bfloat16, HEAD_DIM=d, CAUSAL=f["causal"], WINDOW=f["window"],
             SOFTCAP=f["softcap"], ALIBI=f["alibi"], VARLEN=False, **cfg.constexprs())

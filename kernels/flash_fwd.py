@@ -133,6 +133,7 @@ def dropout_keep(seed, rng_offset, dropout_p, bh, rows, cols, max_q, max_k):
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "num_heads", "batch"), name=_name, num_warps="NUM_WARPS",
            num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE", copy_bounds="COPY_BOUNDS",
+           lowering_options="LOWERING_OPTIONS",
            variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM", "causal": "CAUSAL", "window": "WINDOW",
                     "softcap": "SOFTCAP", "alibi": "ALIBI", "varlen": "VARLEN", "block_m": "BLOCK_M"})
 def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DTYPE),
@@ -160,7 +161,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               PROBS_BLOCK_N: tl.constexpr = 64,
               BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
-              SMEM_EPILOGUE: tl.constexpr = _S.smem_epilogue, COPY_BOUNDS: tl.constexpr = _S.copy_bounds):
+              SMEM_EPILOGUE: tl.constexpr = _S.smem_epilogue, COPY_BOUNDS: tl.constexpr = _S.copy_bounds,
+              LOWERING_OPTIONS: tl.constexpr = _S.lowering_options):
     tl.assume(scale > 0)  # FA2's scale folding needs it; flash_attn_func maps scale <= 0 onto it
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701 (it then folds into exp2's constant like the scale)
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)

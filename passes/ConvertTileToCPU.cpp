@@ -161,6 +161,9 @@ LogicalResult KernelLowering::lower(Operation *op) {
     pid.replaceAllUsesWith(gridArgs[pid.getAxis()]);
   } else if (auto np = dyn_cast<tile::NumProgramsOp>(op)) {
     np.replaceAllUsesWith(gridArgs[3 + np.getAxis()]);
+  } else if (auto warp = dyn_cast<tile::WarpIdOp>(op)) {
+    return warp.emitOpError("exists only on layout-assigned GPU IR (a program runs as one thread "
+                            "on the CPU): run tile-skip-warp-blocks in the GPU pipeline only");
   } else if (auto add = dyn_cast<tile::AddPtrOp>(op)) {
     auto it = ptrs.find(add.getPtr());
     if (it == ptrs.end())

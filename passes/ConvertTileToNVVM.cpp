@@ -74,6 +74,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     mapping.map(pid.getResult(), v);
     return success();
   }
+  if (auto warp = dyn_cast<WarpIdOp>(op)) {
+    mapping.map(warp.getResult(), warpId);
+    return success();
+  }
   if (auto num = dyn_cast<NumProgramsOp>(op)) {
     mapping.map(num.getResult(), target.gridDim(b, num.getAxis()));
     return success();

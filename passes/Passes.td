@@ -85,6 +85,49 @@ def TileAllocateShared : Pass<"tile-allocate-shared", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tile::TileDialect"];
 }
 
+def TileSkipWarpBlocks : Pass<"tile-skip-warp-blocks", "mlir::ModuleOp"> {
+  let summary = "in a masked K/V block, a warp whose rows see none of its keys skips its compute";
+  let description = [{
+    Runs on layout-assigned IR after tile-insert-waits, on the loops
+    tile-split-masked-loops marked `#tile<blocks partial>` whose one -inf
+    mask is a conjunction of affine comparisons (its closed form). Under
+    split-Q a warp's scores, softmax and P·V touch only its own registers
+    and rows; the K/V copies, waits and barriers are the program's. The
+    pass bounds each comparison E <= 0 over the elements one warp holds (the
+    mask's layout: warp w's coordinates lie in off(w) + [0, span], off the
+    XOR of w's warp bases, span the OR of the register and lane bits, which
+    must not overlap the warp bits) and branches, per iteration and warp:
+      - some comparison false on all of the warp's elements: the block is
+        empty for the warp; it passes its carried values (running max, sum,
+        accumulator) through unchanged, as tile-split-masked-loops skips an
+        empty block (an update with only -inf scores leaves them as they
+        are). The copies and barriers still run.
+      - a loop that tests comparisons of both signs in the loop variable (a
+        window's right range) and whose negative ones hold on all of the
+        warp's elements (the window's left edge is far, the usual case):
+        the body that tests the positive ones only.
+      - `full-warps`: every tested comparison true on the warp's elements:
+        the unmasked body.
+      - else the loop's body as it was.
+    The compute moved under the branch is the backward slice of the loop's
+    register-tile results; it must be free of memory effects and shared
+    memory (no tile.smem: a conversion through shared memory has barriers),
+    and every copy, wait and barrier of the body must come before it (the
+    ring schedule, stages=2). A loop that does not fit is left as it is,
+    with a remark saying why.
+  }];
+  let options = [
+    Option<"pruneTests", "prune-tests", "bool", /*default=*/"true",
+           "give warps inside a window's left edge the body that tests only the "
+           "right-hand comparisons (one more copy of the body in the right range)">,
+    Option<"fullWarps", "full-warps", "bool", /*default=*/"false",
+           "also give warps whose rows see every key of a masked block the "
+           "unmasked body (one more copy of the body per masked loop)">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::tile::TileDialect"];
+}
+
 def TileInsertWaits : Pass<"tile-insert-waits", "mlir::ModuleOp"> {
   let summary = "place the cp.async commits, waits and barriers shared tiles need";
   let description = [{

@@ -65,6 +65,11 @@ inline constexpr llvm::StringLiteral kSoftmaxFallbackAttr = "tile.softmax_fallba
 /// most rows; convert-tile-to-nvvm skips it in warps where every factor is 1.
 inline constexpr llvm::StringLiteral kSkipUnitRescaleAttr = "tile.skip_unit_rescale";
 
+/// Unit, on an scf.if whose condition is the same in every lane of a warp
+/// (tile-skip-warp-blocks' per-warp branches): convert-tile-to-nvvm branches
+/// on a warp vote of it, which ptxas knows is uniform.
+inline constexpr llvm::StringLiteral kWarpUniformAttrName = "tile.warp_uniform";
+
 // --- set by tile-allocate-shared, read by convert-tile-to-nvvm -------------
 //
 // Where each shared-memory tile lives (passes/AllocateShared.cpp; which ops

@@ -32,6 +32,20 @@ def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
   let assemblyFormat = "$axis attr-dict `:` type($result)";
 }
 
+def Tile_WarpIdOp : Tile_Op<"warp_id", [Pure]> {
+  let summary = "index of the running warp within its program";
+  let description = [{
+    Returns which warp of the program runs this op (0 .. num_warps - 1), the
+    index the `warp` bases of a `#tile.linear` layout are read with. It only
+    means something on layout-assigned IR (after tile-partition-warps), where
+    the passes that make a warp's control flow its own create it
+    (tile-skip-warp-blocks); the CPU pipeline refuses it.
+    Example: `%w = tile.warp_id : i32`.
+  }];
+  let results = (outs I32:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Index tiles and shape plumbing
 //===----------------------------------------------------------------------===//

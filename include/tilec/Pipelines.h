@@ -32,6 +32,20 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                           "in warps whose factors are all 1, where O holds "
                                           ">= 128 f32 registers per thread"),
                            llvm::cl::init(true)};
+  Option<bool> warpBlocks{*this, "warp-blocks",
+                          llvm::cl::desc("per warp, skip the compute of masked K/V blocks the "
+                                         "warp's rows see nothing of and test only the "
+                                         "comparisons that can cut its rows "
+                                         "(tile-skip-warp-blocks)"),
+                          llvm::cl::init(false)};
+  Option<bool> warpPruneTests{*this, "warp-prune-tests",
+                              llvm::cl::desc("with warp-blocks: warps inside a window's left "
+                                             "edge test only the right-hand comparisons"),
+                              llvm::cl::init(true)};
+  Option<bool> fullWarps{*this, "full-warps",
+                         llvm::cl::desc("with warp-blocks: warps whose rows see every key of a "
+                                        "masked block take the unmasked body"),
+                         llvm::cl::init(false)};
   Option<std::string> copyBounds{*this, "copy-bounds",
                                  llvm::cl::desc("bounds of global->shared copies: chunk, tile "
                                                 "or row (see convert-tile-to-nvvm)"),

@@ -247,7 +247,10 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
       types.push_back(result.getType());
   }
   bool hasElse = !op.getElseRegion().empty();
-  auto newIf = scf::IfOp::create(b, types, scalar(op.getCondition()), hasElse);
+  Value cond = scalar(op.getCondition());
+  if (op->hasAttr(tilec::kWarpUniformAttrName))
+    cond = target.voteAny(b, cond); // the same in every lane: say so to ptxas
+  auto newIf = scf::IfOp::create(b, types, cond, hasElse);
   for (auto [oldRegion, newRegion] :
        {std::pair{&op.getThenRegion(), &newIf.getThenRegion()}, {&op.getElseRegion(), &newIf.getElseRegion()}}) {
     if (oldRegion->empty())

@@ -47,6 +47,14 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   TileInsertWaitsOptions waits;
   waits.earlyRefill = options.earlyRefill;
   pm.addPass(createTileInsertWaits(waits));
+  // a masked block's compute, per warp: skipped where the warp's rows see
+  // none of its keys, fewer comparisons where the window's far edge holds.
+  if (options.warpBlocks) {
+    TileSkipWarpBlocksOptions warpBlocks;
+    warpBlocks.fullWarps = options.fullWarps;
+    warpBlocks.pruneTests = options.warpPruneTests;
+    pm.addPass(createTileSkipWarpBlocks(warpBlocks));
+  }
   // layouts -> nvvm: per-thread registers, mma.sync, ldmatrix, cp.async.
   ConvertTileToNVVMOptions lowering;
   lowering.arch = options.arch;

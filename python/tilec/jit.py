@@ -47,7 +47,8 @@ class JITFunction:
     of constexprs is a different kernel."""
 
     def __init__(self, fn, grid, name=None, variant=None, num_warps=None, num_stages=None,
-                 smem_epilogue=None, copy_bounds=None, early_refill=None):
+                 smem_epilogue=None, copy_bounds=None, early_refill=None,
+                 lowering_options=None):
         # Knobs given as numbers are checked here, at the decorator; a name
         # of a constexpr is checked when the kernel is specialized. None:
         # the strategy record's default (tilec.strategy.Strategy).
@@ -73,6 +74,12 @@ class JITFunction:
         self.smem_epilogue = smem_epilogue
         self.copy_bounds = copy_bounds
         self.early_refill = early_refill
+        # More tile-to-nvvm options ("warp-blocks=true"), or the name of a
+        # constexpr holding them (a per-variant choice of the strategy table).
+        self.lowering_options = "" if lowering_options is None else lowering_options
+        if not isinstance(self.lowering_options, str):
+            raise TypeError(f"{fn.__name__}: lowering_options must be a string, got "
+                            f"{type(self.lowering_options).__name__}")
         self._kernels = {}
         functools.update_wrapper(self, fn)
 
@@ -124,6 +131,7 @@ class JITFunction:
             kernel.copy_bounds = self._copy_bounds(full)
             kernel.early_refill = self._launch_knob("early_refill", self.early_refill, full,
                                                     compiler.check_flag)
+            kernel.lowering_options = self._lowering_options(full)
             self._kernels[key] = kernel
         return kernel
 
@@ -153,6 +161,17 @@ class JITFunction:
                                  f"{compiler.COPY_BOUNDS}, got {value!r}")
         return value
 
+    def _lowering_options(self, constexprs):
+        """`lowering_options` is the name of a constexpr holding them, or the
+        options themselves."""
+        value = self.lowering_options
+        if value.isidentifier() and value in constexprs:
+            value = constexprs[value]
+            if not isinstance(value, str):
+                raise TypeError(f"{self.fn.__name__}: lowering_options (the constexpr "
+                                f"{self.lowering_options}) must be a string, got {value!r}")
+        return " ".join(value.split())
+
     def mlir(self, **constexprs):
         return self.specialize(**constexprs).ir
 
@@ -181,6 +200,7 @@ class Kernel:
         self.copy_bounds = (jit_fn.copy_bounds if jit_fn.copy_bounds in compiler.COPY_BOUNDS
                             else _DEFAULT.copy_bounds)
         self.early_refill = getattr(jit_fn, "early_refill", False) is True
+        self.lowering_options = _DEFAULT.lowering_options
         self._compiled = {}
         self._launchers = {}
         self._mask = None
@@ -218,9 +238,10 @@ class Kernel:
     @property
     def strategy(self):
         """This kernel's own strategy record (tilec.strategy.Strategy);
-        early_refill is the lowering option early-refill=true."""
-        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds,
-                        "early-refill=true" if self.early_refill else "")
+        early_refill adds the lowering option early-refill=true."""
+        opts = " ".join(o for o in (self.lowering_options,
+                                    "early-refill=true" if self.early_refill else "") if o)
+        return Strategy(self.num_warps, self.num_stages, self.smem_epilogue, self.copy_bounds, opts)
 
     def build_options(self):
         """The canonical form (Strategy.key()) of this kernel's own knobs."""
@@ -406,7 +427,8 @@ def _check_buffer(what, dtype, value, cpu):
 
 
 def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stages=None,
-        smem_epilogue=None, copy_bounds=None, early_refill=None):
+        smem_epilogue=None, copy_bounds=None, early_refill=None,
+        lowering_options=None):
     """Marks a tile-language kernel.
 
     grid: up to three grid expressions over the kernel's integer parameters
@@ -433,13 +455,17 @@ def jit(fn=None, *, grid=None, name=None, variant=None, num_warps=None, num_stag
       wait (tile-insert-waits early-refill; a bool or the name of a
       constexpr; default False). The decode kernels take it as EARLY_REFILL
       (flash_decode.EARLY_REFILL, off: measured no faster on an H200).
+    lowering_options: more tile-to-nvvm pipeline options, e.g.
+      "warp-blocks=true" (tilec.strategy.Strategy.lowering_options), or the
+      name of a constexpr holding them (default none).
     A knob left out (None) takes the strategy record's default
     (tilec.strategy.Strategy: 4 warps, 2 stages, smem_epilogue, "row").
     """
     def wrap(f):
         return JITFunction(f, grid=grid, name=name, variant=variant, num_warps=num_warps,
                            num_stages=num_stages, smem_epilogue=smem_epilogue,
-                           copy_bounds=copy_bounds, early_refill=early_refill)
+                           copy_bounds=copy_bounds, early_refill=early_refill,
+                           lowering_options=lowering_options)
 
     return wrap(fn) if fn is not None else wrap
 

@@ -11,6 +11,7 @@ bounded too: d64 non-causal spills there, outside its loops."""
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -106,8 +107,9 @@ def test_backward_d128_kernels_spill_little(causal):
             assert spills <= bound, f"{kernel.name} on {gpu}: {spills} bytes of spills"
 
 
-@pytest.mark.parametrize("switches", [dict(WINDOW=True), dict(CAUSAL=True, SOFTCAP=True, ALIBI=True)],
-                         ids=["window", "causal-softcap-alibi"])
+@pytest.mark.parametrize("switches", [dict(WINDOW=True), dict(CAUSAL=True, WINDOW=True),
+                                      dict(CAUSAL=True, SOFTCAP=True, ALIBI=True)],
+                         ids=["window", "causal-window", "causal-softcap-alibi"])
 def test_d128_variants_spill_budget(switches):
     """The head_dim-128 variants take the dense table's 4-warp config, which
     spills 24-252 bytes (stores + loads, ptxas 13.0) with them and still measured 12-23% faster than the
@@ -118,17 +120,21 @@ def test_d128_variants_spill_budget(switches):
                                        window=switches.get("WINDOW", False),
                                        softcap=switches.get("SOFTCAP", False),
                                        alibi=switches.get("ALIBI", False))
-    assert config == strategy.TABLE[("sm_80", 128, switches.get("CAUSAL", False))]
+    # The table's blocks; windows add tile-skip-warp-blocks (warp-blocks=true).
+    assert replace(config, lowering_options="") == strategy.TABLE[("sm_80", 128, switches.get("CAUSAL", False))]
+    causal_window = switches.get("WINDOW", False) and switches.get("CAUSAL", False)
+    assert ("warp-blocks=true" in config.lowering_options.split()) == causal_window
     kernel = flash_fwd_kernel().specialize(DTYPE=tl.float16, HEAD_DIM=128, **switches,
                                            **config.constexprs())
-    [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
-                                num_warps=config.num_warps, num_stages=config.num_stages,
-                                smem_epilogue=config.smem_epilogue, copy_bounds=config.copy_bounds)
+    assert kernel.strategy == config.strategy
+    [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80", strategy=kernel.strategy)
     if not result["cubin"]:
         pytest.skip("ptxas (CUDA toolkit) not found: no register report")
     match = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", result["ptxas_log"])
     assert match, result["ptxas_log"]
     assert int(match.group(1)) + int(match.group(2)) <= 512, result["ptxas_log"]
+    if causal_window:  # with tile-skip-warp-blocks none (8/24 bytes without, ptxas 13.0)
+        assert int(match.group(1)) + int(match.group(2)) == 0, result["ptxas_log"]
 
 
 @pytest.mark.parametrize("causal", [False, True])
