@@ -380,8 +380,11 @@ def test_bad_input_is_refused_before_launch(call, error, match, monkeypatch):
         raise AssertionError("launched despite bad input")
 
     monkeypatch.setattr(fa, "_launch", no_launch)
-    with pytest.raises(error, match=match):
+    with pytest.raises(error, match=match) as raised:
         call()
+    # Also a RuntimeError, the class flash_attn's C++ checks (TORCH_CHECK)
+    # raise: code written against flash_attn catches that.
+    assert isinstance(raised.value, RuntimeError) and isinstance(raised.value, tilec.TilecError)
 
 
 def test_cu_seqlens_on_another_device_is_refused(monkeypatch):
