@@ -22,7 +22,7 @@ from .jit import JITFunction, Kernel, jit
 from .runtime_support import gpu_status
 from .flash_attn import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
                          flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
-                         flash_attn_varlen_qkvpacked_func)
+                         flash_attn_varlen_qkvpacked_func, check_errors)
 from .flex import flex_attention
 from .flash_decode import flash_attn_combine, flash_attn_with_kvcache
 
@@ -32,4 +32,4 @@ __all__ = ["jit", "JITFunction", "Kernel", "CompilationError", "language", "flas
            "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
            "flash_attn_with_kvcache", "flash_attn_combine", "flex_attention", "gpu_status",
-           "TilecError", "TilecValueError", "TilecTypeError"]
+           "TilecError", "TilecValueError", "TilecTypeError", "check_errors"]

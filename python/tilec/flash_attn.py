@@ -451,6 +451,8 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
             so[0], so[1], so[2], sl[0], sl[1], scale,
             left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
             cu_q, cu_k, used, int(use_seqused))
+    if varlen:  # the VARLEN kernel's error record and row counts
+        args += (_sequence_errors(q, batch)[1], q.shape[0], k.shape[0])
     if dropout is not None:  # the DROPOUT kernel's extra parameters
         args += tuple(dropout)
     if return_probs:
@@ -562,6 +564,9 @@ def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, so
     return o, lse
 
 
+_CUDA_KEYS = []  # "cuda:N" by device index (_SEQUENCE_BUFFERS' keys)
+
+
 def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                           cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k):
     """The common varlen GPU call in O(1), as _gpu_fast_path: q (total_q, hq,
@@ -622,6 +627,13 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
         return None
     causal, window, left, right = _mask_mode(causal, window_left, window_right, max_seqlen_q,
                                              max_seqlen_k, None)
+    errors = _SEQUENCE_BUFFERS.get(_CUDA_KEYS[device]) if device < len(_CUDA_KEYS) else None
+    if errors is None or errors[2] < batch:
+        while len(_CUDA_KEYS) <= device:
+            _CUDA_KEYS.append(f"cuda:{len(_CUDA_KEYS)}")
+        errors = _sequence_errors(q, batch, _CUDA_KEYS[device])
+    if errors[0][0]:  # an earlier call's kernel found bad values
+        _raise_sequence_errors("flash_attn_varlen_func")
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
@@ -634,7 +646,8 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
             sq[0], sq[0], sq[1], sk[0], sk[0], sk[1], sv[0], sv[0], sv[1],
             row, row, head_dim, 1, total_q, scale,
             left, right, softcap if softcap > 0 else 1.0, slopes, 0, cu_seqlens_q, cu_seqlens_k,
-            ints if seqused_k is None else seqused_k, int(seqused_k is not None))
+            ints if seqused_k is None else seqused_k, int(seqused_k is not None),
+            errors[1], total_q, total_k)
     from . import runtime
 
     launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, True, device)]
@@ -710,6 +723,87 @@ def _capturing():
 # out of bounds, as with flash_attn. Never while a CUDA graph is captured.
 CHECK_CUDA_VARLEN_VALUES = False
 
+# Without that check, the VARLEN kernel checks each sequence's values itself
+# (kernels/flash_fwd.py sequence_error): a program of a bad sequence touches
+# nothing outside q/k/out, writes an error record into a host buffer (pinned
+# memory on the GPU, mapped into the device's address space) and exits. The
+# host looks at the buffer's flag word before each varlen call -- one read of
+# host memory, no synchronization -- and, when it is set, raises the first
+# bad sequence's record (the kernel that wrote it has finished by then, or is
+# waited for: the error path may synchronize). tilec.check_errors() waits for
+# the device and raises the same. Record codes: v0, v1 as the kernel writes them.
+SEQUENCE_ERRORS = {
+    1: "'cu_seqlens_q' must be non-decreasing, but cu_seqlens_q[{b1}] = {v1} < cu_seqlens_q[{b}] = {v0}",
+    2: "'cu_seqlens_q' ends sequence {b} at {v0}, past the {v1} tokens of 'q'",
+    3: "sequence {b} has {v0} tokens in 'q', more than max_seqlen_q = {v1}",
+    4: "'cu_seqlens_k' must be non-decreasing, but cu_seqlens_k[{b1}] = {v1} < cu_seqlens_k[{b}] = {v0}",
+    5: "'cu_seqlens_k' ends sequence {b} at {v0}, past the {v1} tokens of 'k'",
+    6: "sequence {b} has {v0} tokens in 'k', more than max_seqlen_k = {v1}",
+    7: "seqused_k[{b}] = {v0} is outside 0..{v1} (the keys of sequence {b})",
+    8: "cu_seqlens_q[{b}] = {v0} is negative",
+    9: "cu_seqlens_k[{b}] = {v0} is negative",
+    10: "seqused_k[{b}] = {v0} is more than max_seqlen_k = {v1}",
+}
+_SEQUENCE_BUFFERS = {}  # _device(q) -> [flags and records (numpy view), launch argument, capacity, owner]
+
+
+def _sequence_errors(q, batch, key=None):
+    """The error buffer of q's device (entry of _SEQUENCE_BUFFERS) with room
+    for `batch` records: 4 int32 flag words, then 4 per sequence."""
+    key = key or _device(q)
+    entry = _SEQUENCE_BUFFERS.get(key)
+    if entry is not None and entry[2] >= batch:
+        return entry
+    import numpy as np
+
+    if entry is not None:  # outgrown (rare: capacities double): its kernels must have finished
+        _raise_sequence_errors(_FN, wait=True)
+    capacity = max(64, 1 << max(batch - 1, 0).bit_length())
+    if key.startswith("cuda"):
+        import torch
+
+        try:  # pinned: mapped into every device's address space (UVA), same address
+            owner = torch.zeros(4 + 4 * capacity, dtype=torch.int32, pin_memory=True)
+        except RuntimeError:  # no CUDA driver: tensors posing as CUDA (tests, host_overhead --mock)
+            owner = torch.zeros(4 + 4 * capacity, dtype=torch.int32)
+        view, arg = owner.numpy(), owner.data_ptr()
+    else:
+        owner = view = arg = np.zeros(4 + 4 * capacity, np.int32)
+    entry = _SEQUENCE_BUFFERS[key] = [view, arg, capacity, owner]
+    return entry
+
+
+def _raise_sequence_errors(fn, wait=False):
+    """Raises the first error record a VARLEN kernel left (and clears it);
+    O(1) while there is none. wait: synchronize the devices first."""
+    for key, (view, _, _, _) in list(_SEQUENCE_BUFFERS.items()):
+        if wait and key.startswith("cuda"):
+            sys.modules["torch"].cuda.synchronize(key)  # a CUDA buffer exists: torch is loaded
+        if not view[0]:
+            continue
+        if key.startswith("cuda"):
+            sys.modules["torch"].cuda.synchronize(key)  # the record may land after the flag
+        records = view[4:].reshape(-1, 4)
+        bad = records[:, 3] != 0
+        message = "bad sequence values (the record was not found)"
+        if bad.any():
+            b = int(bad.argmax())
+            code, v0, v1 = (int(x) for x in records[b, :3])
+            message = SEQUENCE_ERRORS.get(code, "error code {code}").format(b=b, b1=b + 1, v0=v0,
+                                                                              v1=v1, code=code)
+        view[:] = 0
+        raise TilecValueError(f"{fn}: an earlier varlen call on {key} had bad values, found by "
+                              f"its kernel: {message} (that sequence's output was not computed)")
+
+
+def check_errors():
+    """Waits for the GPU and raises the first error a varlen kernel found in
+    its cu_seqlens / seqused_k values since the last check (a TilecValueError
+    naming the sequence and the values); returns None when there was none.
+    The next varlen call checks too, without waiting. (Values of CUDA tensors
+    are not read on the host unless flash_attn.CHECK_CUDA_VARLEN_VALUES.)"""
+    _raise_sequence_errors("tilec.check_errors", wait=True)
+
 
 def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
                          max_seqlen_q, max_seqlen_k):
@@ -758,6 +852,7 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
     softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
                              batch, heads, q)
     scale = _scale(fn, softmax_scale, head_dim)
+    _raise_sequence_errors(fn)
     if not on_gpu or (CHECK_CUDA_VARLEN_VALUES and not _capturing()):
         _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
                              max_seqlen_q, max_seqlen_k)
@@ -1099,4 +1194,4 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
 
 __all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
            "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
-           "flash_attn_varlen_kvpacked_func"]
+           "flash_attn_varlen_kvpacked_func", "check_errors"]

@@ -203,6 +203,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         raise TilecValueError("flash_attn backward: varlen needs cu_seqlens_q, cu_seqlens_k, "
                               "max_seqlen_q and max_seqlen_k")
     dtype = _check_backward(dout, q, k, v, out, lse, varlen)
+    if varlen:  # what an earlier varlen kernel found in its values (flash_attn.SEQUENCE_ERRORS)
+        from .flash_attn import _raise_sequence_errors
+
+        _raise_sequence_errors("flash_attn backward")
     if atomic_dq is None:
         atomic_dq = (not deterministic and fused_applies(q.shape[-1], window_size, softcap,
                                                          alibi_slopes, varlen, dropout_p)

@@ -387,6 +387,64 @@ def test_bad_input_is_refused_before_launch(call, error, match, monkeypatch):
     assert isinstance(raised.value, RuntimeError) and isinstance(raised.value, tilec.TilecError)
 
 
+# --- bad cu_seqlens values found by the kernel (CUDA tensors' values are not
+# read on the host): the CPU runner runs the same in-kernel check -------------
+
+KERNEL_CHECKS = [  # (cu_seqlens_q, cu_seqlens_k, seqused_k, max_q, max_k, bad sequence, message)
+    ([0, 4, 9, 10], [0, 5, 9, 12], None, 6, 6, 2,
+     r"'cu_seqlens_k' ends sequence 2 at 12, past the 10 tokens of 'k'"),
+    ([0, 4, 10, 6], [0, 4, 6, 10], None, 6, 6, 2,
+     r"'cu_seqlens_q' must be non-decreasing, but cu_seqlens_q\[3\] = 6 < cu_seqlens_q\[2\] = 10"),
+    ([0, 4, 6, 9], [0, 4, 6, 10], None, 3, 6, 0, r"sequence 0 has 4 tokens in 'q', more than "
+     r"max_seqlen_q = 3"),
+    ([0, 4, 6, 10], [0, 4, 6, 10], [4, 3, 4], 6, 6, 1,
+     r"seqused_k\[1\] = 3 is outside 0..2 \(the keys of sequence 1\)"),
+    ([0, 4, 6, 10], [-2, 4, 6, 10], None, 6, 6, 0, r"cu_seqlens_k\[0\] = -2 is negative"),
+]
+
+
+@pytest.mark.parametrize("cu_q, cu_k, used, max_q, max_k, bad, match", KERNEL_CHECKS,
+                         ids=[m[6][:30] for m in KERNEL_CHECKS])
+def test_bad_values_are_caught_by_the_kernel(cu_q, cu_k, used, max_q, max_k, bad, match,
+                                             monkeypatch):
+    """With the host's value check off (as for CUDA tensors without
+    CHECK_CUDA_VARLEN_VALUES), the VARLEN kernel finds the bad sequence: its
+    programs touch nothing outside q/k/out (the CPU runner would report an
+    access past a buffer), the other sequences come out right, and the error
+    -- naming the values -- is raised by tilec.check_errors() or the next
+    varlen call, once."""
+    monkeypatch.setattr(fa, "_check_varlen_values", lambda *args: None)
+    for flags, *_ in fa._SEQUENCE_BUFFERS.values():  # nothing left by an earlier test
+        flags[:] = 0
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((10, 2, 64)).astype(np.float16) for _ in range(3))
+    cu_q, cu_k = np.array(cu_q, np.int32), np.array(cu_k, np.int32)
+    used = None if used is None else np.array(used, np.int32)
+
+    def call():
+        return fa._flash_attn_forward(q, k, v, None, False, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                      max_seqlen_q=max_q, max_seqlen_k=max_k, seqused_k=used)[0]
+
+    out = call()  # no error yet: on the GPU the values are only known once the kernel ran
+    for b in range(len(cu_q) - 1):
+        if b != bad:
+            rows = slice(cu_q[b], cu_q[b + 1])
+            ref, _ = attention_varlen(q[rows], k, v, np.array([0, cu_q[b + 1] - cu_q[b]]),
+                                      cu_k[b:b + 2], 1 / math.sqrt(64),
+                                      seqused_k=None if used is None else used[b:b + 1])
+            np.testing.assert_allclose(out[rows].astype(np.float64), ref, atol=2e-3, rtol=2e-3)
+    with pytest.raises(tilec.TilecValueError, match=match):
+        tilec.check_errors()
+    tilec.check_errors()  # reported once
+    call()
+    good = np.array([0, 4, 6, 10], np.int32)
+    with pytest.raises(RuntimeError, match=r"flash_attn_varlen_func: an earlier varlen call on "
+                                           r"numpy had bad values, found by its kernel: " + match):
+        tilec.flash_attn_varlen_func(q, k, v, good, good, 6, 6)
+    tilec.flash_attn_varlen_func(q, k, v, good, good, 6, 6)
+    tilec.check_errors()
+
+
 def test_cu_seqlens_on_another_device_is_refused(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(fa, "_launch", lambda *a, **k: pytest.fail("launched"))
