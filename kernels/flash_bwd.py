@@ -69,6 +69,7 @@ _fwd = kernel_files.load("flash_fwd")
 # The forward's mask, score and dropout helpers.
 alibi_bias, visible, dropout_keep, sequence_bounds = (_fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep,
                                                     _fwd.sequence_bounds)
+sequence_error, report_sequence_error = _fwd.sequence_error, _fwd.report_sequence_error
 
 
 def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, DROPOUT=False, **_):
@@ -163,6 +164,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
                  cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
                  seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+                 err: tl.ptr(tl.int32) if VARLEN else None, total_q: tl.int32 if VARLEN else None,
+                 total_k: tl.int32 if VARLEN else None,
                  dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
                  rng_offset: tl.int64 if DROPOUT else None,
                  DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
@@ -183,6 +186,11 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     bq, bk, diag = b, b, causal_offset
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
+        code, v0, v1 = sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b,
+                                      total_q, total_k, max_q, max_k)
+        if code != 0:  # bad values (the forward reported them too): no access outside the tensors
+            report_sequence_error(err, b, code, v0, v1)
+            return
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
                                                      use_seqused_k, b)
         diag = seqlen_k - seqlen_q
@@ -272,6 +280,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
                    cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
                    seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+                   err: tl.ptr(tl.int32) if VARLEN else None, total_q: tl.int32 if VARLEN else None,
+                   total_k: tl.int32 if VARLEN else None,
                    dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
                    rng_offset: tl.int64 if DROPOUT else None,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
@@ -292,6 +302,11 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     bq, bk, diag = b, b, causal_offset
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
+        code, v0, v1 = sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b,
+                                      total_q, total_k, max_q, max_k)
+        if code != 0:  # bad values (the forward reported them too): no access outside the tensors
+            report_sequence_error(err, b, code, v0, v1)
+            return
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
                                                      use_seqused_k, b)
         diag = seqlen_k - seqlen_q

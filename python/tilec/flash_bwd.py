@@ -296,6 +296,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     used = _dummy(q, "int32") if seqused_k is None else seqused_k
     variant_args = (left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
                     cu_q, cu_k, used, int(seqused_k is not None))
+    if varlen:  # the VARLEN kernels' error record (flash_attn._sequence_errors) and row counts
+        from .flash_attn import _sequence_errors
+
+        variant_args += (_sequence_errors(q, b)[1], q.shape[0], k.shape[0])
     if dropout_p > 0:
         variant_args += (dropout_p, int(rng_state[0]), int(rng_state[1]))
     dq_args = (q, k, v, out, dout, lse, delta, lse2, dq, sq, sk, hq, group, b, offset,
