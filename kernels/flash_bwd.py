@@ -69,7 +69,6 @@ _fwd = kernel_files.load("flash_fwd")
 # The forward's mask, score and dropout helpers.
 alibi_bias, visible, dropout_keep, sequence_bounds = (_fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep,
                                                     _fwd.sequence_bounds)
-sequence_error, report_sequence_error = _fwd.sequence_error, _fwd.report_sequence_error
 
 
 def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, DROPOUT=False, **_):
@@ -186,13 +185,9 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     bq, bk, diag = b, b, causal_offset
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
-        code, v0, v1 = sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b,
-                                      total_q, total_k, max_q, max_k)
-        if code != 0:  # bad values (the forward reported them too): no access outside the tensors
-            report_sequence_error(err, b, code, v0, v1)
-            return
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
-                                                     use_seqused_k, b)
+                                                     use_seqused_k, b, err, total_q, total_k,
+                                                     max_q, max_k)
         diag = seqlen_k - seqlen_q
         if row0 >= seqlen_q:
             return
@@ -302,13 +297,9 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     bq, bk, diag = b, b, causal_offset
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
-        code, v0, v1 = sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b,
-                                      total_q, total_k, max_q, max_k)
-        if code != 0:  # bad values (the forward reported them too): no access outside the tensors
-            report_sequence_error(err, b, code, v0, v1)
-            return
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
-                                                     use_seqused_k, b)
+                                                     use_seqused_k, b, err, total_q, total_k,
+                                                     max_q, max_k)
         diag = seqlen_k - seqlen_q
         if col0 >= seqlen_k:  # past this sequence's keys (the caller zeroed dk, dv)
             return

@@ -111,13 +111,22 @@ def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     return tl.where(mask, s, float("-inf"))
 
 
-def sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b):
+def sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b, err, total_q,
+                    total_k, max_q, max_k):
     """VARLEN's sequence b: (first query row, first key row, seqlen_q,
-    seqlen_k) from cu_seqlens (seqlen_k from seqused_k when given)."""
+    seqlen_k) from cu_seqlens (seqlen_k from seqused_k when given). Values
+    that sequence_error refuses are reported to `err` and give seqlen_q =
+    seqlen_k = 0, so the caller's early exit skips the sequence: nothing
+    outside q/k (total_q/k rows) is touched."""
     bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
     seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
     if use_seqused_k:
         seqlen_k = tl.load(seqused_k + b)
+    code, v0, v1 = sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b,
+                                  total_q, total_k, max_q, max_k)
+    if code != 0:
+        report_sequence_error(err, b, code, v0, v1)
+        seqlen_q, seqlen_k = 0, 0
     return bq, bk, seqlen_q, seqlen_k
 
 
@@ -215,17 +224,12 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
     row0 = pid_m * BLOCK_M
-    bq, bk = b, b                                           # which "batch" row the views start at
-    max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
+    bq, bk, max_q, max_k = b, b, seqlen_q, seqlen_k         # views' "batch" rows; the grid's seqlens
     if VARLEN:  # sequence b: rows cu_seqlens[b]..cu_seqlens[b+1] (the caller passes stride_*b = stride_*s)
-        code, v0, v1 = sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b,
-                                      total_q, total_k, max_q, max_k)
-        if code != 0:                                       # bad values: no access outside q/k
-            report_sequence_error(err, b, code, v0, v1)
-            return
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
-                                                     use_seqused_k, b)
-        if row0 >= seqlen_q:                                # past this sequence's end
+                                                     use_seqused_k, b, err, total_q, total_k,
+                                                     max_q, max_k)
+        if row0 >= seqlen_q:                                # past this sequence's end (or bad values)
             return
     # Views of this (batch, head)'s rows: seqlen x head_dim.
     qv = tl.view(q + (bq * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))

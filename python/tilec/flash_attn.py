@@ -745,6 +745,8 @@ SEQUENCE_ERRORS = {
     10: "seqused_k[{b}] = {v0} is more than max_seqlen_k = {v1}",
 }
 _SEQUENCE_BUFFERS = {}  # _device(q) -> [flags and records (numpy view), launch argument, capacity, owner]
+_RETIRED_BUFFERS = []   # (device, entry) outgrown, never freed: a kernel in flight or a captured
+                        # CUDA graph may still write it; checked as the others
 
 
 def _sequence_errors(q, batch, key=None):
@@ -756,8 +758,8 @@ def _sequence_errors(q, batch, key=None):
         return entry
     import numpy as np
 
-    if entry is not None:  # outgrown (rare: capacities double): its kernels must have finished
-        _raise_sequence_errors(_FN, wait=True)
+    if entry is not None:  # outgrown (rare: capacities double)
+        _RETIRED_BUFFERS.append((key, entry))
     capacity = max(64, 1 << max(batch - 1, 0).bit_length())
     if key.startswith("cuda"):
         import torch
@@ -776,7 +778,7 @@ def _sequence_errors(q, batch, key=None):
 def _raise_sequence_errors(fn, wait=False):
     """Raises the first error record a VARLEN kernel left (and clears it);
     O(1) while there is none. wait: synchronize the devices first."""
-    for key, (view, _, _, _) in list(_SEQUENCE_BUFFERS.items()):
+    for key, (view, _, _, _) in list(_SEQUENCE_BUFFERS.items()) + _RETIRED_BUFFERS:
         if wait and key.startswith("cuda"):
             sys.modules["torch"].cuda.synchronize(key)  # a CUDA buffer exists: torch is loaded
         if not view[0]:

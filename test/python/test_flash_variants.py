@@ -445,6 +445,26 @@ def test_bad_values_are_caught_by_the_kernel(cu_q, cu_k, used, max_q, max_k, bad
     tilec.check_errors()
 
 
+def test_an_outgrown_error_buffer_is_kept_and_still_checked(monkeypatch):
+    """A batch past the buffer's capacity gets a new buffer; the old one stays
+    alive (a kernel in flight or a captured CUDA graph may still write it)
+    and its flag is still looked at."""
+    monkeypatch.setattr(fa, "_SEQUENCE_BUFFERS", {})
+    monkeypatch.setattr(fa, "_RETIRED_BUFFERS", [])
+    q = np.zeros((70, 2, 64), np.float16)
+    for batch in (2, 70):
+        cu = np.arange(batch + 1, dtype=np.int32)
+        tilec.flash_attn_varlen_func(q[:batch], q[:batch], q[:batch], cu, cu, 1, 1)
+    (key, old), = fa._RETIRED_BUFFERS
+    assert key == "numpy" and old[2] == 64 and fa._SEQUENCE_BUFFERS["numpy"][2] == 128
+    old[0][4 + 4:4 + 8] = (3, 9, 1, 1)  # sequence 1's record, as a late kernel would write it
+    old[0][:4] = 1
+    with pytest.raises(RuntimeError, match=r"sequence 1 has 9 tokens in 'q', more than "
+                                           r"max_seqlen_q = 1"):
+        tilec.flash_attn_varlen_func(q[:2], q[:2], q[:2], cu[:3], cu[:3], 1, 1)
+    tilec.check_errors()
+
+
 def test_cu_seqlens_on_another_device_is_refused(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(fa, "_launch", lambda *a, **k: pytest.fail("launched"))
