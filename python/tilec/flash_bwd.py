@@ -310,9 +310,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                  *sl[:2], scale, *variant_args)
     dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
     if on_gpu:
+        tail = len(variant_args) - 9 if varlen else None  # VARLEN's error buffer: this far from the end
         if not atomic_dq:
-            kdq(*dq_args)
-        kdkdv(*dkdv_args)
+            _launch_gpu(kdq, dq_args, None if tail is None else len(dq_args) - tail)
+        _launch_gpu(kdkdv, dkdv_args, None if tail is None else len(dkdv_args) - tail)
     else:
         if not atomic_dq:
             kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
@@ -332,6 +333,20 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def _launch_gpu(kernel, args, err_at=None):
+    """kernel(*args) on the GPU. args[err_at] (VARLEN's error buffer: pinned
+    host memory passed by its address, flash_attn._sequence_errors) is
+    checked as an int32 CUDA placeholder, since the checked call takes only
+    CUDA tensors for pointers; the launch gets the address."""
+    if err_at is None:
+        return kernel(*args)
+    from . import runtime
+    from .flash_attn import _dummy
+
+    device = kernel.check_args(args[:err_at] + (_dummy(args[0], "int32"),) + args[err_at + 1:])
+    runtime.launch_on(device, kernel.launcher(None, device), args, runtime.raw_stream(device))
 
 
 PREPROCESS_BLOCK_M = 64

@@ -480,6 +480,39 @@ def test_gpu_varlen_raises_what_an_earlier_kernel_found(monkeypatch):
     assert len(caught) == 3
 
 
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2])
+def test_gpu_varlen_backward_passes_the_error_buffer_by_address(monkeypatch, dropout_p):
+    """The backward's VARLEN kernels get the pinned error buffer's address
+    (run 6: the checked kernel call refused the int: "argument 'err':
+    expected a torch CUDA tensor of i32, got int"); every other argument is
+    still checked, and the launch gets the forward's buffer."""
+    import sys
+
+    import tilec.jit  # noqa: F401 (tilec.jit is also the decorator's name)
+    from tilec import flash_attn
+    from tilec.flash_bwd import _flash_attn_backward
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    kernel_class = sys.modules["tilec.jit"].Kernel
+    checked = []
+    monkeypatch.setattr(kernel_class, "launcher", lambda self, arch, device: self.name)
+    monkeypatch.setattr(kernel_class, "check_args", lambda self, args: checked.append(args) or 0)
+    cu = cuda(torch.tensor([0, 4, 10], dtype=torch.int32))
+    q, k, v, out, dout = (cuda(torch.randn(10, 2, 64).half()) for _ in range(5))
+    lse = cuda(torch.zeros(2, 10))
+    _flash_attn_backward(dout, q, k, v, out, lse, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                         max_seqlen_q=6, max_seqlen_k=6, dropout_p=dropout_p,
+                         rng_state=(1, 2) if dropout_p else None)
+    (address,) = [entry[1] for entry in flash_attn._SEQUENCE_BUFFERS.values()]
+    assert [name.split("_")[2] for name, _, _ in caught] == ["dq", "dkdv"]
+    for (_, args, _), checked_args in zip(caught, checked):
+        at = [i for i, a in enumerate(args) if a is cu][1] + 3  # after cu_seqlens_k, seqused_k, its flag
+        assert args[at] is address and args[at + 1:at + 3] == (10, 10)
+        placeholder = checked_args[at]  # flash_attn._dummy(q, "int32"): on a GPU an int32 CUDA tensor
+        assert hasattr(placeholder, "shape") and str(placeholder.dtype).endswith("int32")
+        assert all(a is b for i, (a, b) in enumerate(zip(args, checked_args)) if i != at)
+
+
 def check_varlen_against_float64(monkeypatch, device, dtype, causal, window, seqused):
     """flash_attn's varlen forward on sequences of 0, 1, 17, 130 and 300
     tokens (programs past the short ones exit early), GQA 4/2, outputs
