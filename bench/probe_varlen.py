@@ -66,9 +66,12 @@ def config_call(lens, tensors, block_m, block_n, warps):
     cu, q, k, v = tensors
     o, lse = torch.empty_like(q), torch.empty(H, q.shape[0], device="cuda", dtype=torch.float32)
     slopes, ints = torch.zeros(4, device="cuda"), torch.zeros(4, device="cuda", dtype=torch.int32)
+    # The kernel's error record for bad cu_seqlens (flash_attn._sequence_errors; not read here).
+    errors = torch.zeros(4 + 4 * len(lens), device="cuda", dtype=torch.int32)
     s0, row_ = q.stride(0), H * D
     args = (q, k, v, o, lse, max(lens), max(lens), H, len(lens), 1, s0, s0, D, s0, s0, D, s0, s0, D,
-            row_, row_, D, 1, q.shape[0], 1.0 / math.sqrt(D), 0, 0, 1.0, slopes, 0, cu, cu, ints, 0)
+            row_, row_, D, 1, q.shape[0], 1.0 / math.sqrt(D), 0, 0, 1.0, slopes, 0, cu, cu, ints, 0,
+            errors, q.shape[0], k.shape[0])
     return lambda: kernel(*args)
 
 

@@ -20,6 +20,10 @@
 # give an outer time limit at least budget + 120 s (each shard also saves its
 # outcomes after every test, so `python3 bench/upstream/tilec_upstream_plugin.py
 # merge OUT.md REPORT.*.json` works on what a killed run left).
+# TILEC_UPSTREAM_CPU=1 runs the suite on torch CPU tensors through the CPU
+# runner (no GPU needed): the copy's "cuda" devices become "cpu" and the
+# capability probes answer sm_80; with TILEC_UPSTREAM_MAX_SEQLEN=256
+# TILEC_UPSTREAM_PER_FN=10 it is a few-minute sample over every test function.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=${1:-build/upstream/test_flash_attn.py}
@@ -30,11 +34,21 @@ if ! python3 -c "import einops" 2>/dev/null; then
   [ -n "$WHEEL" ] || { echo "error: einops is not installed and no build/upstream/einops-*.whl" >&2; exit 2; }
   EXTRA=":$PWD/$WHEEL"
 fi
-export PYTHONPATH="$PWD/bench/upstream:$PWD/python:$PWD/build-gpu/python$EXTRA${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD/bench/upstream:$PWD/python:$PWD/build-gpu/python:$PWD/build/python$EXTRA${PYTHONPATH:+:$PYTHONPATH}"
 export TILEC_UPSTREAM_REPORT=${TILEC_UPSTREAM_REPORT:-${OUT:-$PWD/build}/upstream-summary.md}
 # The test file is run from a scratch folder so no conftest of this tree applies.
 work=$(mktemp -d)
-cp "$TESTS" "$work/test_flash_attn.py"
+if [ "${TILEC_UPSTREAM_CPU:-0}" = 1 ]; then
+  sed -e 's/torch\.cuda\.get_device_capability("cuda")/(8, 0)/' \
+      -e 's/torch\.cuda\.get_device_properties("cuda")\.total_memory/(80 * 2**30)/' \
+      -e 's/device = "cuda"/device = "cpu"/' -e 's/device="cuda"/device="cpu"/g' \
+      -e 's/torch\.cuda\.synchronize()/None/' "$TESTS" > "$work/test_flash_attn.py"
+  if grep -n 'cuda' "$work/test_flash_attn.py" | grep -v '^[0-9]*: *#' >&2; then
+    echo "warning: the CPU copy still names cuda on the lines above" >&2
+  fi
+else
+  cp "$TESTS" "$work/test_flash_attn.py"
+fi
 cd "$work"
 JOBS=${TILEC_UPSTREAM_JOBS:-1}
 if [ "$JOBS" -le 1 ]; then

@@ -169,6 +169,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
                  cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
                  seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+                 err: tl.ptr(tl.int32) if VARLEN else None, total_q: tl.int32 if VARLEN else None,
+                 total_k: tl.int32 if VARLEN else None,
                  dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
                  rng_offset: tl.int64 if DROPOUT else None,
                  DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
@@ -190,7 +192,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
-                                                     use_seqused_k, b)
+                                                     use_seqused_k, b, err, total_q, total_k,
+                                                     max_q, max_k)
         diag = seqlen_k - seqlen_q
         if row0 >= seqlen_q:
             return
@@ -278,6 +281,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
                    cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
                    seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+                   err: tl.ptr(tl.int32) if VARLEN else None, total_q: tl.int32 if VARLEN else None,
+                   total_k: tl.int32 if VARLEN else None,
                    dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
                    rng_offset: tl.int64 if DROPOUT else None,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
@@ -300,7 +305,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
     if VARLEN:  # sequence b, as the forward's VARLEN (the caller passes stride_*b = stride_*s)
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
-                                                     use_seqused_k, b)
+                                                     use_seqused_k, b, err, total_q, total_k,
+                                                     max_q, max_k)
         diag = seqlen_k - seqlen_q
         if col0 >= seqlen_k:  # past this sequence's keys (the caller zeroed dk, dv)
             return

@@ -111,14 +111,69 @@ def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     return tl.where(mask, s, float("-inf"))
 
 
-def sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b):
+def sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b, err, total_q,
+                    total_k, max_q, max_k):
     """VARLEN's sequence b: (first query row, first key row, seqlen_q,
-    seqlen_k) from cu_seqlens (seqlen_k from seqused_k when given)."""
+    seqlen_k) from cu_seqlens (seqlen_k from seqused_k when given). Values
+    that sequence_error refuses are reported to `err` and give seqlen_q =
+    seqlen_k = 0, so the caller's early exit skips the sequence: nothing
+    outside q/k (total_q/k rows) is touched."""
     bq, bk = tl.load(cu_seqlens_q + b), tl.load(cu_seqlens_k + b)
     seqlen_q, seqlen_k = tl.load(cu_seqlens_q + b + 1) - bq, tl.load(cu_seqlens_k + b + 1) - bk
     if use_seqused_k:
         seqlen_k = tl.load(seqused_k + b)
+    code, v0, v1 = sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b,
+                                  total_q, total_k, max_q, max_k)
+    if code != 0:
+        report_sequence_error(err, b, code, v0, v1)
+        seqlen_q, seqlen_k = 0, 0
     return bq, bk, seqlen_q, seqlen_k
+
+
+def _rows_error(cu, b, total, max_len, base, code, v0, v1):
+    """sequence_error's checks of one cu_seqlens (codes base..base + 2)."""
+    start, end = tl.load(cu + b), tl.load(cu + b + 1)
+    if end - start > max_len:
+        code, v0, v1 = base + 2, end - start, max_len
+    if end > total:
+        code, v0, v1 = base + 1, end, total
+    if end < start:
+        code, v0, v1 = base, start, end
+    if start < 0:
+        code, v0, v1 = 8 if base == 1 else 9, start, 0
+    return code, v0, v1
+
+
+def sequence_error(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b, total_q, total_k,
+                   max_q, max_k):
+    """VARLEN's checks of sequence b's values, in the kernel (the host reads
+    CUDA tensors' values only on request): (code, v0, v1), code 0 when b's
+    rows are inside q/k (total_q/k rows) and no longer than max_seqlen_q/k;
+    else flash_attn.SEQUENCE_ERRORS[code] names the check and v0, v1 its
+    values (a later check overrides an earlier one: the last is the most basic)."""
+    max_len_k = max_k
+    if use_seqused_k != 0:  # then only the used keys must fit max_seqlen_k
+        max_len_k = total_k
+    code, v0, v1 = _rows_error(cu_seqlens_k, b, total_k, max_len_k, 4, 0, 0, 0)
+    if use_seqused_k != 0:
+        used, len_k = tl.load(seqused_k + b), tl.load(cu_seqlens_k + b + 1) - tl.load(cu_seqlens_k + b)
+        if used > max_k:
+            code, v0, v1 = 10, used, max_k
+        if used > len_k:
+            code, v0, v1 = 7, used, len_k
+        if used < 0:
+            code, v0, v1 = 7, used, len_k
+    return _rows_error(cu_seqlens_q, b, total_q, max_q, 1, code, v0, v1)
+
+
+def report_sequence_error(err, b, code, v0, v1):
+    """Writes sequence b's error record (code, v0, v1, 1) to err[4 + 4b..]
+    and sets the flag err[0..3] (every program of sequence b writes the same
+    words, so no record is torn; the host reads the first bad b's)."""
+    idx = tl.arange(0, 4)
+    record = tl.where(idx == 0, code, tl.where(idx == 1, v0, tl.where(idx == 2, v1, 1)))
+    tl.store(tl.view(err + 4 + 4 * b, (4,), (1,)), (0,), record)
+    tl.store(tl.view(err, (4,), (1,)), (0,), tl.full((4,), 1, tl.int32))
 
 
 def dropout_keep(seed, rng_offset, dropout_p, bh, rows, cols, max_q, max_k):
@@ -148,6 +203,9 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               alibi: tl.ptr(tl.float32), stride_alibi_b: tl.int64,
               cu_seqlens_q: tl.ptr(tl.int32), cu_seqlens_k: tl.ptr(tl.int32),
               seqused_k: tl.ptr(tl.int32), use_seqused_k: tl.int32,
+              # Only in the VARLEN kernels: the error record and the tensors' row counts.
+              err: tl.ptr(tl.int32) if VARLEN else None, total_q: tl.int32 if VARLEN else None,
+              total_k: tl.int32 if VARLEN else None,
               # Only in the DROPOUT / RETURN_PROBS kernels (absent from the others' signature):
               dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
               rng_offset: tl.int64 if DROPOUT else None, probs: tl.ptr(DTYPE) if RETURN_PROBS else None,
@@ -168,12 +226,12 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
     row0 = pid_m * BLOCK_M
-    bq, bk = b, b                                           # which "batch" row the views start at
-    max_q, max_k = seqlen_q, seqlen_k                       # the grid's (dropout's counters)
+    bq, bk, max_q, max_k = b, b, seqlen_q, seqlen_k         # views' "batch" rows; the grid's seqlens
     if VARLEN:  # sequence b: rows cu_seqlens[b]..cu_seqlens[b+1] (the caller passes stride_*b = stride_*s)
         bq, bk, seqlen_q, seqlen_k = sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k,
-                                                     use_seqused_k, b)
-        if row0 >= seqlen_q:                                # past this sequence's end
+                                                     use_seqused_k, b, err, total_q, total_k,
+                                                     max_q, max_k)
+        if row0 >= seqlen_q:                                # past this sequence's end (or bad values)
             return
     # Views of this (batch, head)'s rows: seqlen x head_dim.
     qv = tl.view(q + (bq * stride_qb + h * stride_qh), (seqlen_q, HEAD_DIM), (stride_qs, 1))

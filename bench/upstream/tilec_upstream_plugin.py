@@ -6,6 +6,10 @@ function with every distinct failure message.
 Environment: TILEC_UPSTREAM_SAMPLE (tests to run, default 600; 0 = all),
 TILEC_UPSTREAM_SEED (default 0), TILEC_UPSTREAM_BUDGET_S (default 420),
 TILEC_UPSTREAM_REPORT (summary file, default upstream-summary.md),
+TILEC_UPSTREAM_MAX_SEQLEN (only tests whose seqlen, seqlen_q and seqlen_k
+parameters are at most this: small cases for the CPU runner),
+TILEC_UPSTREAM_PER_FN (at most this many sampled tests per test function,
+so a small sample spans every function),
 TILEC_UPSTREAM_SHARD ("i/n": run every n-th test of the sample from the
 i-th, so n processes share one sample; each also writes its outcomes to
 REPORT.json, and `python3 tilec_upstream_plugin.py merge OUT.md A.json ...`
@@ -33,6 +37,12 @@ _OUTCOMES = {}      # nodeid -> (outcome, message)
 _BUDGET_SKIP = "tilec: time budget spent"
 
 
+def _small(item, limit):
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return all(not isinstance(params.get(name), int) or params[name] <= limit
+               for name in ("seqlen", "seqlen_q", "seqlen_k"))
+
+
 def pytest_collection_modifyitems(config, items):
     n = int(os.environ.get("TILEC_UPSTREAM_SAMPLE", "600"))
     config._tilec_collected = len(items)
@@ -49,6 +59,22 @@ def pytest_collection_modifyitems(config, items):
                                              not in set(wanted)])
         items[:] = [by_name[w] for w in wanted]
         return
+    limit = os.environ.get("TILEC_UPSTREAM_MAX_SEQLEN")
+    if limit:
+        deselected = [it for it in items if not _small(it, int(limit))]
+        items[:] = [it for it in items if _small(it, int(limit))]
+        config.hook.pytest_deselected(items=deselected)
+    per_fn = int(os.environ.get("TILEC_UPSTREAM_PER_FN", "0"))
+    if per_fn > 0:
+        rng = random.Random(int(os.environ.get("TILEC_UPSTREAM_SEED", "0")) + 2)
+        groups = collections.defaultdict(list)
+        for i, it in enumerate(items):
+            groups[it.originalname].append(i)
+        keep = set()
+        for idx in groups.values():
+            keep.update(rng.sample(idx, min(per_fn, len(idx))))
+        config.hook.pytest_deselected(items=[it for i, it in enumerate(items) if i not in keep])
+        items[:] = [it for i, it in enumerate(items) if i in keep]
     if 0 < n < len(items):
         keep = set(random.Random(int(os.environ.get("TILEC_UPSTREAM_SEED", "0"))).sample(
             range(len(items)), n))

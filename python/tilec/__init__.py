@@ -17,12 +17,12 @@ RuntimeError that says so (see ``tilec.gpu_status()``).
 """
 
 from . import language
-from .errors import CompilationError
+from .errors import CompilationError, TilecError, TilecTypeError, TilecValueError
 from .jit import JITFunction, Kernel, jit
 from .runtime_support import gpu_status
 from .flash_attn import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
                          flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
-                         flash_attn_varlen_qkvpacked_func)
+                         flash_attn_varlen_qkvpacked_func, check_errors)
 from .flex import flex_attention
 from .flash_decode import flash_attn_combine, flash_attn_with_kvcache
 
@@ -31,4 +31,5 @@ __version__ = "0.1.0"
 __all__ = ["jit", "JITFunction", "Kernel", "CompilationError", "language", "flash_attn_func",
            "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
-           "flash_attn_with_kvcache", "flash_attn_combine", "flex_attention", "gpu_status"]
+           "flash_attn_with_kvcache", "flash_attn_combine", "flex_attention", "gpu_status",
+           "TilecError", "TilecValueError", "TilecTypeError", "check_errors"]

@@ -4,6 +4,22 @@ import linecache
 import re
 
 
+class TilecError(RuntimeError):
+    """Bad input to tilec's flash_attn-compatible API (flash_attn_func and
+    its packed, varlen and kv-cache forms, their backward): a RuntimeError,
+    as flash_attn's C++ checks (TORCH_CHECK) raise, so code written against
+    flash_attn that catches RuntimeError keeps working. The two subclasses
+    are also ValueError / TypeError, so ``except ValueError`` works too."""
+
+
+class TilecValueError(TilecError, ValueError):
+    """A value outside its allowed range (the message names both)."""
+
+
+class TilecTypeError(TilecError, TypeError):
+    """An argument of the wrong type, dtype or device."""
+
+
 class CompilationError(Exception):
     """A kernel failed to compile. ``filename``/``lineno``/``col`` locate the
     first error in the user's Python (or MLIR) source; ``str(e)`` quotes the

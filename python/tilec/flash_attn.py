@@ -24,6 +24,7 @@ import math
 import sys
 
 from . import kernel_files
+from .errors import TilecTypeError, TilecValueError
 from . import language as tl
 from . import strategy
 from .jit import LaunchCache
@@ -183,66 +184,72 @@ def _check_qkv(fn, q, k, v, rank):
     torch_in = _is_torch(q)
     for name, t in zip(names, tensors):
         if not hasattr(t, "shape") or torch_in != _is_torch(t):
-            raise TypeError(f"{fn}: '{name}' must be a {'torch tensor' if torch_in else 'numpy array'} "
-                            f"like 'q', got {type(t).__name__}")
+            raise TilecTypeError(f"{fn}: '{name}' must be a "
+                                 f"{'torch tensor' if torch_in else 'numpy array'} like 'q', got "
+                                 f"{type(t).__name__}")
         if len(t.shape) != rank:
             what = "(batch, seqlen, heads, head_dim)" if rank == 4 else "(total_tokens, heads, head_dim)"
-            raise ValueError(f"{fn}: '{name}' must have rank {rank} {what}, got shape {tuple(t.shape)}")
+            raise TilecValueError(f"{fn}: '{name}' must have rank {rank} {what}, got shape "
+                                  f"{tuple(t.shape)}")
     dtypes = [_dtype_name(t) for t in tensors]
     on_gpu = torch_in and q.device.type == "cuda"
     allowed = ("float16", "bfloat16") if torch_in else ("float16",)
     for name, d in zip(names, dtypes):
         if d not in allowed:
-            raise TypeError(f"{fn}: '{name}' must be {' or '.join(allowed)}, got {d}")
+            raise TilecTypeError(f"{fn}: '{name}' must be {' or '.join(allowed)}, got {d}")
     if len(set(dtypes)) != 1:
-        raise TypeError(f"{fn}: q, k, v must have one dtype, got {', '.join(dtypes)}")
+        raise TilecTypeError(f"{fn}: q, k, v must have one dtype, got {', '.join(dtypes)}")
     for name, t in zip(names, tensors):
         if _device(t) != _device(q):
-            raise ValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
+            raise TilecValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
         if t.shape[-1] > 1 and 0 not in t.shape and _strides(t)[-1] != 1:
-            raise ValueError(f"{fn}: '{name}' must be contiguous in its last dimension "
-                             f"(strides {_strides(t)})")
+            raise TilecValueError(f"{fn}: '{name}' must be contiguous in its last dimension "
+                                  f"(strides {_strides(t)})")
     hq, hk = q.shape[-2], k.shape[-2]
     d = q.shape[-1]
     for name, t in (("k", k), ("v", v)):
         if t.shape[-1] != d:
-            raise ValueError(f"{fn}: '{name}' has head_dim {t.shape[-1]}, 'q' has {d}")
+            raise TilecValueError(f"{fn}: '{name}' has head_dim {t.shape[-1]}, 'q' has {d}")
     if v.shape[-2] != hk:
-        raise ValueError(f"{fn}: 'v' has {v.shape[-2]} heads, 'k' has {hk}")
+        raise TilecValueError(f"{fn}: 'v' has {v.shape[-2]} heads, 'k' has {hk}")
     if hk == 0 or hq % hk:
-        raise ValueError(f"{fn}: the number of query heads ({hq}) must be a multiple of the number "
-                         f"of key/value heads ({hk})")
+        raise TilecValueError(f"{fn}: the number of query heads ({hq}) must be a multiple of the "
+                              f"number of key/value heads ({hk})")
     if not 1 <= d <= MAX_HEAD_DIM:
-        raise ValueError(f"{fn}: head_dim {d} is not supported (1 to {MAX_HEAD_DIM})")
+        raise TilecValueError(f"{fn}: head_dim {d} is not supported (1 to {MAX_HEAD_DIM})")
     if k.shape[:-2] != v.shape[:-2]:
-        raise ValueError(f"{fn}: 'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} differ in their "
-                         "leading dimensions")
+        raise TilecValueError(f"{fn}: 'k' {tuple(k.shape)} and 'v' {tuple(v.shape)} differ in "
+                              "their leading dimensions")
     return dtypes[0], on_gpu
 
 
 def _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes, batch, heads, q):
     for side, w in (("left", window_left), ("right", window_right)):
         if isinstance(w, bool) or not isinstance(w, int) and not (hasattr(w, "__index__")):
-            raise TypeError(f"{fn}: window_size {side} must be an int, got {w!r}")
+            raise TilecTypeError(f"{fn}: window_size {side} must be an int, got {w!r}")
         if w < -1:
-            raise ValueError(f"{fn}: window_size {side} is {w}; it must be >= 0, or -1 for unbounded")
+            raise TilecValueError(f"{fn}: window_size {side} is {w}; it must be >= 0, or -1 for "
+                                  "unbounded")
     softcap = float(softcap)
     if math.isnan(softcap) or softcap < 0:
-        raise ValueError(f"{fn}: softcap must be >= 0 (0 turns it off), got {softcap}")
+        raise TilecValueError(f"{fn}: softcap must be >= 0 (0 turns it off), got {softcap}")
     if alibi_slopes is not None:
         if _is_torch(alibi_slopes) != _is_torch(q) or not hasattr(alibi_slopes, "shape"):
-            raise TypeError(f"{fn}: 'alibi_slopes' must be a {'torch tensor' if _is_torch(q) else 'numpy array'} "
-                            f"like 'q', got {type(alibi_slopes).__name__}")
+            raise TilecTypeError(f"{fn}: 'alibi_slopes' must be a "
+                                 f"{'torch tensor' if _is_torch(q) else 'numpy array'} like 'q', "
+                                 f"got {type(alibi_slopes).__name__}")
         if _dtype_name(alibi_slopes) != "float32":
-            raise TypeError(f"{fn}: 'alibi_slopes' must be float32, got {_dtype_name(alibi_slopes)}")
+            raise TilecTypeError(f"{fn}: 'alibi_slopes' must be float32, got "
+                                 f"{_dtype_name(alibi_slopes)}")
         shape = tuple(alibi_slopes.shape)
         if shape not in ((heads,), (batch, heads)):
-            raise ValueError(f"{fn}: 'alibi_slopes' must have shape ({heads},) or ({batch}, {heads}) "
-                             f"(heads,) or (batch, heads), got {shape}")
+            raise TilecValueError(f"{fn}: 'alibi_slopes' must have shape ({heads},) or ({batch}, "
+                                  f"{heads}) (heads,) or (batch, heads), got {shape}")
         if _device(alibi_slopes) != _device(q):
-            raise ValueError(f"{fn}: 'alibi_slopes' is on {_device(alibi_slopes)}, 'q' on {_device(q)}")
+            raise TilecValueError(f"{fn}: 'alibi_slopes' is on {_device(alibi_slopes)}, 'q' on "
+                                  f"{_device(q)}")
         if _strides(alibi_slopes)[-1] != 1 and heads > 1:
-            raise ValueError(f"{fn}: 'alibi_slopes' must be contiguous in its last dimension")
+            raise TilecValueError(f"{fn}: 'alibi_slopes' must be contiguous in its last dimension")
     return softcap
 
 
@@ -309,7 +316,7 @@ def _dropout_forward(q, k, v, softmax_scale, causal, window_left, window_right, 
     request."""
     p, seed, offset = dropout
     if not 0 <= p < 1:
-        raise ValueError(f"{fn}: dropout_p must be in [0, 1), got {p}")
+        raise TilecValueError(f"{fn}: dropout_p must be in [0, 1), got {p}")
     return _general_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                             alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             seqused_k, fn, dropout if p > 0 else None, return_probs)
@@ -328,7 +335,7 @@ def _general_forward(q, k, v, softmax_scale, causal, window_left, window_right, 
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k, heads_k = k.shape[1], k.shape[2]
     if k.shape[0] != batch:
-        raise ValueError(f"{fn}: 'k' has batch {k.shape[0]}, 'q' has {batch}")
+        raise TilecValueError(f"{fn}: 'k' has batch {k.shape[0]}, 'q' has {batch}")
     softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
                              batch, heads, q)
     if 0 in (batch, seqlen_q, heads):
@@ -344,7 +351,7 @@ def _general_forward(q, k, v, softmax_scale, causal, window_left, window_right, 
 def _scale(fn, softmax_scale, head_dim):
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
     if math.isnan(scale):
-        raise ValueError(f"{fn}: softmax_scale is NaN")
+        raise TilecValueError(f"{fn}: softmax_scale is NaN")
     return scale
 
 
@@ -444,6 +451,8 @@ def _launch(fn, q, k, v, dtype, on_gpu, scale, mode, softcap, alibi_slopes,
             so[0], so[1], so[2], sl[0], sl[1], scale,
             left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
             cu_q, cu_k, used, int(use_seqused))
+    if varlen:  # the VARLEN kernel's error record and row counts
+        args += (_sequence_errors(q, batch)[1], q.shape[0], k.shape[0])
     if dropout is not None:  # the DROPOUT kernel's extra parameters
         args += tuple(dropout)
     if return_probs:
@@ -555,6 +564,9 @@ def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, so
     return o, lse
 
 
+_CUDA_KEYS = []  # "cuda:N" by device index (_SEQUENCE_BUFFERS' keys)
+
+
 def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                           cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k):
     """The common varlen GPU call in O(1), as _gpu_fast_path: q (total_q, hq,
@@ -615,6 +627,13 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
         return None
     causal, window, left, right = _mask_mode(causal, window_left, window_right, max_seqlen_q,
                                              max_seqlen_k, None)
+    errors = _SEQUENCE_BUFFERS.get(_CUDA_KEYS[device]) if device < len(_CUDA_KEYS) else None
+    if errors is None or errors[2] < batch:
+        while len(_CUDA_KEYS) <= device:
+            _CUDA_KEYS.append(f"cuda:{len(_CUDA_KEYS)}")
+        errors = _sequence_errors(q, batch, _CUDA_KEYS[device])
+    if errors[0][0]:  # an earlier call's kernel found bad values
+        _raise_sequence_errors("flash_attn_varlen_func")
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
@@ -627,7 +646,8 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
             sq[0], sq[0], sq[1], sk[0], sk[0], sk[1], sv[0], sv[0], sv[1],
             row, row, head_dim, 1, total_q, scale,
             left, right, softcap if softcap > 0 else 1.0, slopes, 0, cu_seqlens_q, cu_seqlens_k,
-            ints if seqused_k is None else seqused_k, int(seqused_k is not None))
+            ints if seqused_k is None else seqused_k, int(seqused_k is not None),
+            errors[1], total_q, total_k)
     from . import runtime
 
     launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, True, device)]
@@ -638,18 +658,19 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
 def _check_index_array(fn, name, t, q, length):
     """cu_seqlens_q/k, seqused_k: int32, 1-D of `length` (None: any), next to q."""
     if not hasattr(t, "shape") or _is_torch(t) != _is_torch(q):
-        raise TypeError(f"{fn}: '{name}' must be a {'torch tensor' if _is_torch(q) else 'numpy array'} "
-                        f"like 'q', got {type(t).__name__}")
+        raise TilecTypeError(f"{fn}: '{name}' must be a "
+                             f"{'torch tensor' if _is_torch(q) else 'numpy array'} like 'q', got "
+                             f"{type(t).__name__}")
     if _dtype_name(t) != "int32":
-        raise TypeError(f"{fn}: '{name}' must be int32, got {_dtype_name(t)}")
+        raise TilecTypeError(f"{fn}: '{name}' must be int32, got {_dtype_name(t)}")
     if len(t.shape) != 1 or (length is not None and t.shape[0] != length):
         want = "1-D" if length is None else f"of shape ({length},) (batch + 1)" if name.startswith("cu") \
             else f"of shape ({length},) (batch)"
-        raise ValueError(f"{fn}: '{name}' must be {want}, got shape {tuple(t.shape)}")
+        raise TilecValueError(f"{fn}: '{name}' must be {want}, got shape {tuple(t.shape)}")
     if _device(t) != _device(q):
-        raise ValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
+        raise TilecValueError(f"{fn}: '{name}' is on {_device(t)}, 'q' on {_device(q)}")
     if t.shape[0] > 1 and _strides(t)[0] != 1:
-        raise ValueError(f"{fn}: '{name}' must be contiguous (stride {_strides(t)[0]})")
+        raise TilecValueError(f"{fn}: '{name}' must be contiguous (stride {_strides(t)[0]})")
 
 
 def _host_ints(t):
@@ -667,17 +688,18 @@ def _check_seqlens(fn, name, cu, total, max_seqlen, what):
 
     lengths = np.diff(cu)
     if cu[0] != 0:
-        raise ValueError(f"{fn}: '{name}' must start at 0, got {int(cu[0])}")
+        raise TilecValueError(f"{fn}: '{name}' must start at 0, got {int(cu[0])}")
     if (lengths < 0).any():
         b = int(np.argmax(lengths < 0))
-        raise ValueError(f"{fn}: '{name}' must be non-decreasing, but {name}[{b + 1}] = {int(cu[b + 1])} "
-                         f"< {name}[{b}] = {int(cu[b])}")
+        raise TilecValueError(f"{fn}: '{name}' must be non-decreasing, but {name}[{b + 1}] = "
+                              f"{int(cu[b + 1])} < {name}[{b}] = {int(cu[b])}")
     if cu[-1] > total:
-        raise ValueError(f"{fn}: '{name}' ends at {int(cu[-1])}, past the {total} tokens of '{what}'")
+        raise TilecValueError(f"{fn}: '{name}' ends at {int(cu[-1])}, past the {total} tokens of "
+                              f"'{what}'")
     if len(lengths) and lengths.max() > max_seqlen:
         b = int(np.argmax(lengths))
-        raise ValueError(f"{fn}: sequence {b} has {int(lengths[b])} tokens in '{what}', more than "
-                         f"max_seqlen_{what} = {max_seqlen}")
+        raise TilecValueError(f"{fn}: sequence {b} has {int(lengths[b])} tokens in '{what}', more "
+                              f"than max_seqlen_{what} = {max_seqlen}")
     return lengths
 
 
@@ -701,6 +723,89 @@ def _capturing():
 # out of bounds, as with flash_attn. Never while a CUDA graph is captured.
 CHECK_CUDA_VARLEN_VALUES = False
 
+# Without that check, the VARLEN kernel checks each sequence's values itself
+# (kernels/flash_fwd.py sequence_error): a program of a bad sequence touches
+# nothing outside q/k/out, writes an error record into a host buffer (pinned
+# memory on the GPU, mapped into the device's address space) and exits. The
+# host looks at the buffer's flag word before each varlen call -- one read of
+# host memory, no synchronization -- and, when it is set, raises the first
+# bad sequence's record (the kernel that wrote it has finished by then, or is
+# waited for: the error path may synchronize). tilec.check_errors() waits for
+# the device and raises the same. Record codes: v0, v1 as the kernel writes them.
+SEQUENCE_ERRORS = {
+    1: "'cu_seqlens_q' must be non-decreasing, but cu_seqlens_q[{b1}] = {v1} < cu_seqlens_q[{b}] = {v0}",
+    2: "'cu_seqlens_q' ends sequence {b} at {v0}, past the {v1} tokens of 'q'",
+    3: "sequence {b} has {v0} tokens in 'q', more than max_seqlen_q = {v1}",
+    4: "'cu_seqlens_k' must be non-decreasing, but cu_seqlens_k[{b1}] = {v1} < cu_seqlens_k[{b}] = {v0}",
+    5: "'cu_seqlens_k' ends sequence {b} at {v0}, past the {v1} tokens of 'k'",
+    6: "sequence {b} has {v0} tokens in 'k', more than max_seqlen_k = {v1}",
+    7: "seqused_k[{b}] = {v0} is outside 0..{v1} (the keys of sequence {b})",
+    8: "cu_seqlens_q[{b}] = {v0} is negative",
+    9: "cu_seqlens_k[{b}] = {v0} is negative",
+    10: "seqused_k[{b}] = {v0} is more than max_seqlen_k = {v1}",
+}
+_SEQUENCE_BUFFERS = {}  # _device(q) -> [flags and records (numpy view), launch argument, capacity, owner]
+_RETIRED_BUFFERS = []   # (device, entry) outgrown, never freed: a kernel in flight or a captured
+                        # CUDA graph may still write it; checked as the others
+
+
+def _sequence_errors(q, batch, key=None):
+    """The error buffer of q's device (entry of _SEQUENCE_BUFFERS) with room
+    for `batch` records: 4 int32 flag words, then 4 per sequence."""
+    key = key or _device(q)
+    entry = _SEQUENCE_BUFFERS.get(key)
+    if entry is not None and entry[2] >= batch:
+        return entry
+    import numpy as np
+
+    if entry is not None:  # outgrown (rare: capacities double)
+        _RETIRED_BUFFERS.append((key, entry))
+    capacity = max(64, 1 << max(batch - 1, 0).bit_length())
+    if key.startswith("cuda"):
+        import torch
+
+        try:  # pinned: mapped into every device's address space (UVA), same address
+            owner = torch.zeros(4 + 4 * capacity, dtype=torch.int32, pin_memory=True)
+        except RuntimeError:  # no CUDA driver: tensors posing as CUDA (tests, host_overhead --mock)
+            owner = torch.zeros(4 + 4 * capacity, dtype=torch.int32)
+        view, arg = owner.numpy(), owner.data_ptr()
+    else:
+        owner = view = arg = np.zeros(4 + 4 * capacity, np.int32)
+    entry = _SEQUENCE_BUFFERS[key] = [view, arg, capacity, owner]
+    return entry
+
+
+def _raise_sequence_errors(fn, wait=False):
+    """Raises the first error record a VARLEN kernel left (and clears it);
+    O(1) while there is none. wait: synchronize the devices first."""
+    for key, (view, _, _, _) in list(_SEQUENCE_BUFFERS.items()) + _RETIRED_BUFFERS:
+        if wait and key.startswith("cuda"):
+            sys.modules["torch"].cuda.synchronize(key)  # a CUDA buffer exists: torch is loaded
+        if not view[0]:
+            continue
+        if key.startswith("cuda"):
+            sys.modules["torch"].cuda.synchronize(key)  # the record may land after the flag
+        records = view[4:].reshape(-1, 4)
+        bad = records[:, 3] != 0
+        message = "bad sequence values (the record was not found)"
+        if bad.any():
+            b = int(bad.argmax())
+            code, v0, v1 = (int(x) for x in records[b, :3])
+            message = SEQUENCE_ERRORS.get(code, "error code {code}").format(b=b, b1=b + 1, v0=v0,
+                                                                              v1=v1, code=code)
+        view[:] = 0
+        raise TilecValueError(f"{fn}: an earlier varlen call on {key} had bad values, found by "
+                              f"its kernel: {message} (that sequence's output was not computed)")
+
+
+def check_errors():
+    """Waits for the GPU and raises the first error a varlen kernel found in
+    its cu_seqlens / seqused_k values since the last check (a TilecValueError
+    naming the sequence and the values); returns None when there was none.
+    The next varlen call checks too, without waiting. (Values of CUDA tensors
+    are not read on the host unless flash_attn.CHECK_CUDA_VARLEN_VALUES.)"""
+    _raise_sequence_errors("tilec.check_errors", wait=True)
+
 
 def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
                          max_seqlen_q, max_seqlen_k):
@@ -717,12 +822,12 @@ def _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, tot
         bad = (used < 0) | (used > len_k)
         if bad.any():
             b = int(bad.argmax())
-            raise ValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is outside 0..{int(len_k[b])} "
-                             f"(the keys of sequence {b})")
+            raise TilecValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is outside "
+                                  f"0..{int(len_k[b])} (the keys of sequence {b})")
         if len(used) and used.max() > max_seqlen_k:
             b = int(used.argmax())
-            raise ValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is more than max_seqlen_k = "
-                             f"{max_seqlen_k}")
+            raise TilecValueError(f"{fn}: seqused_k[{b}] = {int(used[b])} is more than "
+                                  f"max_seqlen_k = {max_seqlen_k}")
 
 
 def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
@@ -732,23 +837,24 @@ def _varlen_forward(q, k, v, softmax_scale, causal, window_left, window_right, s
     total_q, heads, head_dim = q.shape
     total_k, heads_k = k.shape[0], k.shape[1]
     if cu_seqlens_k is None:
-        raise ValueError(f"{fn}: varlen needs both cu_seqlens_q and cu_seqlens_k")
+        raise TilecValueError(f"{fn}: varlen needs both cu_seqlens_q and cu_seqlens_k")
     _check_index_array(fn, "cu_seqlens_q", cu_seqlens_q, q, None)
     if cu_seqlens_q.shape[0] < 1:
-        raise ValueError(f"{fn}: 'cu_seqlens_q' must have batch + 1 >= 1 entries, got none")
+        raise TilecValueError(f"{fn}: 'cu_seqlens_q' must have batch + 1 >= 1 entries, got none")
     batch = cu_seqlens_q.shape[0] - 1
     _check_index_array(fn, "cu_seqlens_k", cu_seqlens_k, q, batch + 1)
     if seqused_k is not None:
         _check_index_array(fn, "seqused_k", seqused_k, q, batch)
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
-            raise TypeError(f"{fn}: {name} must be an int, got {value!r}")
+            raise TilecTypeError(f"{fn}: {name} must be an int, got {value!r}")
         if value < 0:
-            raise ValueError(f"{fn}: {name} must be >= 0, got {value}")
+            raise TilecValueError(f"{fn}: {name} must be >= 0, got {value}")
     max_seqlen_q, max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
     softcap = _check_options(fn, causal, window_left, window_right, softcap, alibi_slopes,
                              batch, heads, q)
     scale = _scale(fn, softmax_scale, head_dim)
+    _raise_sequence_errors(fn)
     if not on_gpu or (CHECK_CUDA_VARLEN_VALUES and not _capturing()):
         _check_varlen_values(fn, cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
                              max_seqlen_q, max_seqlen_k)
@@ -804,15 +910,15 @@ def _dropout_rng(fn, dropout_p, q, generator, counters):
     try:
         p = float(dropout_p)
     except (TypeError, ValueError):
-        raise TypeError(f"{fn}: dropout_p must be a float, got {dropout_p!r}") from None
+        raise TilecTypeError(f"{fn}: dropout_p must be a float, got {dropout_p!r}") from None
     if not 0 <= p < 1:
-        raise ValueError(f"{fn}: dropout_p must be in [0, 1), got {dropout_p!r}")
+        raise TilecValueError(f"{fn}: dropout_p must be in [0, 1), got {dropout_p!r}")
     if p == 0:
         return None
     if not _is_torch(q):
         if generator is not None:
-            raise TypeError(f"{fn}: 'generator' is for torch tensors; numpy inputs draw from "
-                            "numpy's global random state")
+            raise TilecTypeError(f"{fn}: 'generator' is for torch tensors; numpy inputs draw from "
+                                 "numpy's global random state")
         import numpy as np
 
         seed, offset = (int(x) for x in np.random.randint(-(1 << 63), (1 << 63) - 1, 2,
@@ -827,8 +933,8 @@ def _dropout_rng(fn, dropout_p, q, generator, counters):
     if q.is_cuda:
         gen = torch.cuda.default_generators[q.get_device()] if generator is None else generator
         if not isinstance(gen, torch.Generator) or gen.device.type != "cuda":
-            raise TypeError(f"{fn}: 'generator' must be a CUDA torch.Generator for CUDA inputs, "
-                            f"got {gen!r}")
+            raise TilecTypeError(f"{fn}: 'generator' must be a CUDA torch.Generator for CUDA "
+                                 f"inputs, got {gen!r}")
         if _capturing():
             raise NotImplementedError(f"{fn}: dropout while a CUDA graph is being captured is not "
                                       "supported (the generator's offset is advanced on the host)")
@@ -837,8 +943,8 @@ def _dropout_rng(fn, dropout_p, q, generator, counters):
         return p, _as_int64(seed), _as_int64(offset)
     gen = torch.default_generator if generator is None else generator
     if not isinstance(gen, torch.Generator) or gen.device.type != "cpu":
-        raise TypeError(f"{fn}: 'generator' must be a CPU torch.Generator for CPU tensors, got "
-                        f"{gen!r}")
+        raise TilecTypeError(f"{fn}: 'generator' must be a CPU torch.Generator for CPU tensors, "
+                             f"got {gen!r}")
     seed, offset = torch.randint(-(1 << 63), (1 << 63) - 1, (2,), dtype=torch.int64,
                                  generator=gen).tolist()
     return p, seed, offset
@@ -854,7 +960,8 @@ def _window(fn, window_size):
     try:
         left, right = window_size
     except (TypeError, ValueError):
-        raise ValueError(f"{fn}: window_size must be a pair (left, right), got {window_size!r}") from None
+        raise TilecValueError(f"{fn}: window_size must be a pair (left, right), got "
+                              f"{window_size!r}") from None
     return left, right
 
 
@@ -885,7 +992,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     (-1: unbounded). softcap > 0 makes the scores softcap·tanh(s/softcap);
     alibi_slopes (nheads,) or (batch, nheads) f32 adds
     -slope·|i + seqlen_k - seqlen_q - j|. Rows that see no key give 0 and an
-    lse of +inf. Dropout is not implemented (dropout_p must be 0).
+    lse of +inf. dropout_p > 0 drops P as FlashAttention-2 does (Philox,
+    seed and offset from torch's generator; see _dropout_rng).
 
     Trainable: torch inputs that require grad get gradients from
     kernels/flash_bwd.py (tilec.flash_bwd; GQA/MQA's dk, dv summed over each
@@ -920,7 +1028,8 @@ def _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens_q, max_seqlen_q, max
 def _unpack(fn, packed, axis, count, name):
     if not hasattr(packed, "shape") or len(packed.shape) <= axis or packed.shape[axis] != count:
         shape = tuple(getattr(packed, "shape", ()))
-        raise ValueError(f"{fn}: '{name}' must have {count} at dimension {axis}, got shape {shape}")
+        raise TilecValueError(f"{fn}: '{name}' must have {count} at dimension {axis}, got shape "
+                              f"{shape}")
     index = (slice(None),) * axis
     return tuple(packed[index + (i,)] for i in range(count))
 
@@ -991,29 +1100,32 @@ def _gather_pages(fn, k, v, block_table, cu_seqlens_k, max_seqlen_k):
     batch·n pages of K and V (the kernel itself reads contiguous rows).
     Gradients flow to the page pool through the gather (torch)."""
     if not hasattr(k, "shape") or not hasattr(v, "shape") or len(k.shape) != 4:
-        raise ValueError(f"{fn}: with block_table, k and v must be (num_pages, page_size, nheads_k, "
-                         f"headdim), got k of shape {tuple(getattr(k, 'shape', ()))}")
+        raise TilecValueError(f"{fn}: with block_table, k and v must be (num_pages, page_size, "
+                              "nheads_k, headdim), got k of shape "
+                              f"{tuple(getattr(k, 'shape', ()))}")
     if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"{fn}: with block_table, v must have k's shape {tuple(k.shape)}, "
-                         f"got {tuple(v.shape)}")
+        raise TilecValueError(f"{fn}: with block_table, v must have k's shape {tuple(k.shape)}, "
+                              f"got {tuple(v.shape)}")
     if not hasattr(block_table, "shape") or _is_torch(block_table) != _is_torch(k):
-        raise TypeError(f"{fn}: 'block_table' must be a {'torch tensor' if _is_torch(k) else 'numpy array'}"
-                        f" like k, got {type(block_table).__name__}")
+        raise TilecTypeError(f"{fn}: 'block_table' must be a "
+                             f"{'torch tensor' if _is_torch(k) else 'numpy array'} like k, got "
+                             f"{type(block_table).__name__}")
     if _dtype_name(block_table) != "int32" or len(block_table.shape) != 2:
-        raise TypeError(f"{fn}: 'block_table' must be 2-D int32 (batch, pages per sequence), got "
-                        f"{_dtype_name(block_table)} of shape {tuple(block_table.shape)}")
+        raise TilecTypeError(f"{fn}: 'block_table' must be 2-D int32 (batch, pages per sequence), "
+                             f"got {_dtype_name(block_table)} of shape {tuple(block_table.shape)}")
     num_pages, page = int(k.shape[0]), int(k.shape[1])
     _check_index_array(fn, "cu_seqlens_k", cu_seqlens_k, k, None)
     batch = int(cu_seqlens_k.shape[0]) - 1
     if int(block_table.shape[0]) != batch:
-        raise ValueError(f"{fn}: 'block_table' has {block_table.shape[0]} rows, cu_seqlens_k says "
-                         f"the batch is {batch}")
+        raise TilecValueError(f"{fn}: 'block_table' has {block_table.shape[0]} rows, cu_seqlens_k "
+                              f"says the batch is {batch}")
     if type(max_seqlen_k) is not int and not hasattr(max_seqlen_k, "__index__"):
-        raise TypeError(f"{fn}: 'max_seqlen_k' must be an int, got {type(max_seqlen_k).__name__}")
+        raise TilecTypeError(f"{fn}: 'max_seqlen_k' must be an int, got "
+                             f"{type(max_seqlen_k).__name__}")
     n = max(1, -(-int(max_seqlen_k) // page))
     if int(block_table.shape[1]) < n:
-        raise ValueError(f"{fn}: 'block_table' has {block_table.shape[1]} pages per sequence, "
-                         f"max_seqlen_k {max_seqlen_k} needs {n} pages of {page}")
+        raise TilecValueError(f"{fn}: 'block_table' has {block_table.shape[1]} pages per "
+                              f"sequence, max_seqlen_k {max_seqlen_k} needs {n} pages of {page}")
     on_host = not _is_torch(k) or k.device.type == "cpu"
     if (on_host or (CHECK_CUDA_VARLEN_VALUES and not _capturing())) and batch > 0:
         import numpy as np
@@ -1026,8 +1138,8 @@ def _gather_pages(fn, k, v, block_table, cu_seqlens_k, max_seqlen_k):
         bad = needed & ((table < 0) | (table >= num_pages))
         if bad.any():
             b, j = (int(x) for x in np.argwhere(bad)[0])
-            raise ValueError(f"{fn}: block_table[{b}, {j}] = {int(table[b, j])} is outside the pool "
-                             f"0..{num_pages - 1}")
+            raise TilecValueError(f"{fn}: block_table[{b}, {j}] = {int(table[b, j])} is outside "
+                                  f"the pool 0..{num_pages - 1}")
     # Entries past a sequence's pages are not used: clamped so that the
     # gather never reads outside the pool (seqused_k hides those rows).
     if _is_torch(k):
@@ -1084,4 +1196,4 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
 
 __all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
            "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
-           "flash_attn_varlen_kvpacked_func"]
+           "flash_attn_varlen_kvpacked_func", "check_errors"]

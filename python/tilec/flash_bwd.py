@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from . import kernel_files
+from .errors import TilecTypeError, TilecValueError
 from . import language as tl
 from . import strategy
 from .flash_attn import _dtype_name, _is_torch, _strides
@@ -111,49 +112,49 @@ def _check_backward(dout, q, k, v, out, lse, varlen=False):
     torch_in = _is_torch(q)
     for name, t in zip(names + ("lse",), tensors + (lse,)):
         if _is_torch(t) != torch_in or not hasattr(t, "shape"):
-            raise TypeError(f"flash_attn backward: '{name}' must be a "
-                            f"{'torch tensor' if torch_in else 'numpy array'} like 'q', "
-                            f"got {type(t).__name__}")
+            raise TilecTypeError(f"flash_attn backward: '{name}' must be a "
+                                 f"{'torch tensor' if torch_in else 'numpy array'} like 'q', got "
+                                 f"{type(t).__name__}")
     rank = 3 if varlen else 4
     layout = "(total_tokens, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)"
     for name, t in zip(names, tensors):
         if len(t.shape) != rank:
-            raise ValueError(f"flash_attn backward: '{name}' must have rank {rank} {layout}, got "
-                             f"shape {tuple(t.shape)}")
+            raise TilecValueError(f"flash_attn backward: '{name}' must have rank {rank} {layout}, "
+                                  f"got shape {tuple(t.shape)}")
     dtype = _dtype_name(q)
     allowed = ("float16", "bfloat16") if torch_in else ("float16",)
     for name, t in zip(names, tensors):
         if _dtype_name(t) not in allowed or _dtype_name(t) != dtype:
-            raise TypeError(f"flash_attn backward: '{name}' is {_dtype_name(t)}; dout, q, k, v "
-                            f"and out must share one dtype, {' or '.join(allowed)}")
+            raise TilecTypeError(f"flash_attn backward: '{name}' is {_dtype_name(t)}; dout, q, k, "
+                                 f"v and out must share one dtype, {' or '.join(allowed)}")
     hq, d = q.shape[-2], q.shape[-1]
     hk = k.shape[-2]
     for name, t, want in (("dout", dout, q.shape), ("out", out, q.shape), ("v", v, k.shape)):
         if tuple(t.shape) != tuple(want):
-            raise ValueError(f"flash_attn backward: '{name}' has shape {tuple(t.shape)}, "
-                             f"expected {tuple(want)}")
+            raise TilecValueError(f"flash_attn backward: '{name}' has shape {tuple(t.shape)}, "
+                                  f"expected {tuple(want)}")
     if varlen:
         if k.shape[2] != d:
-            raise ValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
-                             f"(total_k, kv_heads, {d})")
+            raise TilecValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
+                                  f"(total_k, kv_heads, {d})")
         want_lse = (hq, q.shape[0])
     else:
         b = q.shape[0]
         if k.shape[0] != b or k.shape[3] != d:
-            raise ValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
-                             f"({b}, seqlen_k, kv_heads, {d})")
+            raise TilecValueError(f"flash_attn backward: 'k' has shape {tuple(k.shape)}, expected "
+                                  f"({b}, seqlen_k, kv_heads, {d})")
         want_lse = (b, hq, q.shape[1])
     if hk == 0 or hq % hk:
-        raise ValueError(f"flash_attn backward: {hq} query heads are not a multiple of "
-                         f"{hk} key/value heads")
+        raise TilecValueError(f"flash_attn backward: {hq} query heads are not a multiple of {hk} "
+                              "key/value heads")
     if tuple(lse.shape) != want_lse or _dtype_name(lse) != "float32":
-        raise ValueError(f"flash_attn backward: 'lse' must be float32 of shape {want_lse}, "
-                         f"got {_dtype_name(lse)} {tuple(lse.shape)}")
+        raise TilecValueError(f"flash_attn backward: 'lse' must be float32 of shape {want_lse}, "
+                              f"got {_dtype_name(lse)} {tuple(lse.shape)}")
     if d % 8 or not 8 <= d <= 256:
-        raise ValueError(f"flash_attn backward: head_dim {d} is not supported (a multiple "
-                         "of 8 from 8 to 256)")
+        raise TilecValueError(f"flash_attn backward: head_dim {d} is not supported (a multiple of "
+                              "8 from 8 to 256)")
     if torch_in and len({t.device for t in tensors + (lse,)}) != 1:
-        raise ValueError("flash_attn backward: dout, q, k, v, out and lse must be on one device, got "
+        raise TilecValueError("flash_attn backward: dout, q, k, v, out and lse must be on one device, got "
                          + ", ".join(str(t.device) for t in tensors + (lse,)))
     return dtype
 
@@ -193,26 +194,30 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
 
     dropout_p = float(dropout_p)
     if not 0 <= dropout_p < 1:
-        raise ValueError(f"flash_attn backward: dropout_p must be in [0, 1), got {dropout_p}")
+        raise TilecValueError(f"flash_attn backward: dropout_p must be in [0, 1), got {dropout_p}")
     if dropout_p > 0 and (rng_state is None or len(rng_state) != 2):
-        raise ValueError("flash_attn backward: dropout_p > 0 needs rng_state = (seed, offset), "
-                         f"the forward's; got {rng_state!r}")
+        raise TilecValueError("flash_attn backward: dropout_p > 0 needs rng_state = (seed, "
+                              f"offset), the forward's; got {rng_state!r}")
     varlen = cu_seqlens_q is not None
     if varlen and (cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None):
-        raise ValueError("flash_attn backward: varlen needs cu_seqlens_q, cu_seqlens_k, "
-                         "max_seqlen_q and max_seqlen_k")
+        raise TilecValueError("flash_attn backward: varlen needs cu_seqlens_q, cu_seqlens_k, "
+                              "max_seqlen_q and max_seqlen_k")
     dtype = _check_backward(dout, q, k, v, out, lse, varlen)
+    if varlen:  # what an earlier varlen kernel found in its values (flash_attn.SEQUENCE_ERRORS)
+        from .flash_attn import _raise_sequence_errors
+
+        _raise_sequence_errors("flash_attn backward")
     if atomic_dq is None:
         atomic_dq = (not deterministic and fused_applies(q.shape[-1], window_size, softcap,
                                                          alibi_slopes, varlen, dropout_p)
                      and strategy.flash_bwd_config(head_dim=q.shape[-1], causal=causal).fused)
     if atomic_dq and deterministic:
-        raise ValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
-                         "deterministic=False with it")
+        raise TilecValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
+                              "deterministic=False with it")
     if atomic_dq and not 32 < q.shape[-1] <= 128:
         # dQᵀ's rows are the head_dim (padded to 64 or 128), split over 4 warps.
-        raise ValueError(f"flash_attn backward: atomic_dq supports head_dim 40 to 128, got "
-                         f"{q.shape[-1]}")
+        raise TilecValueError("flash_attn backward: atomic_dq supports head_dim 40 to 128, got "
+                              f"{q.shape[-1]}")
     hq, d = q.shape[-2:]
     hk = k.shape[-2]
     if varlen:
@@ -224,15 +229,16 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     group = hq // hk
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     if math.isnan(scale):
-        raise ValueError("flash_attn backward: softmax_scale is NaN")
+        raise TilecValueError("flash_attn backward: softmax_scale is NaN")
     softcap = float(softcap)
     if math.isnan(softcap) or softcap < 0:
-        raise ValueError(f"flash_attn backward: softcap must be >= 0 (0 turns it off), got {softcap}")
+        raise TilecValueError("flash_attn backward: softcap must be >= 0 (0 turns it off), got "
+                              f"{softcap}")
     left, right = window_size
     causal, window, left, right = _mask_mode(causal, left, right, sq, sk, alibi_slopes)
     offset = sk - sq if causal_offset is None else int(causal_offset)
     if causal_offset is not None and (window or varlen or alibi_slopes is not None):
-        raise ValueError("flash_attn backward: causal_offset is for plain causal masks only")
+        raise TilecValueError("flash_attn backward: causal_offset is for plain causal masks only")
     on_gpu = _is_torch(q) and q.is_cuda
     # The kernels declare tl.assume(scale > 0), as the forward's. The forward
     # ran scale < 0 as (-q, -scale) and 0 as (q = 0, 1): the same rewrites
@@ -290,6 +296,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     used = _dummy(q, "int32") if seqused_k is None else seqused_k
     variant_args = (left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
                     cu_q, cu_k, used, int(seqused_k is not None))
+    if varlen:  # the VARLEN kernels' error record (flash_attn._sequence_errors) and row counts
+        from .flash_attn import _sequence_errors
+
+        variant_args += (_sequence_errors(q, b)[1], q.shape[0], k.shape[0])
     if dropout_p > 0:
         variant_args += (dropout_p, int(rng_state[0]), int(rng_state[1]))
     dq_args = (q, k, v, out, dout, lse, delta, lse2, dq, sq, sk, hq, group, b, offset,
@@ -300,9 +310,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                  *sl[:2], scale, *variant_args)
     dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
     if on_gpu:
+        tail = len(variant_args) - 9 if varlen else None  # VARLEN's error buffer: this far from the end
         if not atomic_dq:
-            kdq(*dq_args)
-        kdkdv(*dkdv_args)
+            _launch_gpu(kdq, dq_args, None if tail is None else len(dq_args) - tail)
+        _launch_gpu(kdkdv, dkdv_args, None if tail is None else len(dkdv_args) - tail)
     else:
         if not atomic_dq:
             kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
@@ -322,6 +333,20 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def _launch_gpu(kernel, args, err_at=None):
+    """kernel(*args) on the GPU. args[err_at] (VARLEN's error buffer: pinned
+    host memory passed by its address, flash_attn._sequence_errors) is
+    checked as an int32 CUDA placeholder, since the checked call takes only
+    CUDA tensors for pointers; the launch gets the address."""
+    if err_at is None:
+        return kernel(*args)
+    from . import runtime
+    from .flash_attn import _dummy
+
+    device = kernel.check_args(args[:err_at] + (_dummy(args[0], "int32"),) + args[err_at + 1:])
+    runtime.launch_on(device, kernel.launcher(None, device), args, runtime.raw_stream(device))
 
 
 PREPROCESS_BLOCK_M = 64
@@ -516,7 +541,7 @@ def flash_attn_autograd(fn, q, k, v, softmax_scale=None, causal=False, window_le
     global _FUNC
     for name, t in (("k", k), ("v", v)):
         if not _is_torch(t) or t.device != q.device:
-            raise TypeError(f"{fn}: '{name}' must be a torch tensor on {q.device} like "
+            raise TilecTypeError(f"{fn}: '{name}' must be a torch tensor on {q.device} like "
                             f"'q', got {type(t).__name__}"
                             + (f" on {t.device}" if _is_torch(t) else ""))
     if _FUNC is None:

@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 
 from . import kernel_files
+from .errors import TilecTypeError, TilecValueError
 from . import language as tl
 from .flash_attn import _dtype_name, _is_torch, _pad_head_dim, _rows_aligned, _strides
 
@@ -349,7 +350,7 @@ def _sm_count(device):
         return _DEFAULT_SMS
 
 
-def _fail(msg, cls=ValueError):
+def _fail(msg, cls=TilecValueError):
     raise cls(f"flash_attn_with_kvcache: {msg}")
 
 
@@ -408,7 +409,7 @@ def _check_tensor(name, t, on_gpu, rank, device=None):
         return
     if _is_torch(t) != on_gpu and not (_is_torch(t) and t.device.type == "cpu" and not on_gpu):
         _fail(f"'{name}' must be a {'CUDA torch tensor' if on_gpu else 'numpy array or CPU torch tensor'} "
-              f"like 'q', got {type(t).__name__}", TypeError)
+              f"like 'q', got {type(t).__name__}", TilecTypeError)
     if not hasattr(t, "shape") or len(t.shape) != rank:
         _fail(f"'{name}' must have rank {rank}, got shape {tuple(getattr(t, 'shape', ()))}")
     if on_gpu and device is not None and t.device != device:
@@ -418,7 +419,7 @@ def _check_tensor(name, t, on_gpu, rank, device=None):
 def _int32_vector(name, t, batch, on_gpu, device):
     _check_tensor(name, t, on_gpu, 1, device)
     if _dtype_name(t) != "int32":
-        _fail(f"'{name}' must be int32, got {_dtype_name(t)}", TypeError)
+        _fail(f"'{name}' must be int32, got {_dtype_name(t)}", TilecTypeError)
     if t.shape[0] != batch:
         _fail(f"'{name}' has {t.shape[0]} entries, the batch is {batch}")
 
@@ -530,10 +531,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
         if t is not None and _dtype_name(t) != dtype:
             _fail(f"'{name}' is {_dtype_name(t)}, 'q' is {dtype}: one dtype for q, the cache and k/v",
-                  TypeError)
+                  TilecTypeError)
     if dtype not in allowed:
         _fail(f"'q' must be {' or '.join(allowed)}{'' if _is_torch(q) else ' (numpy)'}, got {dtype}",
-              TypeError)
+              TilecTypeError)
 
     batch, seqlen_q, heads, head_dim = q.shape
     paged = block_table is not None
@@ -557,7 +558,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if paged:
         _check_tensor("block_table", block_table, on_gpu, 2, device)
         if _dtype_name(block_table) != "int32":
-            _fail(f"'block_table' must be int32, got {_dtype_name(block_table)}", TypeError)
+            _fail(f"'block_table' must be int32, got {_dtype_name(block_table)}", TilecTypeError)
         if block_table.shape[1] == 0:
             _fail("'block_table' has no columns (each sequence needs at least one page)")
         if block_table.shape[0] != batch:
@@ -585,7 +586,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             _fail("appending 'k'/'v' needs cache_seqlens (where they go)")
         cache_seqlens = capacity                       # flash_attn: the whole cache
     if isinstance(cache_seqlens, bool):
-        _fail(f"cache_seqlens must be an int or an int32 tensor, got {cache_seqlens!r}", TypeError)
+        _fail(f"cache_seqlens must be an int or an int32 tensor, got {cache_seqlens!r}", TilecTypeError)
     for name, t in (("cache_seqlens", cache_seqlens if per_batch else None),
                     ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
         if t is not None:
@@ -647,7 +648,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if alibi:
         _check_tensor("alibi_slopes", alibi_slopes, on_gpu, len(alibi_slopes.shape), device)
         if _dtype_name(alibi_slopes) != "float32":
-            _fail(f"'alibi_slopes' must be float32, got {_dtype_name(alibi_slopes)}", TypeError)
+            _fail(f"'alibi_slopes' must be float32, got {_dtype_name(alibi_slopes)}", TilecTypeError)
         if tuple(alibi_slopes.shape) not in ((heads,), (batch, heads)):
             _fail(f"'alibi_slopes' has shape {tuple(alibi_slopes.shape)}, expected ({heads},) or "
                   f"({batch}, {heads})")
@@ -1037,7 +1038,7 @@ def _combine(ops, on_gpu, o_part, l_part, out, lse, dtype):
     splits, outer, rows, head_dim = o_part.shape
     so, sl, sout, slse = (_strides(t) for t in (o_part, l_part, out, lse))
     if sl[2] != 1 or slse[1] != 1:
-        raise ValueError("flash_attn_combine: lse rows must be contiguous")
+        raise TilecValueError("flash_attn_combine: lse rows must be contiguous")
     consts = combine_constexprs(dtype, head_dim)
     kernel = combine_kernel().specialize(**consts)
     args = (o_part, l_part, out, lse, splits, rows, outer, so[0], so[1], so[2], sl[0], sl[1],
@@ -1095,27 +1096,29 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     on_gpu = _is_torch(out_partial) and out_partial.device.type == "cuda"
     what = "flash_attn_combine"
     if not hasattr(out_partial, "shape") or len(out_partial.shape) != 5:
-        raise ValueError(f"{what}: 'out_partial' must have rank 5 (splits, batch, seqlen, heads, d), "
-                         f"got shape {tuple(getattr(out_partial, 'shape', ()))}")
+        raise TilecValueError(f"{what}: 'out_partial' must have rank 5 (splits, batch, seqlen, "
+                              f"heads, d), got shape {tuple(getattr(out_partial, 'shape', ()))}")
     splits, batch, seqlen, heads, head_dim = out_partial.shape
     if tuple(lse_partial.shape) != (splits, batch, seqlen, heads):
-        raise ValueError(f"{what}: 'lse_partial' has shape {tuple(lse_partial.shape)}, expected "
-                         f"{(splits, batch, seqlen, heads)}")
+        raise TilecValueError(f"{what}: 'lse_partial' has shape {tuple(lse_partial.shape)}, "
+                              f"expected {(splits, batch, seqlen, heads)}")
     for name, t in (("out_partial", out_partial), ("lse_partial", lse_partial)):
         if _dtype_name(t) != "float32":
-            raise TypeError(f"{what}: '{name}' must be float32, got {_dtype_name(t)}")
+            raise TilecTypeError(f"{what}: '{name}' must be float32, got {_dtype_name(t)}")
         if _is_torch(t) != _is_torch(out_partial) or (on_gpu and t.device != out_partial.device):
-            raise TypeError(f"{what}: '{name}' must be on the same device and kind as 'out_partial'")
+            raise TilecTypeError(f"{what}: '{name}' must be on the same device and kind as "
+                                 "'out_partial'")
     if splits == 0:
-        raise ValueError(f"{what}: no splits to combine")
+        raise TilecValueError(f"{what}: no splits to combine")
     if head_dim % 4 or not 4 <= head_dim <= 256:
-        raise ValueError(f"{what}: head_dim {head_dim} is not supported (a multiple of 4 up to 256)")
+        raise TilecValueError(f"{what}: head_dim {head_dim} is not supported (a multiple of 4 up "
+                              "to 256)")
     if out_dtype is None:
         out_dtype = _dtype_name(out) if out is not None else "float32"
     out_dtype = str(out_dtype).replace("torch.", "")
     allowed = ("float32", "float16", "bfloat16") if on_gpu else ("float32", "float16")
     if out_dtype not in allowed:
-        raise TypeError(f"{what}: out_dtype must be one of {allowed}, got {out_dtype}")
+        raise TilecTypeError(f"{what}: out_dtype must be one of {allowed}, got {out_dtype}")
     op, lp, out_np = out_partial, lse_partial, out
     ops = _Arrays(op)
     # Rows (seqlen, heads) flatten when each is contiguous over the next.
@@ -1123,11 +1126,12 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     lp = lp if _flattens(lp, 2) and _strides(lp)[-1] == 1 else ops.contiguous(lp)
     if out_np is not None:
         if tuple(out_np.shape) != (batch, seqlen, heads, head_dim) or _dtype_name(out_np) != out_dtype:
-            raise ValueError(f"{what}: 'out' must be {out_dtype} of shape {(batch, seqlen, heads, head_dim)}, "
-                             f"got {_dtype_name(out_np)} {tuple(out_np.shape)}")
+            raise TilecValueError(f"{what}: 'out' must be {out_dtype} of shape "
+                                  f"{(batch, seqlen, heads, head_dim)}, got {_dtype_name(out_np)} "
+                                  f"{tuple(out_np.shape)}")
         if not _flattens(out_np, 1):
-            raise ValueError(f"{what}: 'out' must have its seqlen and heads dimensions contiguous "
-                             f"(strides {_strides(out_np)})")
+            raise TilecValueError(f"{what}: 'out' must have its seqlen and heads dimensions "
+                                  f"contiguous (strides {_strides(out_np)})")
         dest = out_np
     else:
         dest = ops.empty((batch, seqlen, heads, head_dim), out_dtype)

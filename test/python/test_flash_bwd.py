@@ -447,3 +447,32 @@ def test_torch_compile_fullgraph_trains_on_cpu():
             inductor_config.patch(force_disable_caches=True):
         torch.compile(step, fullgraph=True)(*leaves)
     check_grads(tuple(t.grad for t in leaves), refs, torch.float16, "compiled step")
+
+
+def test_varlen_backward_kernels_check_the_values_too(monkeypatch):
+    """The backward's VARLEN kernels run the forward's in-kernel check of
+    cu_seqlens (the values may be bad for a backward called directly, or
+    changed since the forward): a bad sequence's programs touch nothing
+    outside the tensors (the CPU runner reports any access past a buffer)
+    and the error is raised by the next varlen call; the good sequence's
+    gradients are right."""
+    from tilec import flash_attn as fa
+
+    for flags, *_ in fa._SEQUENCE_BUFFERS.values():
+        flags[:] = 0
+    lens = [5, 9]
+    cu = torch.tensor([0, 5, 14], dtype=torch.int32)
+    q, k, v, dout = (torch.randn(14, 2, 64, dtype=torch.float16) for _ in range(4))
+    out, lse = fa._flash_attn_forward(q, k, v, None, False, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                      max_seqlen_q=9, max_seqlen_k=9)
+    bad = torch.tensor([0, 5, 19], dtype=torch.int32)  # sequence 1 ends past the 14 rows
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, cu_seqlens_q=cu, cu_seqlens_k=bad,
+                                      max_seqlen_q=9, max_seqlen_k=14)
+    with pytest.raises(tilec.TilecValueError, match=r"flash_attn backward: an earlier varlen call "
+                       r"on cpu had bad values, found by its kernel: 'cu_seqlens_k' ends sequence 1 at "
+                       r"19, past the 14 tokens of 'k'"):
+        _flash_attn_backward(dout, q, k, v, out, lse, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                             max_seqlen_q=9, max_seqlen_k=9)
+    ref = [t[:5].unsqueeze(0) for t in (q, k, v, dout)]
+    _, _, *refs = reference(*ref, 1 / 8, False)
+    check_grads(tuple(g[:5].unsqueeze(0) for g in (dq, dk, dv)), refs, torch.float16, "sequence 0")

@@ -423,8 +423,24 @@ def _small(batch=1, sq=1, h=2, hk=2, d=64, cap=32):
 ])
 def test_bad_arguments_are_refused_before_anything_runs(kwargs, match, exc):
     q, kc, vc = _small()
-    with pytest.raises(exc, match=match):
+    with pytest.raises(exc, match=match) as raised:
         tilec.flash_attn_with_kvcache(q, kc, vc, **kwargs)
+    assert isinstance(raised.value, tilec.TilecError)  # a RuntimeError, as flash_attn's
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_paged_cache_overflow_is_a_runtime_error_naming_block_table(append):
+    # upstream's test_flash_attn_kvcache_paged_block_table_bounds: one page of
+    # 256, cache_seqlens past it (or at it plus one new key) must raise a
+    # RuntimeError matching "block_table"; exactly at capacity must run.
+    torch = pytest.importorskip("torch")
+    z = lambda *s: torch.randn(*s, dtype=torch.float16)
+    q, kc, vc = z(1, 1, 1, 64), z(4, 256, 1, 64), z(4, 256, 1, 64)
+    table = torch.zeros(1, 1, dtype=torch.int32)
+    new = dict(k=z(1, 1, 1, 64), v=z(1, 1, 1, 64)) if append else {}
+    lens = torch.full((1,), 256 if append else 257, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="block_table"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, **new)
 
 
 def test_gqa_heads_must_divide():

@@ -380,8 +380,89 @@ def test_bad_input_is_refused_before_launch(call, error, match, monkeypatch):
         raise AssertionError("launched despite bad input")
 
     monkeypatch.setattr(fa, "_launch", no_launch)
-    with pytest.raises(error, match=match):
+    with pytest.raises(error, match=match) as raised:
         call()
+    # Also a RuntimeError, the class flash_attn's C++ checks (TORCH_CHECK)
+    # raise: code written against flash_attn catches that.
+    assert isinstance(raised.value, RuntimeError) and isinstance(raised.value, tilec.TilecError)
+
+
+# --- bad cu_seqlens values found by the kernel (CUDA tensors' values are not
+# read on the host): the CPU runner runs the same in-kernel check -------------
+
+KERNEL_CHECKS = [  # (cu_seqlens_q, cu_seqlens_k, seqused_k, max_q, max_k, bad sequence, message)
+    ([0, 4, 9, 10], [0, 5, 9, 12], None, 6, 6, 2,
+     r"'cu_seqlens_k' ends sequence 2 at 12, past the 10 tokens of 'k'"),
+    ([0, 4, 10, 6], [0, 4, 6, 10], None, 6, 6, 2,
+     r"'cu_seqlens_q' must be non-decreasing, but cu_seqlens_q\[3\] = 6 < cu_seqlens_q\[2\] = 10"),
+    ([0, 4, 6, 9], [0, 4, 6, 10], None, 3, 6, 0, r"sequence 0 has 4 tokens in 'q', more than "
+     r"max_seqlen_q = 3"),
+    ([0, 4, 6, 10], [0, 4, 6, 10], [4, 3, 4], 6, 6, 1,
+     r"seqused_k\[1\] = 3 is outside 0..2 \(the keys of sequence 1\)"),
+    ([0, 4, 6, 10], [-2, 4, 6, 10], None, 6, 6, 0, r"cu_seqlens_k\[0\] = -2 is negative"),
+]
+
+
+@pytest.mark.parametrize("cu_q, cu_k, used, max_q, max_k, bad, match", KERNEL_CHECKS,
+                         ids=[m[6][:30] for m in KERNEL_CHECKS])
+def test_bad_values_are_caught_by_the_kernel(cu_q, cu_k, used, max_q, max_k, bad, match,
+                                             monkeypatch):
+    """With the host's value check off (as for CUDA tensors without
+    CHECK_CUDA_VARLEN_VALUES), the VARLEN kernel finds the bad sequence: its
+    programs touch nothing outside q/k/out (the CPU runner would report an
+    access past a buffer), the other sequences come out right, and the error
+    -- naming the values -- is raised by tilec.check_errors() or the next
+    varlen call, once."""
+    monkeypatch.setattr(fa, "_check_varlen_values", lambda *args: None)
+    for flags, *_ in fa._SEQUENCE_BUFFERS.values():  # nothing left by an earlier test
+        flags[:] = 0
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((10, 2, 64)).astype(np.float16) for _ in range(3))
+    cu_q, cu_k = np.array(cu_q, np.int32), np.array(cu_k, np.int32)
+    used = None if used is None else np.array(used, np.int32)
+
+    def call():
+        return fa._flash_attn_forward(q, k, v, None, False, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                      max_seqlen_q=max_q, max_seqlen_k=max_k, seqused_k=used)[0]
+
+    out = call()  # no error yet: on the GPU the values are only known once the kernel ran
+    for b in range(len(cu_q) - 1):
+        if b != bad:
+            rows = slice(cu_q[b], cu_q[b + 1])
+            ref, _ = attention_varlen(q[rows], k, v, np.array([0, cu_q[b + 1] - cu_q[b]]),
+                                      cu_k[b:b + 2], 1 / math.sqrt(64),
+                                      seqused_k=None if used is None else used[b:b + 1])
+            np.testing.assert_allclose(out[rows].astype(np.float64), ref, atol=2e-3, rtol=2e-3)
+    with pytest.raises(tilec.TilecValueError, match=match):
+        tilec.check_errors()
+    tilec.check_errors()  # reported once
+    call()
+    good = np.array([0, 4, 6, 10], np.int32)
+    with pytest.raises(RuntimeError, match=r"flash_attn_varlen_func: an earlier varlen call on "
+                                           r"numpy had bad values, found by its kernel: " + match):
+        tilec.flash_attn_varlen_func(q, k, v, good, good, 6, 6)
+    tilec.flash_attn_varlen_func(q, k, v, good, good, 6, 6)
+    tilec.check_errors()
+
+
+def test_an_outgrown_error_buffer_is_kept_and_still_checked(monkeypatch):
+    """A batch past the buffer's capacity gets a new buffer; the old one stays
+    alive (a kernel in flight or a captured CUDA graph may still write it)
+    and its flag is still looked at."""
+    monkeypatch.setattr(fa, "_SEQUENCE_BUFFERS", {})
+    monkeypatch.setattr(fa, "_RETIRED_BUFFERS", [])
+    q = np.zeros((70, 2, 64), np.float16)
+    for batch in (2, 70):
+        cu = np.arange(batch + 1, dtype=np.int32)
+        tilec.flash_attn_varlen_func(q[:batch], q[:batch], q[:batch], cu, cu, 1, 1)
+    (key, old), = fa._RETIRED_BUFFERS
+    assert key == "numpy" and old[2] == 64 and fa._SEQUENCE_BUFFERS["numpy"][2] == 128
+    old[0][4 + 4:4 + 8] = (3, 9, 1, 1)  # sequence 1's record, as a late kernel would write it
+    old[0][:4] = 1
+    with pytest.raises(RuntimeError, match=r"sequence 1 has 9 tokens in 'q', more than "
+                                           r"max_seqlen_q = 1"):
+        tilec.flash_attn_varlen_func(q[:2], q[:2], q[:2], cu[:3], cu[:3], 1, 1)
+    tilec.check_errors()
 
 
 def test_cu_seqlens_on_another_device_is_refused(monkeypatch):

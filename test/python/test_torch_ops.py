@@ -279,7 +279,7 @@ def _posing_as_cuda(monkeypatch):
         monkeypatch.setattr(torch, name, lambda *shape, device=None, make=make, **kw: make(*shape, **kw))
     monkeypatch.setattr(runtime, "raw_stream", lambda index: 0)
     monkeypatch.setattr(flash_attn, "_GPU_LAUNCHES", LaunchCache(lambda key: key))
-    for cache in ("_DUMMIES", "_FAST_DUMMIES"):  # per-device buffers made here stay here
+    for cache in ("_DUMMIES", "_FAST_DUMMIES", "_SEQUENCE_BUFFERS"):  # per-device buffers made here stay here
         if hasattr(flash_attn, cache):
             monkeypatch.setattr(flash_attn, cache, {})
     caught = []
@@ -392,7 +392,7 @@ def test_varlen_launches_the_varlen_kernel(monkeypatch):
     (key_varlen, args_varlen, _), (key_dense, _, _) = caught
     assert key_varlen[:-1] == ("float16", 64, True, False, False, False, True)
     assert key_dense[:-1] == ("float16", 64, True, False, False, False, False)
-    assert args_varlen[-4] is cu_q and args_varlen[-3] is cu_k and args_varlen[-1] == 0
+    assert args_varlen[30] is cu_q and args_varlen[31] is cu_k and args_varlen[33] == 0
 
 
 @pytest.mark.parametrize("lens_q, lens_k, hq, hk, d, kw", [
@@ -448,6 +448,69 @@ def test_gpu_varlen_reads_no_cu_seqlens_unless_asked(monkeypatch):
     with pytest.raises(ValueError, match=r"'cu_seqlens_q' must be non-decreasing"):
         tilec.flash_attn_varlen_func(q, q, q, bad, bad, 7, 7)
     assert reads and len(caught) == 2
+
+
+def test_gpu_varlen_raises_what_an_earlier_kernel_found(monkeypatch):
+    """The VARLEN kernel's in-kernel check (its values are never read on the
+    host for CUDA tensors) leaves a record in the device's pinned error
+    buffer; the fast path's next call looks at its flag (no sync) and raises
+    it before launching, naming the values; the buffer is then clear. Both
+    paths pass the same buffer."""
+    from tilec import flash_attn
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    cu = cuda(torch.tensor([0, 4, 10], dtype=torch.int32))
+    q = cuda(torch.randn(10, 2, 64).half())
+    tilec.flash_attn_varlen_func(q, q, q, cu, cu, 6, 6)
+    flash_attn._flash_attn_forward(q, q, q, None, False, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                   max_seqlen_q=6, max_seqlen_k=6, alibi_slopes=cuda(torch.ones(2)))
+    assert len(caught) == 2 and caught[0][1][34] == caught[1][1][34]  # the error buffer
+    flags, address = flash_attn._SEQUENCE_BUFFERS["cuda:0"][:2]
+    assert caught[0][1][34] == address and caught[0][1][35:37] == (10, 10)  # total_q, total_k
+    flags[4 + 4 * 1:4 + 4 * 2] = (5, 11, 10, 1)  # what sequence 1's programs write ...
+    flags[:4] = 1                                # ... and the flag
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)  # nothing runs: no driver
+    with pytest.raises(RuntimeError, match=r"flash_attn_varlen_func: an earlier varlen call on "
+                       r"cuda:0 had bad values, found by its kernel: 'cu_seqlens_k' ends sequence 1 "
+                       r"at 11, past the 10 tokens of 'k'"):
+        tilec.flash_attn_varlen_func(q, q, q, cu, cu, 6, 6)
+    assert len(caught) == 2 and not flags.any()
+    tilec.flash_attn_varlen_func(q, q, q, cu, cu, 6, 6)
+    tilec.check_errors()
+    assert len(caught) == 3
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2])
+def test_gpu_varlen_backward_passes_the_error_buffer_by_address(monkeypatch, dropout_p):
+    """The backward's VARLEN kernels get the pinned error buffer's address
+    (run 6: the checked kernel call refused the int: "argument 'err':
+    expected a torch CUDA tensor of i32, got int"); every other argument is
+    still checked, and the launch gets the forward's buffer."""
+    import sys
+
+    import tilec.jit  # noqa: F401 (tilec.jit is also the decorator's name)
+    from tilec import flash_attn
+    from tilec.flash_bwd import _flash_attn_backward
+
+    cuda, caught = _posing_as_cuda(monkeypatch)
+    kernel_class = sys.modules["tilec.jit"].Kernel
+    checked = []
+    monkeypatch.setattr(kernel_class, "launcher", lambda self, arch, device: self.name)
+    monkeypatch.setattr(kernel_class, "check_args", lambda self, args: checked.append(args) or 0)
+    cu = cuda(torch.tensor([0, 4, 10], dtype=torch.int32))
+    q, k, v, out, dout = (cuda(torch.randn(10, 2, 64).half()) for _ in range(5))
+    lse = cuda(torch.zeros(2, 10))
+    _flash_attn_backward(dout, q, k, v, out, lse, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                         max_seqlen_q=6, max_seqlen_k=6, dropout_p=dropout_p,
+                         rng_state=(1, 2) if dropout_p else None)
+    (address,) = [entry[1] for entry in flash_attn._SEQUENCE_BUFFERS.values()]
+    assert [name.split("_")[2] for name, _, _ in caught] == ["dq", "dkdv"]
+    for (_, args, _), checked_args in zip(caught, checked):
+        at = [i for i, a in enumerate(args) if a is cu][1] + 3  # after cu_seqlens_k, seqused_k, its flag
+        assert args[at] is address and args[at + 1:at + 3] == (10, 10)
+        placeholder = checked_args[at]  # flash_attn._dummy(q, "int32"): on a GPU an int32 CUDA tensor
+        assert hasattr(placeholder, "shape") and str(placeholder.dtype).endswith("int32")
+        assert all(a is b for i, (a, b) in enumerate(zip(args, checked_args)) if i != at)
 
 
 def check_varlen_against_float64(monkeypatch, device, dtype, causal, window, seqused):
