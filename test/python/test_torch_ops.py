@@ -596,3 +596,29 @@ def test_gpu_fast_path_does_not_bypass_autograd(monkeypatch):
     assert tilec.flash_attn_func(q, k, v).grad_fn is None and len(caught) == 1
     out = tilec.flash_attn_func(q.requires_grad_(), k, v)
     assert type(out.grad_fn).__name__ == "FlashAttnFuncBackward" and len(caught) == 2
+
+
+@needs_gpu
+def test_gpu_kernel_reports_bad_cu_seqlens_after_the_call():
+    """On a real GPU the VARLEN kernel writes its error record into the pinned
+    host buffer by its (UVA) address: the call itself raises nothing (no sync),
+    tilec.check_errors() then names the bad value, the good sequence's output
+    is right, and a later good call is clean. Written in session 9 when no GPU
+    run was left to check it (the CPU runner covers the same path with numpy)."""
+    import math
+
+    tilec.check_errors()  # nothing left by an earlier test
+    q, k, v = (torch.randn(10, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    good = torch.tensor([0, 4, 10], dtype=torch.int32, device="cuda")
+    bad_k = torch.tensor([0, 4, 11], dtype=torch.int32, device="cuda")  # sequence 1 ends past k's 10 rows
+    out = tilec.flash_attn_varlen_func(q, k, v, good, bad_k, 6, 8)
+    with pytest.raises(tilec.TilecValueError,
+                       match=r"'cu_seqlens_k' ends sequence 1 at 11, past the 10 tokens of 'k'"):
+        tilec.check_errors()
+    tilec.check_errors()  # reported once
+    q0, k0, v0 = (t[:4].double().cpu() for t in (q, k, v))
+    scores = torch.einsum("qhd,khd->hqk", q0, k0) / math.sqrt(64)
+    ref = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v0)
+    assert (out[:4].double().cpu() - ref).abs().max().item() < 2e-3
+    tilec.flash_attn_varlen_func(q, k, v, good, good, 6, 6)
+    tilec.check_errors()
