@@ -366,33 +366,7 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
   std::map<ChunkBaseKey, Value> epilogueBases;
   localChunkBases = &epilogueBases;
   llvm::scope_exit restore([&] { localChunkBases = nullptr; });
-  Value chunkOfThread = arith::DivUIOp::create(b, thread[1], i32(chunkElems));
-  Value byteInChunk = arith::MulIOp::create(b, arith::RemUIOp::create(b, thread[1], i32(chunkElems)),
-                                            i32(elemBytes));
-  DenseMap<Value, Value> shiftedBases;
-  Type wordType = b.getIntegerType(run * elemBytes * 8);
-  for (int64_t r = 0; r < layout.numRegs(); r += run) {
-    if (layout.regHolding(layout.regCoord(r)) != r)
-      continue; // a duplicate of an earlier register
-    tilec::Coord at = layout.regCoord(r);
-    auto [base, offset] = sharedChunkBase(tile, thread[0], at[0], chunkOfThread, at[1] / chunkElems);
-    Value &shifted = shiftedBases[base];
-    if (!shifted)
-      shifted = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
-                                    ValueRange{byteInChunk});
-    Value word;
-    if (run == 1) {
-      word = LLVM::BitcastOp::create(b, wordType, values[r]);
-    } else {
-      Value vec = LLVM::UndefOp::create(b, VectorType::get({run}, value.getType().getElementType()));
-      for (int i = 0; i < run; ++i)
-        vec = LLVM::InsertElementOp::create(b, vec, values[r + i], i32(i));
-      word = LLVM::BitcastOp::create(b, wordType, vec);
-    }
-    Value address = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), shifted,
-                                        ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * elemBytes});
-    LLVM::StoreOp::create(b, word, address, run * elemBytes);
-  }
+  storeRegisterRuns(tile, layout, values, thread, run);
   target.barrier(b);
 
   // Whole chunks, consecutive threads along a row.

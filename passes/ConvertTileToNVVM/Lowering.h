@@ -161,6 +161,13 @@ private:
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);
   void writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
   bool writeSharedFragments(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> regs);
+  /// Stores `values` (registers of `layout`) into `tile` as words of `run`
+  /// elements along a row, at swizzled chunk bases plus immediates computed
+  /// here (the caller scopes localChunkBases); a register holding a duplicate
+  /// of an earlier one's element is skipped. The smem-epilogue and a warp
+  /// grid's operand writes share it.
+  void storeRegisterRuns(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> values,
+                         ArrayRef<Value> thread, int run);
   /// The region tile-allocate-shared gave `op` (its tile.smem) as a tile of
   /// geometry `g` (AllocateShared.h's rule for the op); an error at `op`
   /// when either is missing.

@@ -57,7 +57,6 @@ bool KernelLowering::writeSharedFragments(SharedTile &tile, const LinearLayout &
                                           ArrayRef<Value> values) {
   if (layout.rank() != 2 || tile.elemBytes != 2 || values.empty())
     return false;
-  int64_t chunkElems = hw.chunkBytes / tile.elemBytes;
   int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
   for (unsigned d = 0; d < 2; ++d) {
     auto [threadBits, regBits] = layout.threadAndRegisterBits(d);
@@ -73,31 +72,41 @@ bool KernelLowering::writeSharedFragments(SharedTile &tile, const LinearLayout &
   std::map<ChunkBaseKey, Value> *outer = localChunkBases;
   localChunkBases = &bases;
   llvm::scope_exit restore([&] { localChunkBases = outer; });
+  storeRegisterRuns(tile, layout, values, thread, run);
+  return true;
+}
+
+void KernelLowering::storeRegisterRuns(SharedTile &tile, const LinearLayout &layout,
+                                       ArrayRef<Value> values, ArrayRef<Value> thread, int run) {
+  int64_t elemBytes = tile.elemBytes, chunkElems = hw.chunkBytes / elemBytes;
   Value chunkOfThread = arith::DivUIOp::create(b, thread[1], i32(chunkElems));
-  Value byteInChunk = arith::MulIOp::create(
-      b, arith::RemUIOp::create(b, thread[1], i32(chunkElems)), i32(tile.elemBytes));
+  Value byteInChunk = arith::MulIOp::create(b, arith::RemUIOp::create(b, thread[1], i32(chunkElems)),
+                                            i32(elemBytes));
   DenseMap<Value, Value> shiftedBases;
-  Type wordType = b.getIntegerType(run * tile.elemBytes * 8);
+  Type wordType = b.getIntegerType(run * elemBytes * 8);
   Type elemType = values.front().getType();
   for (int64_t r = 0; r < layout.numRegs(); r += run) {
+    if (layout.regHolding(layout.regCoord(r)) != r)
+      continue; // a duplicate of an earlier register
     tilec::Coord at = layout.regCoord(r);
     auto [base, offset] = sharedChunkBase(tile, thread[0], at[0], chunkOfThread, at[1] / chunkElems);
     Value &shifted = shiftedBases[base];
     if (!shifted)
       shifted = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), base,
                                     ValueRange{byteInChunk});
-    Value word = values[r];
-    if (run == 2) {
-      Value vec = LLVM::UndefOp::create(b, VectorType::get({2}, elemType));
-      vec = LLVM::InsertElementOp::create(b, vec, values[r], i32(0));
-      vec = LLVM::InsertElementOp::create(b, vec, values[r + 1], i32(1));
+    Value word;
+    if (run == 1) {
+      word = LLVM::BitcastOp::create(b, wordType, values[r]);
+    } else {
+      Value vec = LLVM::UndefOp::create(b, VectorType::get({run}, elemType));
+      for (int i = 0; i < run; ++i)
+        vec = LLVM::InsertElementOp::create(b, vec, values[r + i], i32(i));
       word = LLVM::BitcastOp::create(b, wordType, vec);
     }
     Value address = LLVM::GEPOp::create(b, ptrType(kSharedAddressSpace), b.getI8Type(), shifted,
-                                        ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * tile.elemBytes});
-    LLVM::StoreOp::create(b, word, address, run * tile.elemBytes);
+                                        ArrayRef<LLVM::GEPArg>{offset + (at[1] % chunkElems) * elemBytes});
+    LLVM::StoreOp::create(b, word, address, run * elemBytes);
   }
-  return true;
 }
 
 void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, ArrayRef<Value> values) {
