@@ -296,9 +296,11 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     used = _dummy(q, "int32") if seqused_k is None else seqused_k
     variant_args = (left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b,
                     cu_q, cu_k, used, int(seqused_k is not None))
+    err_index = None  # where the error buffer sits in variant_args (VARLEN only)
     if varlen:  # the VARLEN kernels' error record (flash_attn._sequence_errors) and row counts
         from .flash_attn import _sequence_errors
 
+        err_index = len(variant_args)
         variant_args += (_sequence_errors(q, b)[1], q.shape[0], k.shape[0])
     if dropout_p > 0:
         variant_args += (dropout_p, int(rng_state[0]), int(rng_state[1]))
@@ -310,10 +312,12 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                  *sl[:2], scale, *variant_args)
     dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
     if on_gpu:
-        tail = len(variant_args) - 9 if varlen else None  # VARLEN's error buffer: this far from the end
+        def err_at(args):  # variant_args end each kernel's arguments
+            return None if err_index is None else len(args) - len(variant_args) + err_index
+
         if not atomic_dq:
-            _launch_gpu(kdq, dq_args, None if tail is None else len(dq_args) - tail)
-        _launch_gpu(kdkdv, dkdv_args, None if tail is None else len(dkdv_args) - tail)
+            _launch_gpu(kdq, dq_args, err_at(dq_args))
+        _launch_gpu(kdkdv, dkdv_args, err_at(dkdv_args))
     else:
         if not atomic_dq:
             kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
