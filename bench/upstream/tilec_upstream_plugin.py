@@ -55,8 +55,9 @@ def pytest_collection_modifyitems(config, items):
         if missing:
             raise pytest.UsageError(f"TILEC_UPSTREAM_IDS: {len(missing)} names not collected, "
                                     f"e.g. {missing[0]}")
-        config.hook.pytest_deselected(items=[it for it in items if it.nodeid.split("::")[-1]
-                                             not in set(wanted)])
+        keep = set(wanted)
+        config.hook.pytest_deselected(items=[it for it in items
+                                             if it.nodeid.split("::")[-1] not in keep])
         items[:] = [by_name[w] for w in wanted]
         return
     limit = os.environ.get("TILEC_UPSTREAM_MAX_SEQLEN")
