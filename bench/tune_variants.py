@@ -41,11 +41,11 @@ CANDIDATES = [
 # keys (18 blocks of 64 for w = 1024, 1.125x the window's 16); 64 rows span
 # w + 64 (17 blocks, 1.0625x) but give each K/V tile half the rows.
 WINDOW_CANDIDATES = [
-    # tile-skip-warp-blocks' A/B on the table's blocks (causal windows take
+    # tile-skip-warp-blocks' A/B on the table's blocks (windows take
     # warp-blocks=true by default, strategy.with_mask_options): off, with the
     # unmasked body for warps that see every key, without the pruned tests.
     (128, 64, 4, 2, False, "row", "warp-blocks=false"),
-    (128, 64, 4, 2, False, "row", "warp-blocks=true"),  # the causal default; ON for (l, r) windows
+    (128, 64, 4, 2, False, "row", "warp-blocks=true"),  # the default for every window
     (128, 64, 4, 2, False, "row", "warp-blocks=true full-warps=true"),
     (128, 64, 4, 2, False, "row", "warp-blocks=true warp-prune-tests=false"),
     (64, 64, 4, 2, True),

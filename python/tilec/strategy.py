@@ -248,22 +248,23 @@ VARIANT_TABLE = {}
 
 
 # The tables' entries take no lowering options (those are experiments, for
-# the tuner); flash_fwd_config adds the causal window kernels' own below.
+# the tuner); flash_fwd_config adds the window kernels' own below.
 assert not any(c.lowering_options for c in TABLE.values()), "TABLE entries take no lowering_options"
 assert not any(c.lowering_options for c in VARIANT_TABLE.values())
 
-# Causal windows (w, 0): in a masked K/V block a warp whose 32 rows see none
-# of its keys skips its compute, and in the diagonal blocks a warp whose rows
-# all lie inside the window's left edge tests the causal bound only
-# (tile-skip-warp-blocks; bf16 d128 sm_90a: the diagonal loop's path 1203 ->
-# 1113 SASS instructions, an empty warp's 127, and no spills where the kernel
-# without it spills 28/72 bytes). Measured (H200, 2026-12-01 run 6, tune_variants,
-# window 1024 causal s8k bf16 d128): 0.417 ms on, 0.439 off, 0.424 with
-# full-warps, 0.422 without the pruned tests. Not for windows (l, r) without CAUSAL: there
-# ptxas spilled more in the unmasked loop (d128: 3 LDL + 2 STL per iteration,
-# was 1 LDL; d64: 28/36 bytes, was none). Dense and causal kernels keep their
-# code (their PTX is the digests').
-CAUSAL_WINDOW_LOWERING_OPTIONS = "warp-blocks=true"
+# Windows: in a masked K/V block a warp whose 32 rows see none of its keys
+# skips its compute, and in the diagonal blocks a warp whose rows all lie
+# inside the window's left edge tests the other bound only
+# (tile-skip-warp-blocks; bf16 d128 sm_90a causal window: the diagonal loop's
+# path 1203 -> 1113 SASS instructions, an empty warp's 127, and no spills
+# where the kernel without it spills 28/72 bytes). Measured on the H200,
+# tune_variants, bf16 d128, same-run A/B: window 1024 causal s8k 0.417 ms on
+# vs 0.439 off (2026-12-01 run 6; 0.420 vs 0.442 in session 10 run 8, FlexAttention
+# 0.436); window (256, 256) non-causal s4k 0.264 on vs 0.273 off (session 10
+# run 8) although ptxas spills more in that kernel's unmasked loop (d128: 3 LDL
+# + 2 STL per iteration, was 1 LDL). Dense and causal kernels keep their code
+# (their PTX is the digests').
+WINDOW_LOWERING_OPTIONS = "warp-blocks=true"
 
 
 # Dropout regenerates a Philox number per element of P (10 rounds, 4 live
@@ -291,12 +292,13 @@ def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, windo
 
 
 def with_mask_options(config, causal, window):
-    """`config` with the lowering options its mask takes (a causal window:
-    CAUSAL_WINDOW_LOWERING_OPTIONS), unless it sets warp-blocks itself (the
-    tuner's A/B: warp-blocks=false)."""
+    """`config` with the lowering options its mask takes (a window, causal
+    or not: WINDOW_LOWERING_OPTIONS), unless it sets warp-blocks itself (the
+    tuner's A/B: warp-blocks=false). `causal` does not change the choice
+    today; it is an argument so it can."""
     opts = config.lowering_options.split()
-    if window and causal and not any(o.startswith("warp-blocks=") for o in opts):
-        config = replace(config, lowering_options=" ".join(opts + [CAUSAL_WINDOW_LOWERING_OPTIONS]))
+    if window and not any(o.startswith("warp-blocks=") for o in opts):
+        config = replace(config, lowering_options=" ".join(opts + [WINDOW_LOWERING_OPTIONS]))
     return config
 
 

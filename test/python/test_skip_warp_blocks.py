@@ -287,16 +287,16 @@ def check_kernel(sq, sk, left, right, causal, block_m, block_n, num_warps, full,
         assert skipped >= 2 * 2 * 2, skipped
 
 
-def test_causal_windows_take_warp_blocks():
-    """flash_attn_func's causal windows compile with warp-blocks=true; dense,
-    causal and (l, r) windows without; a config that sets warp-blocks itself
+def test_windows_take_warp_blocks():
+    """flash_attn_func's windows, causal or not, compile with warp-blocks=true;
+    dense and causal kernels without; a config that sets warp-blocks itself
     (the tuner's warp-blocks=false) keeps it; the kernel's strategy carries it."""
     from tilec import strategy
 
     def opts(causal, window):
         return strategy.flash_fwd_config("sm_80", "bfloat16", 128, causal, window).lowering_options.split()
-    assert opts(True, True) == ["warp-blocks=true"]
-    assert opts(False, True) == [] and opts(True, False) == [] and opts(False, False) == []
+    assert opts(True, True) == ["warp-blocks=true"] and opts(False, True) == ["warp-blocks=true"]
+    assert opts(True, False) == [] and opts(False, False) == []
     off = FlashConfig(128, 64, 4, 2, False, lowering_options="warp-blocks=false")
     assert strategy.with_mask_options(off, True, True) == off
     cfg = strategy.flash_fwd_config("sm_80", "bfloat16", 128, True, True)
