@@ -47,9 +47,12 @@ def test_warps_n_reaches_the_four_dkdv_dots(monkeypatch):
     dots = re.findall(r"tile\.dot [^\n]*", kdkdv.ir)
     assert len(dots) == 4 and all("{warps_n = 4 : i64}" in d for d in dots), dots
     assert "warps_n" not in kdq.ir
-    # The split-Q table kernel's IR has no attribute (its PTX is unchanged).
+    # The table's d128 dK/dV kernel runs on the 2x2 grid; d64's is split-Q
+    # and its IR has no attribute (its PTX is unchanged).
     monkeypatch.undo()
-    assert "warps_n" not in flash_bwd_kernels("bfloat16", 128, False)[1].ir
+    dots = re.findall(r"tile\.dot [^\n]*", flash_bwd_kernels("bfloat16", 128, False)[1].ir)
+    assert len(dots) == 4 and all("{warps_n = 2 : i64}" in d for d in dots), dots
+    assert "warps_n" not in flash_bwd_kernels("bfloat16", 64, False)[1].ir
 
 
 @pytest.mark.skipif(not HAVE_CPU, reason="the _tilec extension has no CPU runner")
