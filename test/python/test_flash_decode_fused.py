@@ -100,6 +100,22 @@ def test_fused_matches_reference_and_two_kernels(heads, heads_k, page, lens, cap
     assert _counters_zero()
 
 
+@pytest.mark.parametrize("d,seqlen_q,causal", [(80, 1, False), (64, 3, True), (128, 2, False)])
+def test_fused_head_dims_and_query_rows(d, seqlen_q, causal, poisoned, monkeypatch):
+    """Head dims below their power of two (the merge's feature chunks end at
+    head_dim), several query rows per head (packed rows group × seqlen_q,
+    causal: the last rows see one more key each)."""
+    rng = np.random.default_rng()
+    lens = [150, 97]
+    q, kc, vc, keys, values = contiguous_case(rng, 2, seqlen_q, 8, 2, d, lens, 192)
+    ref, ref_lse = reference(q, keys, values, 1 / math.sqrt(d), causal=causal)
+    monkeypatch.setattr(fd, "FUSED_COMBINE", True)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32), causal=causal,
+                                             num_splits=4, return_softmax_lse=True)
+    check(out, lse, ref, ref_lse)
+    assert _counters_zero()
+
+
 def test_one_split_is_unchanged(monkeypatch):
     """num_splits=1 writes the output directly: no fused kernel, no counters."""
     rng = np.random.default_rng()
