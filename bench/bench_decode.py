@@ -94,11 +94,16 @@ def kernels_for(batch, heads_k, kv, pages=PAGES):
     for page in (0,) + tuple(pages):
         capacity = -(-cap // page) * page if page else cap
         fa2 = fd.num_splits_heuristic(batch * heads_k, 2 * H200_SMS, max(1, -(-capacity // 128)))
+        fused = fd.FUSED_COMBINE
         for splits in (0, fa2) + SWEEP:
-            plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, splits, True, H200_SMS,
-                                  per_batch=True)
-            out.append(fd.decode_kernel().specialize(**plan.constexprs(
-                "bfloat16", paged=bool(page), per_batch=True)))
+            for fd.FUSED_COMBINE in (True, False):        # both sides of the A/B (--fused, ab_fused.py)
+                plan = fd.decode_plan(batch, 1, HEADS, heads_k, D, capacity, page, splits, True, H200_SMS,
+                                      per_batch=True)
+                kernel = fd.decode_kernel().specialize(**plan.constexprs(
+                    "bfloat16", paged=bool(page), per_batch=True))
+                if kernel.name not in {k.name for k in out}:
+                    out.append(kernel)
+        fd.FUSED_COMBINE = fused
     out.append(fd.combine_kernel().specialize(**fd.combine_constexprs("bfloat16", D)))
     return out
 
@@ -355,9 +360,15 @@ def main():
     parser.add_argument("--early-refill", type=int, choices=(0, 1), default=None,
                         help="flash_decode.EARLY_REFILL (default: the module's, 1): the K/V ring refills "
                              "before it waits")
+    parser.add_argument("--fused", type=int, choices=(0, 1), default=None,
+                        help="flash_decode.FUSED_COMBINE (default: the module's, 1): split calls merge "
+                             "inside the decode kernel instead of a combine launch")
     args = parser.parse_args()
     args.pages = tuple(int(p) for p in args.pages.split(",") if p)
     from tilec import flash_decode
+
+    if args.fused is not None:
+        flash_decode.FUSED_COMBINE = bool(args.fused)
 
     if args.tile:
         bm, bn, st = (int(x) for x in args.tile.lower().split("x"))

@@ -176,6 +176,9 @@ def main():
                              "it waits: two blocks in flight through the wait), 0 (session 8's schedule)")
     parser.add_argument("--combines", default="64x32",
                         help="combine tiles SPLITSxD (flash_combine_chunks) or 'old' (flash_combine), comma-separated")
+    parser.add_argument("--fused", type=int, choices=(0, 1), default=None,
+                        help="flash_decode.FUSED_COMBINE (default: the module's, 1); --combines "
+                             "compares combine kernels only with 0")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--kernels", action="store_true",
                         help="also the decode and combine kernel times (torch.profiler) at every split count")
@@ -190,6 +193,8 @@ def main():
         args.splits = tuple(s for s in args.splits if s <= 32)
     from tilec import flash_decode as fd
 
+    if args.fused is not None:
+        fd.FUSED_COMBINE = bool(args.fused)
     if args.dry:
         from bench_decode import lengths
 

@@ -54,13 +54,14 @@ _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
           ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, CHUNKS="length", EARLY_REFILL=False,
-          **_):
+          FUSED=False, MERGE_SPLITS=64, MERGE_D=32, **_):
     flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_softcap", SOFTCAP), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
                                     ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD),
                                     ("_capchunks", CHUNKS == "capacity")) if on)
     stages = (f"s{NUM_STAGES}" if NUM_STAGES != 2 else "") + ("r" if EARLY_REFILL else "")
-    return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}{stages}_q{QPOS}{flags}"
+    fused = f"_fused{MERGE_SPLITS}x{MERGE_D}" if FUSED and SPLIT else ""
+    return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}{stages}_q{QPOS}{flags}{fused}"
 
 
 def _page_tiles(k, v, block_table, bt_row, col, key_end, cache_slots, stride_kb, stride_ks, stride_kh,
@@ -103,7 +104,8 @@ def _scores(qt, kt, col, diag, slope, seqlen_k, window_left, window_right, scale
 def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(ODTYPE),
                  lse: tl.ptr(tl.float32), cache_seqlens: tl.ptr(tl.int32), block_table: tl.ptr(tl.int32),
                  cache_batch_idx: tl.ptr(tl.int32), cache_leftpad: tl.ptr(tl.int32),
-                 alibi_rows: tl.ptr(tl.float32),
+                 alibi_rows: tl.ptr(tl.float32), o_final: tl.ptr(DTYPE), lse_final: tl.ptr(tl.float32),
+                 counters: tl.ptr(tl.int32),
                  rows_q: tl.int32, seqlen_q: tl.int32, seqlen_k_all: tl.int32, num_heads_k: tl.int32,
                  batch: tl.int32, num_splits: tl.int32, window_left: tl.int32, window_right: tl.int32,
                  capacity: tl.int32, cache_slots: tl.int32, seqlen_add: tl.int32,
@@ -113,6 +115,8 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  stride_osplit: tl.int64, stride_ob: tl.int64, stride_ok: tl.int64, stride_or: tl.int64,
                  stride_lsplit: tl.int64, stride_lb: tl.int64, stride_lk: tl.int64,
                  stride_btb: tl.int64, stride_ab: tl.int64, stride_ak: tl.int64,
+                 stride_fb: tl.int64, stride_fk: tl.int64, stride_fr: tl.int64,
+                 stride_flb: tl.int64, stride_flk: tl.int64,
                  scale: tl.float32, softcap: tl.float32,
                  DTYPE: tl.constexpr = tl.float16, ODTYPE: tl.constexpr = tl.float16,
                  HEAD_DIM: tl.constexpr = 128, SPLIT: tl.constexpr = False,
@@ -123,7 +127,8 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  QPOS: tl.constexpr = "mod", CHUNKS: tl.constexpr = "length",
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
                  NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
-                 EARLY_REFILL: tl.constexpr = False):
+                 EARLY_REFILL: tl.constexpr = False, FUSED: tl.constexpr = False,
+                 MERGE_SPLITS: tl.constexpr = 64, MERGE_D: tl.constexpr = 32):
     tl.assume(scale > 0)
     split = tl.program_id(0)
     pid_mk = tl.program_id(1)
@@ -279,6 +284,52 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         tl.store(lv, (row0,), m + tl.log(l))                 # −inf where the split saw nothing
     else:
         tl.store(lv, (row0,), tl.where(seen, m + tl.log(l), float("inf")))
+    if SPLIT and FUSED:
+        # The combine, fused: the last of the num_splits programs of this
+        # (row block, KV head, batch) to arrive merges every split's partial
+        # of its rows (its own included) into o_final / lse_final. The
+        # counters reset themselves (tl.arrive), so they need zeroing once.
+        last = tl.arrive(counters + (b * tl.num_programs(1) + pid_mk), num_splits)
+        if last:
+            _merge_rows(o, lse, o_final, lse_final, row0, tl.minimum(row0 + BLOCK_M, rows_q), b, hk,
+                        num_splits, stride_osplit, stride_ob, stride_ok, stride_or, stride_lsplit,
+                        stride_lb, stride_lk, stride_fb, stride_fk, stride_fr, stride_flb, stride_flk,
+                        DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D)
+
+
+def _merge_rows(o, lse, o_final, lse_final, row_lo, row_hi, b, hk, num_splits, stride_osplit,
+                stride_ob, stride_ok, stride_or, stride_lsplit, stride_lb, stride_lk, stride_fb,
+                stride_fk, stride_fr, stride_flb, stride_flk, DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D):
+    """kernels/flash_combine.py's merge of packed rows [row_lo, row_hi): per
+    row, per MERGE_D features, the partial outputs as one (MERGE_D,
+    MERGE_SPLITS) tile (splits along the last axis, so the reduction stays
+    in a warp at any warp count) and the lse beside them through a view of
+    stride 0 along the features (the same layout: no conversion; every
+    element of a row carries its split's lse), both loads independent: one
+    round trip per (row, feature chunk) for up to MERGE_SPLITS splits, in
+    split order (deterministic). Splits past num_splits read −inf (weight
+    0); a split that saw nothing has lse −inf (weight 0); a row no split saw
+    gets out 0 and lse +inf, as the combine kernel."""
+    for r in range(row_lo, row_hi):
+        lsev = tl.view(lse + (b * stride_lb + hk * stride_lk + r), (MERGE_D, num_splits), (0, stride_lsplit))
+        lfin = tl.view(lse_final + (b * stride_flb + hk * stride_flk + r), (1,), (1,))
+        for c in range(0, HEAD_DIM, MERGE_D):
+            li = tl.load(lsev, (0, 0), (MERGE_D, MERGE_SPLITS), padding="neg_inf")
+            part = tl.view(o + (b * stride_ob + hk * stride_ok + r * stride_or + c),
+                           (HEAD_DIM - c, num_splits), (1, stride_osplit))
+            oi = tl.load(part, (0, 0), (MERGE_D, MERGE_SPLITS))
+            top = tl.maximum(tl.max(li, 1), -1e30)          # no split saw it: weights exp(−inf) = 0
+            wi = tl.exp(li - top[:, None])
+            # total >= 1 where a split saw the row (its top split weighs
+            # exp(0) = 1), 0 where none did. No selects (a tensor select in a
+            # loop reads as a mask to tile-split-masked-loops): out is 0 / 1
+            # = 0 there, and lse top + log 1 − log 0 = +inf.
+            total = tl.sum(wi, 1)
+            merged = tl.sum(oi * wi, 1) / tl.maximum(total, 1.0)
+            fin = tl.view(o_final + (b * stride_fb + hk * stride_fk + r * stride_fr + c), (HEAD_DIM - c,), (1,))
+            tl.store(fin, (0,), merged.to(DTYPE))
+            # Every feature carries the row's lse: the first element lands, the rest fall outside.
+            tl.store(lfin, (c,), top + tl.log(tl.maximum(total, 1.0)) - tl.log(tl.minimum(total, 1.0)))
 
 
 def _append_name(DTYPE, HEAD_DIM, HEADS_K, PAGED, PAGE_SIZE, PER_BATCH, BATCH_IDX, **_):

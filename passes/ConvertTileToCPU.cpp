@@ -11,6 +11,9 @@
 //                              element and reads memory only when in bounds
 //   tile.store              -> loop nest that writes only in-bounds elements
 //   tile.load_scalar        -> memref.load, guarded by the buffer's size
+//   tile.arrive             -> memref.load + store of the count (programs
+//                              run in sequence), true where it reaches
+//                              `expected` (then the count is reset to 0)
 //   tile.dot                -> linalg.generic: extf to f32, mulf, addf in f32
 //   tile.reduce             -> linalg.generic reduction from -inf / 0
 //   iota/splat/expand_dims/broadcast/trans -> linalg / tensor.expand_shape
@@ -239,6 +242,35 @@ LogicalResult KernelLowering::lower(Operation *op) {
       scf::YieldOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getZeroAttr(type)).getResult());
     }
     load.replaceAllUsesWith(ifOp.getResult(0));
+  } else if (auto arrive = dyn_cast<tile::ArriveOp>(op)) {
+    // Programs run one after another here, so the count is a plain
+    // read-modify-write: the program that brings it to `expected` is the
+    // last, gets true and leaves 0 behind (as on the GPU).
+    auto it = ptrs.find(arrive.getCounter());
+    if (it == ptrs.end())
+      return arrive.emitOpError("CPU lowering needs the counter to come from a kernel parameter "
+                                "or a tile.addptr");
+    HostPtr p = it->second;
+    Value usable = inBuffer(loc, HostView{p, {}, {}}, arith::ConstantIntOp::create(b, loc, 1, 1),
+                            p.offset);
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getI1Type()}, usable, /*addThenBlock=*/true,
+                                  /*addElseBlock=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value old = memref::LoadOp::create(b, loc, p.memref, p.offset);
+      Value count = arith::AddIOp::create(b, loc, old, arith::ConstantIntOp::create(b, loc, 1, 32));
+      Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, count,
+                                         arrive.getExpected());
+      Value next = arith::SelectOp::create(b, loc, last, arith::ConstantIntOp::create(b, loc, 0, 32),
+                                           count);
+      memref::StoreOp::create(b, loc, next, p.memref, p.offset);
+      scf::YieldOp::create(b, loc, last);
+      // A counter outside its buffer is a fault (reported by the runner): no program is last.
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, arith::ConstantIntOp::create(b, loc, 0, 1).getResult());
+    }
+    arrive.replaceAllUsesWith(ifOp.getResult(0));
   } else if (isa<tile::StoreOp, tile::AtomicAddOp>(op)) {
     // tile.atomic_add is a read-add-write here: the CPU runner runs the
     // programs of the grid one after another.
@@ -426,8 +458,8 @@ LogicalResult KernelLowering::run() {
   for (Operation *op : llvm::reverse(addressing)) {
       if (!op->use_empty())
         return op->emitOpError("CPU lowering cannot carry pointers or views through "
-                               "anything but tile.addptr, tile.view, tile.load, tile.load_scalar "
-                               "and tile.store");
+                               "anything but tile.addptr, tile.view, tile.load, tile.load_scalar, "
+                               "tile.arrive and tile.store");
       op->erase();
     }
   return success();

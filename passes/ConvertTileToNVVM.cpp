@@ -31,7 +31,8 @@
 //                      commits, waits and barriers are tile-insert-waits'
 //                      ops (../InsertWaits.cpp), lowered in lowerOp
 //   AsyncCopy.cpp      tile.load into shared tiles (cp.async, commit groups)
-//   LoadStore.cpp      register-tile loads/stores, atomics, scalar loads
+//   LoadStore.cpp      register-tile loads/stores, atomics, scalar loads,
+//                      tile.arrive
 //   Dot.cpp            tile.dot: ldmatrix + mma.sync m16n8k16 (MMAv2)
 //   Reduce.cpp         tile.reduce: in-thread trees + lane shuffles
 //   ConvertLayout.cpp  tile.convert_layout, expand_dims/broadcast/trans
@@ -119,6 +120,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerLoad(load);
   if (auto add = dyn_cast<AtomicAddOp>(op))
     return lowerAtomicAdd(add);
+  if (auto arrive = dyn_cast<ArriveOp>(op))
+    return lowerArrive(arrive);
   if (auto store = dyn_cast<StoreOp>(op))
     return lowerStore(store);
   if (auto dot = dyn_cast<DotOp>(op))
@@ -280,6 +283,16 @@ LogicalResult KernelLowering::run() {
   func.walk([&](StoreOp store) {
     auto view = store.getView().getDefiningOp<ViewOp>();
     BlockArgument root = view ? pointerRoot(view.getBase()) : BlockArgument();
+    if (root && root.getOwner() == &func.getBody().front())
+      storedParams.insert(root.getArgNumber());
+    else
+      storesUntraced = true;
+  });
+  // A counter changes under the kernel (other programs' arrivals): not
+  // read-only. (What programs write before arriving is stored through
+  // tile.store, so its parameters are in storedParams already.)
+  func.walk([&](ArriveOp arrive) {
+    BlockArgument root = pointerRoot(arrive.getCounter());
     if (root && root.getOwner() == &func.getBody().front())
       storedParams.insert(root.getArgNumber());
     else

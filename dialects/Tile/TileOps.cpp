@@ -7,6 +7,7 @@
 #include "dialects/Tile/TileDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
@@ -142,6 +143,16 @@ LogicalResult AtomicAddOp::verify() {
     return emitOpError() << "added value must be a statically shaped tile, got "
                          << getValue().getType();
   return verifyAccess(*this, getView().getType(), getOffsets(), type, "added value");
+}
+
+LogicalResult ArriveOp::verify() {
+  Type pointee = getCounter().getType().getPointeeType();
+  if (!pointee.isInteger(32))
+    return emitOpError() << "counter must point to i32, got a pointer to " << pointee;
+  APInt n;
+  if (matchPattern(getExpected(), m_ConstantInt(&n)) && n.getSExtValue() < 1)
+    return emitOpError() << "expected arrivals must be at least 1, got " << n.getSExtValue();
+  return success();
 }
 
 LogicalResult LoadScalarOp::verify() {

@@ -210,6 +210,35 @@ def Tile_AtomicAddOp : Tile_Op<"atomic_add", [MemoryEffects<[MemRead, MemWrite]>
   let hasVerifier = 1;
 }
 
+def Tile_ArriveOp : Tile_Op<"arrive", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "count this program's arrival; true in the last of `expected` programs";
+  let description = [{
+    Each program that runs this op adds one to the i32 counter at `counter`
+    (one element; make the address with `tile.addptr`) after every write it
+    made before the op, and gets `true` in exactly one program: the one whose
+    arrival brings the count to `expected` (i32, at least 1). That program
+    also resets the counter to 0 (so the next launch finds it zeroed without
+    a memset) and, after the op, sees every write the other `expected - 1`
+    programs made before their arrival. The result is uniform over the
+    program: use it as a run-time `if` condition (split-KV decode's fused
+    combine: the last split of a row merges the partials). Every program
+    that uses a counter must arrive on it exactly once, and exactly
+    `expected` programs must arrive, or the counter keeps a stale count.
+    GPU: bar.sync, then thread 0 `fence.acq_rel.gpu` + `atom.global.add.u32`,
+    made uniform by `bar.red.or.pred`; the last program's threads fence
+    before reading. CPU runner: a read-modify-write (programs run one after
+    another). Example:
+    ```mlir
+    %c = tile.addptr %counters, %group : !tile.ptr<i32>, i32
+    %last = tile.arrive %c, %num_splits : !tile.ptr<i32>
+    ```
+  }];
+  let arguments = (ins Tile_PtrType:$counter, I32:$expected);
+  let results = (outs I1:$last);
+  let assemblyFormat = "$counter `,` $expected attr-dict `:` type($counter)";
+  let hasVerifier = 1;
+}
+
 def Tile_LoadScalarOp : Tile_Op<"load_scalar", [MemoryEffects<[MemRead]>]> {
   let summary = "load one element of global memory as a scalar";
   let description = [{

@@ -2,8 +2,8 @@
 //
 // Global memory to and from register tiles: vector loads honouring the
 // copy-bounds mode, stores (direct, widened by lane exchanges, or through
-// shared memory as 16-byte chunks: the smem-epilogue), tile.atomic_add, and
-// tile.load_scalar.
+// shared memory as 16-byte chunks: the smem-epilogue), tile.atomic_add,
+// tile.arrive and tile.load_scalar.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -413,6 +413,15 @@ LogicalResult KernelLowering::lowerStoreThroughShared(StoreOp op) {
     storeGlobalIf(ok, address, data, hw.chunkBytes);
   }
   noteAccess(view, hw.chunkBytes);
+  return success();
+}
+
+/// tile.arrive (TargetInfo::arriveLast): thread 0 counts the program's
+/// arrival; the result is uniform over the program.
+LogicalResult KernelLowering::lowerArrive(ArriveOp op) {
+  Value leader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, threadId, i32(0));
+  Value expectedMinusOne = arith::SubIOp::create(b, scalar(op.getExpected()), i32(1));
+  mapping.map(op.getLast(), target.arriveLast(b, scalar(op.getCounter()), expectedMinusOne, leader));
   return success();
 }
 

@@ -183,6 +183,7 @@ private:
   LogicalResult lowerLoadToShared(LoadOp op);
   LogicalResult lowerStore(StoreOp op);
   LogicalResult lowerAtomicAdd(AtomicAddOp op);
+  LogicalResult lowerArrive(ArriveOp op);
   LogicalResult lowerStoreThroughShared(StoreOp op);
   void storeGlobalIf(Value ok, Value address, Value value, int64_t bytes);
   LogicalResult lowerDot(DotOp op);

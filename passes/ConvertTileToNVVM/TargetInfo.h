@@ -3,7 +3,7 @@
 // The lowering's op-family files emit target instructions only through this
 // interface (cf. Triton's TargetInfoBase): thread and program ids, barriers,
 // warp shuffles and votes, cp.async copies with their commit groups and
-// waits, ldmatrix, mma.sync, f32 atomic adds and the approximate exp2/log2. Its hardware
+// waits, ldmatrix, mma.sync, f32 atomic adds, the arrival count (tile.arrive) and the approximate exp2/log2. Its hardware
 // numbers are the architecture's TargetDescription
 // (include/tilec/Target/TargetDescription.h).
 //
@@ -82,6 +82,14 @@ public:
   virtual void atomicAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value address,
                             mlir::ValueRange values, mlir::Value pred) const = 0;
 
+  /// tile.arrive: after a barrier of the block, thread `leader` (i1) adds 1
+  /// to the u32 at global `counter`; returns i1, uniform over the block: the
+  /// old count was `expectedMinusOne` (i32), i.e. this block arrived last.
+  /// The last block resets the counter to 0 and every thread of it is
+  /// ordered after the other blocks' writes made before their arrival.
+  virtual mlir::Value arriveLast(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
+                                 mlir::Value expectedMinusOne, mlir::Value leader) const = 0;
+
   /// 2^x and log2(x) with the approximate hardware instructions (f32).
   virtual mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
   virtual mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
@@ -123,6 +131,8 @@ public:
   int maxAtomicAddF32Width() const override { return 1; }
   void atomicAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value address, mlir::ValueRange values,
                     mlir::Value pred) const override;
+  mlir::Value arriveLast(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
+                         mlir::Value expectedMinusOne, mlir::Value leader) const override;
   mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
   mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
 };

@@ -188,3 +188,46 @@ std::unique_ptr<TargetInfo> createTargetInfo(StringRef arch, std::string &error)
 }
 
 } // namespace tilec::nvvm
+
+namespace tilec::nvvm {
+
+/// One inline PTX block, so nothing is scheduled between its steps (and
+/// "~{memory}": no memory access moves across it). The release side: every
+/// thread's earlier writes are ordered before the leader's fence by the
+/// bar.sync (PTX's causality order is cumulative through barriers), and the
+/// fence.acq_rel.gpu before the relaxed atom makes them visible to whoever
+/// observes the count (cooperative_groups' grid sync is built the same way:
+/// one thread's fence and atomic after __syncthreads). One atom per block,
+/// not per warp: the counter's address serializes at L2. The acquire side:
+/// the leader of the last block fences after its atom, bar.red.or.pred hands
+/// the outcome to every thread (uniform, no shared memory), and each thread
+/// of the last block fences again before it reads the partials. The last
+/// block stores 0: every other block has arrived, so nothing adds after it
+/// in this launch, and the next launch (or graph replay) starts at zero.
+Value Sm80TargetInfo::arriveLast(ImplicitLocOpBuilder &b, Value counter, Value expectedMinusOne,
+                                 Value leader) const {
+  Value leaderI32 = arith::ExtUIOp::create(b, b.getI32Type(), leader);
+  static constexpr const char *text =
+      "{\n"
+      ".reg .pred p<3>;\n"
+      ".reg .b32 old, zero;\n"
+      "setp.ne.b32 p0, $3, 0;\n"
+      "mov.b32 old, 0;\n"
+      "mov.b32 zero, 0;\n"
+      "bar.sync 0;\n"
+      "@p0 fence.acq_rel.gpu;\n"
+      "@p0 atom.global.add.u32 old, [$1], 1;\n"
+      "setp.eq.and.u32 p1, old, $2, p0;\n"
+      "@p1 st.relaxed.gpu.global.b32 [$1], zero;\n"
+      "@p1 fence.acq_rel.gpu;\n"
+      "bar.red.or.pred p2, 0, p1;\n"
+      "@p2 fence.acq_rel.gpu;\n"
+      "selp.b32 $0, 1, 0, p2;\n"
+      "}";
+  Value last = inlinePtx(b, TypeRange{b.getI32Type()}, ValueRange{counter, expectedMinusOne, leaderI32},
+                         text, "=r,l,r,r,~{memory}")
+                   ->getResult(0);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, last, i32(b, 0));
+}
+
+} // namespace tilec::nvvm

@@ -71,6 +71,23 @@ PAGED_TILE = (16, 64, 2)
 # rest of the call's 43 us is the combine (2 us) and launch gaps.
 EARLY_REFILL = False
 
+# Whether a split call merges the splits inside the decode kernel (the
+# kernel's FUSED: the last of a row block's num_splits programs to arrive on
+# its counter, tl.arrive, merges) instead of a second launch, the combine
+# kernel: one launch and no kernel boundary (~2 µs of combine plus ~5 µs of
+# launch gap at GQA 32/8 batch 1, 32k, where the decode kernel takes 35.8
+# µs). A module setting so that the benches can A/B it. On the GPU the fused
+# merge is used where it takes at most _FUSED_MAX_TRIPS dependent L2 round
+# trips (one per packed row and MERGE_D features: the merging program is
+# alone at the end of its row block, so its latency is the call's); on the
+# CPU runner whenever this is on, so CI checks the fused kernels at every
+# shape.
+FUSED_COMBINE = True
+_FUSED_MAX_TRIPS = 8
+# Registers per thread the fused merge's (MERGE_D, MERGE_SPLITS) f32 tile may
+# take (its lse tile takes as many): MERGE_D is the most features that fit.
+_MERGE_REGS = 64
+
 # What the split rule knows of an SM (H100/H200; sm_80 code): shared memory
 # and registers per SM, the registers per thread the decode kernel takes at
 # d128 (ptxas: 208 at 64 rows), and the bytes of K/V copies that must be in
@@ -253,6 +270,9 @@ class DecodePlan:
     num_stages: int = 2
     chunks: str = "length"  # the kernel's CHUNKS: how a split's key range is cut
     early_refill: bool = False  # the kernel's EARLY_REFILL (GPU plans: EARLY_REFILL)
+    fused: bool = False     # the kernel's FUSED: the splits merge in the decode kernel (FUSED_COMBINE)
+    merge_splits: int = 0   # fused: MERGE_SPLITS, the power of two >= num_splits
+    merge_d: int = 0        # fused: MERGE_D, features per merge tile
 
     def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
                    per_batch=False, batch_idx=False, leftpad=False):
@@ -268,7 +288,9 @@ class DecodePlan:
                     PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx), LEFTPAD=bool(leftpad),
                     QPOS=qpos, BLOCK_M=self.block_m, BLOCK_N=self.block_n, NUM_WARPS=self.num_warps,
                     NUM_STAGES=self.num_stages, **({"CHUNKS": self.chunks} if self.chunks != "length" else {}),
-                    **({"EARLY_REFILL": True} if self.early_refill else {}))
+                    **({"EARLY_REFILL": True} if self.early_refill else {}),
+                    **(dict(FUSED=True, MERGE_SPLITS=self.merge_splits, MERGE_D=self.merge_d)
+                       if self.fused and split else {}))
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
@@ -281,7 +303,8 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
                         on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size, batch * heads_k,
                                                bool(per_batch) and batch > 1, sms), CPU_BLOCK_M,
                         bool(per_batch) and batch > 1,
-                        _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS, EARLY_REFILL)
+                        _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS, EARLY_REFILL,
+                        (FUSED_COMBINE, _FUSED_MAX_TRIPS))
 
 
 def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
@@ -305,7 +328,8 @@ def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
 
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
-                 gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks, _early_refill=False):
+                 gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks, _early_refill=False,
+                 _fused=(False, 0)):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
@@ -337,8 +361,18 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     num_splits = min(num_splits, _MAX_SPLITS)
     chunks = SPLIT_CHUNKS if spread and num_splits > 1 else "length"
     early = bool(_early_refill) and on_gpu and stages == 2
+    num_warps = max(1, block_m // 16)
+    fused, merge_splits, merge_d = False, 0, 0
+    if _fused[0] and num_splits > 1:
+        merge_splits = 1 << (num_splits - 1).bit_length()
+        d = max(16, 1 << (head_dim - 1).bit_length())
+        fit = 32 * num_warps * _MERGE_REGS // merge_splits
+        merge_d = min(d, max(16, 1 << (fit.bit_length() - 1)))
+        trips = min(block_m, rows_q) * -(-head_dim // merge_d)
+        fused = not on_gpu or trips <= _fused[1]
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
-                      max(1, block_m // 16), m_blocks, num_splits, page_block, stages, chunks, early)
+                      num_warps, m_blocks, num_splits, page_block, stages, chunks, early,
+                      fused, merge_splits if fused else 0, merge_d if fused else 0)
 
 
 def _sm_count(device):
@@ -453,6 +487,24 @@ def _dummy(ops, dtype):
     if key not in _dummies:
         _dummies[key] = ops.zeros((1,), dtype)
     return _dummies[key]
+
+
+# The fused combine's arrival counters (kernels/flash_decode.py FUSED): one
+# int32 per (row block × KV head, batch) program group, per device and
+# stream (two calls in flight on different streams must not share counts),
+# zeroed once when made and reset by the kernel itself (the last program of
+# a group stores 0), so no memset per call and a CUDA graph's replays find
+# them zeroed. A call needing more than a buffer holds gets a new zeroed one.
+_COUNTERS = {}
+
+
+def _counters(zeros, n, device, stream=None):
+    """An int32 buffer of at least n zeroed counters for `device` (a CUDA
+    device's index, or "host") and stream; zeros(size) makes one."""
+    buf = _COUNTERS.get((device, stream))
+    if buf is None or buf.shape[0] < n:
+        buf = _COUNTERS[(device, stream)] = zeros(max(n, 2 * buf.shape[0] if buf is not None else 1024))
+    return buf
 
 
 def _rotary(ops, x, cos, sin, pos, interleaved):
@@ -736,17 +788,18 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, _, _, _, _, _) = key
+     device, _, _, _, _, _, _, _) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        _sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
                                                           paged=page_size > 0, per_batch=per_batch))
     split = plan.num_splits > 1
     combine = None
-    if split:
+    if split and not plan.fused:
         combine = combine_kernel().specialize(**combine_constexprs(dtype, head_dim)).launcher(device=device)
     return (kernel.launcher(device=device), combine, plan.num_splits,
-            (plan.num_splits, plan.m_blocks * heads_k, batch), combine_grid(heads, batch, head_dim))
+            (plan.num_splits, plan.m_blocks * heads_k, batch), combine_grid(heads, batch, head_dim),
+            split and plan.fused)
 
 
 #: the call shape -> (decode launcher, combine launcher or None, splits, grid, combine grid).
@@ -848,10 +901,10 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         from .jit import LaunchCache
 
         _FAST_PLANS = LaunchCache(_build_fast_plan)
-    launch, combine, splits, grid, cgrid = _FAST_PLANS[(dtype, batch, heads, heads_k, head_dim, capacity,
-                                                        page_size, num_splits, per_batch, window,
-                                                        softcap > 0, device, (GPU_TILE, PAGED_TILE), _SPREAD_TOLERANCE,
-                                                        COMBINE_TILE, SPLIT_CHUNKS, EARLY_REFILL)]
+    launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
+        dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window,
+        softcap > 0, device, (GPU_TILE, PAGED_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
+        EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
@@ -870,23 +923,32 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     base = scratch.data_ptr()
     # The kernel's view of q and out: (batch, heads, 1, d) rows, a KV head's
     # group of query heads one head stride apart (pack-GQA).
+    runtime = _runtime or _import_runtime()
+    stream = runtime.raw_stream(device)
+    finals, final_strides = (ints, floats, ints), (0, 0, 0, 0, 0)
     if parts:
         dest_o, dest_l = base, base + 4 * l_at
         o_strides = (batch * hd, hd, group * head_dim, head_dim)
         l_strides = (batch * heads, heads, group)
+        if fused:
+            # The kernel merges into out and lse itself (FUSED).
+            counters = _COUNTERS.get((device, stream))
+            if counters is None or counters.shape[0] < grid[1] * batch:
+                counters = _counters(lambda size: q.new_zeros((size,), dtype=torch.int32), grid[1] * batch,
+                                     device, stream)
+            finals = (out, base + 4 * lse_at, counters)
+            final_strides = (hd, group * head_dim, head_dim, heads, group)
     else:
         dest_o, dest_l = out, base + 4 * lse_at
         o_strides = (0, hd, group * head_dim, head_dim)
         l_strides = (0, heads, group)
     args = (q, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
-            block_table if page_size else ints, ints, ints, floats,
+            block_table if page_size else ints, ints, ints, floats, *finals,
             group, 1, uniform + seqlen_new, heads_k, batch, splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             capacity, shape_k[0], seqlen_new,
             sq[0], group * sq[2], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
-            block_table.stride(0) if page_size else 0, 0, 0, scale, softcap or 1.0)
-    runtime = _runtime or _import_runtime()
-    stream = runtime.raw_stream(device)
+            block_table.stride(0) if page_size else 0, 0, 0, *final_strides, scale, softcap or 1.0)
     if seqlen_new:
         append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device))
         if append is None:
@@ -896,7 +958,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
             block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))
     runtime.launch_on(device, launch, args, stream, grid)
-    if parts:
+    if parts and not fused:
         runtime.launch_on(device, combine, (base, base + 4 * l_at, out, base + 4 * lse_at, splits, heads,
                                             batch, batch * hd, hd, head_dim, batch * heads, heads, hd,
                                             head_dim, heads), stream, cgrid)
@@ -904,6 +966,10 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
 
 
 _runtime = None
+
+
+def _runtime_or_import():
+    return _runtime or _import_runtime()
 
 
 def _import_runtime():
@@ -967,15 +1033,27 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     sbt = _strides(block_table)[0] if paged else 0
     ab = (heads * seqlen_q, rows_q) if alibi_slopes is not None else (0, 0)
     seqlen_uniform = (0 if per_batch else lens_host[0]) + seqlen_new
+    fused = split and plan.fused
+    if fused:
+        # The kernel merges into obuf/lse itself (FUSED): rows of a KV head's
+        # group one row apart, as the partials.
+        sf, slf = _strides(obuf), _strides(lse)
+        finals = (obuf, lse, _counters(lambda size: ops.zeros((size,), "int32"), batch * m_blocks * heads_k,
+                                       q.get_device() if on_gpu else "host",
+                                       _runtime_or_import().raw_stream(q.get_device()) if on_gpu else None))
+        final_strides = (sf[0], group * sf[1], sf[2], slf[0], group * slf[1])
+    else:
+        finals = (_dummy(ops, dtype), _dummy(ops, "float32"), dummy_i)
+        final_strides = (0, 0, 0, 0, 0)
     args = (q, k_cache, v_cache, o_part, l_part, seqlens_arg,
             block_table if paged else dummy_i,
             cache_batch_idx if cache_batch_idx is not None else dummy_i,
             cache_leftpad if cache_leftpad is not None else dummy_i,
-            alibi_rows, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
+            alibi_rows, *finals, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             capacity, k_cache.shape[0], seqlen_new,
             qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
-            sbt, ab[0], ab[1], scale, softcap or 1.0)
+            sbt, ab[0], ab[1], *final_strides, scale, softcap or 1.0)
     kernel = decode_kernel().specialize(**plan.constexprs(
         dtype, causal=causal, window=window, alibi=alibi_slopes is not None, softcap=softcap > 0,
         paged=paged,
@@ -983,7 +1061,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         leftpad=cache_leftpad is not None))
     grid = (num_splits, m_blocks * heads_k, batch)
     _launch(kernel, args, grid, on_gpu)
-    if split:
+    if split and not fused:
         _combine(ops, on_gpu, o_part.reshape(num_splits, batch, heads * seqlen_q, head_dim),
                  l_part.reshape(num_splits, batch, heads * seqlen_q),
                  obuf.reshape(batch, heads * seqlen_q, head_dim), lse.reshape(batch, heads * seqlen_q),

@@ -1536,6 +1536,17 @@ class CodeGen(ast.NodeVisitor):
         self.emit(node, f"tile.atomic_add {value.ref}, {view.ref}[{', '.join(o.ref for o in offs)}] "
                         f": {value.type}, {view.type}", [value, view] + offs, None)
 
+    def tl_arrive(self, node, args, kwargs):
+        """tl.arrive(counter_ptr, expected): tile.arrive, an i1 scalar."""
+        counter, expected = self._args(node, "arrive", args, kwargs, ["counter", "expected"])
+        if not isinstance(counter, Value) or not isinstance(counter.type, PtrTy) or counter.dtype != tl.int32:
+            self.error(node, f"tl.arrive needs a pointer to int32 (the counter), got {_describe(counter)}")
+        if not isinstance(expected, Value) and (isinstance(expected, bool) or not isinstance(expected, int)
+                                                or expected < 1):
+            self.error(node, f"tl.arrive: expected arrivals must be an integer >= 1, got {_describe(expected)}")
+        exp = self._scalar_of(node, expected, tl.int32, "tl.arrive expected")
+        return self.emit(node, f"tile.arrive {counter.ref}, {exp.ref} : {counter.type}", [counter, exp], tl.int1)
+
     def tl_dot(self, node, args, kwargs):
         a, b, acc, trans_b, warps_n = self._args(node, "dot", args, kwargs,
                                                  ["a", "b", "acc", "trans_b", "warps_n"],

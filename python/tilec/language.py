@@ -219,6 +219,18 @@ def atomic_add(view, offsets, value):
 
 
 @_builtin
+def arrive(counter, expected):
+    """Count this program's arrival at the int32 `counter` (a pointer, e.g.
+    ``counters + group``) after every write it made before; True in exactly
+    one program, the `expected`-th to arrive, which also resets the counter
+    to 0 and then sees what the other programs wrote before arriving. The
+    result is uniform over the program (an ``if`` condition). Every program
+    that uses a counter arrives on it exactly once, and exactly `expected`
+    programs do (else the count stays behind for the next launch). Zero the
+    counters once; they reset themselves."""
+
+
+@_builtin
 def dot(a, b, acc=None, trans_b=False, warps_n=1):
     """acc + a @ b (a @ b.T with trans_b); f16/bf16 in, f32 accumulator.
     warps_n > 1 (a constexpr power of two dividing num_warps) splits the

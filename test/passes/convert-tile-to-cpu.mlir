@@ -111,7 +111,7 @@ func.func @load_scalar(%dst: !tile.ptr<f32>, %cu: !tile.ptr<i32>, %b: i32) attri
 func.func @not_a_kernel_pointer(%p: !tile.ptr<f32>) -> !tile.view<f32, 1> attributes {tile.kernel} {
   %c1 = arith.constant 1 : i64
   %n = arith.constant 4 : i32
-  // expected-error @below {{CPU lowering cannot carry pointers or views through anything but tile.addptr, tile.view, tile.load, tile.load_scalar and tile.store}}
+  // expected-error @below {{CPU lowering cannot carry pointers or views through anything but tile.addptr, tile.view, tile.load, tile.load_scalar, tile.arrive and tile.store}}
   %v = tile.view %p sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
   return %v : !tile.view<f32, 1>
 }

@@ -942,6 +942,7 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
                         caught.append((launch, args, tuple(grid))))
     monkeypatch.setattr(runtime, "_raw_stream", lambda index: 0)
     monkeypatch.setattr(fd, "_FAST_PLANS", None)
+    monkeypatch.setattr(fd, "_COUNTERS", {})
     out = tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     fast = caught[:]
     assert fast and out.shape == (b, 1, h, 64)
@@ -954,17 +955,23 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
     monkeypatch.setattr(fd, "_launch", lambda kernel, args, grid, on_gpu: general.append((kernel.name, args, tuple(grid))))
     tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     assert [(name, grid) for name, _, grid in fast] == [(name, grid) for name, _, grid in general]
-    pointers = {"flash_decode": 10, "flash_combine": 4, "kv_append": 7}
+    pointers = {"flash_decode": 13, "flash_combine": 4, "kv_append": 7}
     for (name, fa, _), (_, ga, _) in zip(fast, general):
         n = next(v for p, v in pointers.items() if name.startswith(p))
         assert fa[n:] == ga[n:], name                   # every scalar and stride
         if name.startswith("flash_decode"):
             for i in (0, 1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+            if "_fused" in name:      # the same counters (per device and stream)
+                assert fa[12].data_ptr() == ga[12].data_ptr() == fd._COUNTERS[(0, 0)].data_ptr()
         if name.startswith("kv_append"):
             for i in (0, 1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
     assert any(name.startswith("kv_append") for name, _, _ in fast) == bool(new)
+    # Split calls merge in the decode kernel (FUSED_COMBINE): no combine launch.
+    splits = fast[-1][2][0]
+    assert any("_fused" in name for name, _, _ in fast) == (splits > 1)
+    assert not any(name.startswith("flash_combine") for name, _, _ in fast)
 
 
 # --- speculative decoding / chunked prefill: seqlen_q > 1 with every variant ----

@@ -674,3 +674,20 @@ func.func @negative_pending() {
 func.func @negative_offset() attributes {tile.smem = #tile.smem<offset = -128, bytes = 16>} {
   return
 }
+
+// -----
+
+func.func @arrive_not_i32(%c: !tile.ptr<f32>, %n: i32) {
+  // expected-error @below {{'tile.arrive' op counter must point to i32, got a pointer to 'f32'}}
+  %last = tile.arrive %c, %n : !tile.ptr<f32>
+  return
+}
+
+// -----
+
+func.func @arrive_none_expected(%c: !tile.ptr<i32>) {
+  %zero = arith.constant 0 : i32
+  // expected-error @below {{'tile.arrive' op expected arrivals must be at least 1, got 0}}
+  %last = tile.arrive %c, %zero : !tile.ptr<i32>
+  return
+}

@@ -87,6 +87,19 @@ func.func @load_scalar(%cu: !tile.ptr<i32>, %slopes: !tile.ptr<f32>, %b: i32) ->
   return %start, %slope, %v : i32, f32, !tile.view<f32, 1>
 }
 
+// arrive counts a program on an i32 counter and yields the i1 that an
+// scf.if takes.
+// CHECK-LABEL: func.func @arrive
+// CHECK:         %[[LAST:.+]] = tile.arrive %{{.+}}, %{{.+}} : <i32>
+// CHECK:         scf.if %[[LAST]]
+func.func @arrive(%counters: !tile.ptr<i32>, %g: i32, %n: i32) {
+  %c = tile.addptr %counters, %g : !tile.ptr<i32>, i32
+  %last = tile.arrive %c, %n : !tile.ptr<i32>
+  scf.if %last {
+  }
+  return
+}
+
 // Views of rank 1, 2 and 3, with float and integer element types.
 // CHECK-LABEL: func.func @views
 // CHECK-SAME:    (%[[PF:.+]]: !tile.ptr<f32>, %[[PB:.+]]: !tile.ptr<bf16>, %[[PI:.+]]: !tile.ptr<i8>, %[[N:.+]]: i32, %[[S:.+]]: i64)
