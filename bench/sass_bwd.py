@@ -43,6 +43,8 @@ def main(argv=None):
     p.add_argument("--causal", action="store_true")
     p.add_argument("--arch", default="sm_90", help="ptxas arch (the PTX is always sm_80's)")
     p.add_argument("--dump", default=None, help="folder to write the .ptx and .sass into")
+    p.add_argument("--lowering-options", default="",
+                   help="tile-to-nvvm options of the dkdv/fused kernel (e.g. region-barriers=true)")
     p.add_argument("--all-ops", action="store_true", help="print every opcode's count per loop")
     args = p.parse_args(argv)
     from dataclasses import replace
@@ -53,7 +55,8 @@ def main(argv=None):
     from test_flash_sass import find_cuobjdump
 
     c = [int(x) for x in args.config.split(",")]
-    fc = strategy.FlashConfig(c[0], c[1], c[2], c[3], bool(c[4]))
+    fc = strategy.FlashConfig(c[0], c[1], c[2], c[3], bool(c[4]),
+                              lowering_options=args.lowering_options)
     base = strategy.flash_bwd_config(head_dim=args.head_dim, causal=args.causal)
     if args.kernel == "fused":
         cfg = replace(base, atomic=fc, atomic_warps_n=args.warps_n)

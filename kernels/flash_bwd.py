@@ -259,6 +259,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
 
 @tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", "SPLIT_D"), name=_dkdv_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
+           lowering_options="LOWERING_OPTIONS",
            variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
                     "causal": "CAUSAL", "window": "WINDOW", "softcap": "SOFTCAP", "alibi": "ALIBI",
                     "varlen": "VARLEN", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
@@ -293,7 +294,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
-                   WARPS_N: tl.constexpr = 1):
+                   WARPS_N: tl.constexpr = 1, LOWERING_OPTIONS: tl.constexpr = ""):
     tl.assume(scale > 0)
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_n = tl.program_id(0)
