@@ -116,17 +116,18 @@ DKDV_GRID = [
 # s2 were one kernel) and write dSᵀ to shared memory once; RB =
 # region-barriers (tile-insert-waits: 5 -> 3 bar.sync per iteration).
 RB = ("row", "region-barriers=true")
+# Spills non-causal / causal (bytes, sm_90, bwdfast head):
 FUSED_GRID = [
-    ((16, 64, 4, 2, False), 2, (128,)),       # 0
-    ((32, 64, 4, 2, False), 2, (128,)),       # 144 (run 8's best, 207, was 104 unprefetched)
-    ((32, 64, 4, 1, False), 2, (128,)),       # 104 (the unprefetched kernel of run 8)
-    ((32, 128, 8, 2, False), 4, (128,)),      # 0
-    ((32, 128, 8, 2, False), 2, (128,)),      # 96
-    ((16, 64, 4, 2, False, *RB), 2, (128,)),  # 0
-    ((32, 64, 4, 2, False, *RB), 2, (128,)),  # 144
-    ((32, 128, 8, 2, False, *RB), 4, (128,)), # 0
-    ((64, 128, 8, 1, False, *RB), 8, (128,)), # 180 (FA2's blocks; 1 CTA/SM)
-    ((64, 128, 8, 1, False, *RB), 4, (128,)), # 560
+    ((16, 64, 4, 2, False), 2, (128,)),       # 0 / 0
+    ((32, 64, 4, 2, False), 2, (128,)),       # 124 / 0 (run 8's best, 207, unprefetched then)
+    ((32, 64, 4, 1, False), 2, (128,)),       # 168 / 112 (unprefetched, as run 8's s1 and s2)
+    ((32, 128, 8, 2, False), 4, (128,)),      # 0 / 20 (run 8: 160, unprefetched, 5 more bar.sync)
+    ((32, 128, 8, 2, False), 2, (128,)),      # 164 / 48
+    ((16, 64, 4, 2, False, *RB), 2, (128,)),  # 0 / 0
+    ((32, 64, 4, 2, False, *RB), 2, (128,)),  # 124 / 0
+    ((32, 128, 8, 2, False, *RB), 4, (128,)), # 0 / 20
+    ((64, 128, 8, 1, False, *RB), 8, (128,)), # 188 / 288 (FA2's blocks; 1 CTA/SM, unprefetched)
+    ((64, 128, 8, 1, False, *RB), 4, (128,)), # 560 / 576
     ((64, 64, 4, 2, False), 2, (64,)),        # 0
     ((64, 64, 4, 1, False), 2, (64,)),
     ((64, 64, 4, 1, False), 1, (64,)),        # run 3's d64 fused winner, unprefetched
