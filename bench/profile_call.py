@@ -14,6 +14,11 @@ calls (ncu's --launch-skip/--launch-count pick among them). Cases:
   bwd-grid[-causal]  the pair with dK/dV on a 2x4 warp grid (64 queries x
                  128 keys over 8 warps, warps_n 4, Q/dO prefetched);
                  bwd-grid22: 64x64 over 4 warps, 2x2, not prefetched
+  bwd-fused-rb[-causal]  the fused kernel (atomic dQ), 32 queries x 64 keys
+                 over 4 warps, 2x2 grid, prefetched, with region-barriers
+                 (tile-insert-waits), small (1, 1024, 4, 128): for racecheck
+  bwd-grid22-rb  the pair, dK/dV 64x64 2x2 prefetched with region-barriers,
+                 small (1, 1024, 4, 128)
 
     ncu --kernel-name regex:flash --launch-skip 2 --launch-count 1 \\
         python3 bench/profile_call.py varlen-mixed
@@ -68,6 +73,23 @@ def backward_grid(dkdv, warps_n, causal=False):
     return backward(causal=causal)
 
 
+def backward_region_barriers(causal=False, atomic=True):
+    """bwdfast's region-barriers schedule, small enough for racecheck."""
+    from dataclasses import replace
+
+    from tilec import strategy
+    from tilec.strategy import FlashConfig
+
+    cfg = strategy.flash_bwd_config(head_dim=D, causal=causal)
+    rb = ("row", "region-barriers=true")
+    if atomic:
+        cfg = replace(cfg, atomic=FlashConfig(32, 64, 4, 2, False, *rb), atomic_warps_n=2)
+    else:
+        cfg = replace(cfg, dkdv=FlashConfig(64, 64, 4, 2, False, *rb), dkdv_warps_n=2)
+    strategy.BWD_TABLE[("sm_80", D, causal)] = cfg
+    return backward(causal=causal, atomic=atomic, b=1, s=1024, h=4)
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else "varlen-mixed"
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -86,6 +108,9 @@ def main():
         "bwd-grid": lambda: backward_grid((64, 128, 8, 2, False), 4),
         "bwd-grid-causal": lambda: backward_grid((64, 128, 8, 2, False), 4, causal=True),
         "bwd-grid22": lambda: backward_grid((64, 64, 4, 1, False), 2),
+        "bwd-fused-rb": lambda: backward_region_barriers(),
+        "bwd-fused-rb-causal": lambda: backward_region_barriers(causal=True),
+        "bwd-grid22-rb": lambda: backward_region_barriers(atomic=False),
     }[case]()
     fn()
     torch.cuda.synchronize()

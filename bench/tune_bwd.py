@@ -80,7 +80,9 @@ FUSED = [
     ((16, 128, 4, 2, False), (64,)),      # 32 key rows per warp
     ((16, 128, 8, 2, False), (128,)),
     ((32, 128, 8, 2, False), (128,)),
-    ((64, 128, 8, 2, False), (128,)),     # 650 bytes of spills, yet 181 TFLOP/s in run 2
+    # 650 bytes of spills, yet 181 TFLOP/s in run 2; num_stages 1 since Q and dO are
+    # prefetched across the dQ atomics (stages 2: 180 KB of shared, over sm_80's 163)
+    ((64, 128, 8, 1, False), (128,)),
 ]
 # dkdv with a 2-D warp grid (FlashBwdConfig.dkdv_warps_n, the kernel's
 # WARPS_N): (config, warps_n, head dims). num_stages 2 prefetches Q and dO
@@ -102,22 +104,37 @@ DKDV_GRID = [
     ((64, 128, 8, 1, False), 2, (64,)),       # 0 / 0
     ((64, 128, 8, 2, False), 2, (64,)),       # 0 / 0
     ((32, 128, 4, 2, False), 2, (64,)),       # 60 / -
+    # tile-insert-waits region-barriers: no WAR barrier before the Pᵀ and dSᵀ
+    # writes (5 -> 3 bar.sync per iteration, SASS otherwise the same)
+    ((64, 64, 4, 2, False, "row", "region-barriers=true"), 2, (128,)),  # 224 / 252
+    ((32, 64, 4, 2, False, "row", "region-barriers=true"), 2, (128,)),  # 0 / 0
 ]
 # The fused kernel (atomic dQ, 5 matmuls) with its four dK/dV dots on a warp
 # grid (FlashBwdConfig.atomic_warps_n; the dQᵀ dot stays split-Q); sm_90
-# spills, non-causal, 2026-12-01:
+# spills (stores+loads bytes), non-causal, 2026-12-01. Since bwdfast the
+# num_stages 2 kernels prefetch Q and dO across the dQ atomics (before, s1 and
+# s2 were one kernel) and write dSᵀ to shared memory once; RB =
+# region-barriers (tile-insert-waits: 5 -> 3 bar.sync per iteration).
+RB = ("row", "region-barriers=true")
+# Spills non-causal / causal (bytes, sm_90, bwdfast head):
 FUSED_GRID = [
-    ((16, 64, 4, 2, False), 2, (128,)),       # 0
-    ((32, 64, 4, 2, False), 2, (128,)),       # 104
-    ((32, 64, 4, 1, False), 2, (128,)),       # 104
-    ((32, 128, 8, 2, False), 4, (128,)),      # 0
-    ((32, 128, 8, 2, False), 2, (128,)),      # 96
+    ((16, 64, 4, 2, False), 2, (128,)),       # 0 / 0
+    ((32, 64, 4, 2, False), 2, (128,)),       # 124 / 0 (run 8's best, 207, unprefetched then)
+    ((32, 64, 4, 1, False), 2, (128,)),       # 168 / 112 (unprefetched, as run 8's s1 and s2)
+    ((32, 128, 8, 2, False), 4, (128,)),      # 0 / 20 (run 8: 160, unprefetched, 5 more bar.sync)
+    ((32, 128, 8, 2, False), 2, (128,)),      # 164 / 48
+    ((16, 64, 4, 2, False, *RB), 2, (128,)),  # 0 / 0
+    ((32, 64, 4, 2, False, *RB), 2, (128,)),  # 124 / 0
+    ((32, 128, 8, 2, False, *RB), 4, (128,)), # 0 / 20
+    ((64, 128, 8, 1, False, *RB), 8, (128,)), # 188 / 288 (FA2's blocks; 1 CTA/SM, unprefetched)
+    ((64, 128, 8, 1, False, *RB), 4, (128,)), # 560 / 576
     ((64, 64, 4, 2, False), 2, (64,)),        # 0
     ((64, 64, 4, 1, False), 2, (64,)),
     ((64, 64, 4, 1, False), 1, (64,)),        # run 3's d64 fused winner, unprefetched
+    ((64, 64, 4, 2, False, *RB), 2, (64,)),
 ]
 QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10],
-             fused_grid=FUSED_GRID[5:6])
+             fused_grid=FUSED_GRID[10:11])
 
 
 def flops(b, h, s, d, causal):

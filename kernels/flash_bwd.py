@@ -12,7 +12,8 @@ two kernels that need no atomics, so the gradients are deterministic:
   loops over the Q blocks that can see its keys, recomputing P the same way,
   and accumulates dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i. With ATOMIC_DQ it is
   FA2's single backward kernel: it also adds dQ_iᵀ += Kᵀ·dSᵀ into an f32
-  buffer with tl.atomic_add (not deterministic; Delta and lse2 then come from
+  buffer with tl.atomic_add (unscaled: the caller's conversion multiplies by
+  scale; not deterministic; Delta and lse2 then come from
   the caller, not from the dq kernel). The buffer is blocked, (batch, heads,
   cdiv(seqlen_q, BLOCK_M), D, BLOCK_M) (varlen: (total_q, heads, head_dim)).
 
@@ -259,6 +260,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
 
 @tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", "SPLIT_D"), name=_dkdv_name,
            num_warps="NUM_WARPS", num_stages="NUM_STAGES", smem_epilogue="SMEM_EPILOGUE",
+           lowering_options="LOWERING_OPTIONS",
            variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
                     "causal": "CAUSAL", "window": "WINDOW", "softcap": "SOFTCAP", "alibi": "ALIBI",
                     "varlen": "VARLEN", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
@@ -293,7 +295,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
-                   WARPS_N: tl.constexpr = 1):
+                   WARPS_N: tl.constexpr = 1, LOWERING_OPTIONS: tl.constexpr = ""):
     tl.assume(scale > 0)
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_n = tl.program_id(0)
@@ -373,11 +375,13 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             dst = dst * (1.0 - tt * tt)
         dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc, warps_n=WARPS_N)  # dK += dSᵀ·Q
         if ATOMIC_DQ:
-            # FA2's dQ: dQ_iᵀ += scale·Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
-            # split over the warps), added atomically into f32 dq_accum.
+            # FA2's dQ: dQ_iᵀ += Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
+            # split over the warps), added atomically into f32 dq_accum;
+            # unscaled: the caller multiplies by scale once, when it
+            # converts (not BLOCK_M·D multiplies per iteration).
             dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32))
             if VARLEN:
-                tl.atomic_add(dqtv, (0, row0), dqt * scale)
+                tl.atomic_add(dqtv, (0, row0), dqt)
             else:
                 # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), D, BLOCK_M):
                 # query block i's dQᵀ as one row-major D x BLOCK_M tile, so
@@ -387,6 +391,6 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                 # columns past head_dim are padding the caller drops).
                 blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * D),
                               (D, BLOCK_M), (BLOCK_M, 1))
-                tl.atomic_add(blk, (0, 0), dqt * scale)
+                tl.atomic_add(blk, (0, 0), dqt)
     tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
     tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))

@@ -113,7 +113,8 @@ struct Carried {
 
 class Schedule {
 public:
-  Schedule(MLIRContext *ctx, bool earlyRefill) : b(ctx), earlyRefillOption(earlyRefill) {}
+  Schedule(MLIRContext *ctx, bool earlyRefill, bool regionBarriers)
+      : b(ctx), earlyRefillOption(earlyRefill), regionBarriersOption(regionBarriers) {}
 
   void run(func::FuncOp func) {
     SmallVector<Operation *> ops = llvm::map_to_vector(func.getBody().front(), [](Operation &op) { return &op; });
@@ -133,6 +134,42 @@ private:
   void modelBarrier() {
     visibleThrough = completeThrough;
     sharedAccessSinceBarrier = false;
+    unknownAccessSinceBarrier = false;
+    accessedSinceBarrier.clear();
+  }
+
+  /// Some thread read or wrote shared memory, where is not modelled.
+  void noteAccess() {
+    sharedAccessSinceBarrier = true;
+    unknownAccessSinceBarrier = true;
+  }
+  /// Some thread read or wrote shared tile `value` (either region of a
+  /// ring's); unknown if it is not a tile of the walk.
+  void noteAccess(Value value) {
+    auto it = tiles.find(value);
+    if (it == tiles.end())
+      return noteAccess();
+    noteAccess(it->second);
+  }
+  void noteAccess(const Tile &tile) {
+    sharedAccessSinceBarrier = true;
+    accessedSinceBarrier.push_back({tile.offset, tile.bytes});
+    if (tile.twinned)
+      accessedSinceBarrier.push_back({tile.offset + tile.twinDistance, tile.bytes});
+  }
+  /// region-barriers: whether an access since the last barrier may touch
+  /// a byte of `tile` (either region of a ring's).
+  bool touchedSinceBarrier(const Tile &tile) const {
+    if (unknownAccessSinceBarrier)
+      return true;
+    SmallVector<int64_t, 2> regions = {tile.offset};
+    if (tile.twinned)
+      regions.push_back(tile.offset + tile.twinDistance);
+    for (int64_t region : regions)
+      for (auto [offset, bytes] : accessedSinceBarrier)
+        if (offset < region + tile.bytes && region < offset + bytes)
+          return true;
+    return false;
   }
 
   // --- the schedule -----------------------------------------------------------
@@ -163,8 +200,11 @@ private:
       recordWriter(tile.offset + tile.twinDistance, tile.pendingGroup, tile.bytes);
   }
 
-  void barrierBeforeFill() {
-    if (sharedAccessSinceBarrier)
+  /// The barrier before `tile` is written (WAR between threads): needed if
+  /// some thread touched shared memory since the last one -- with
+  /// region-barriers, only if it may have touched this tile's bytes.
+  void barrierBeforeFill(const Tile &tile) {
+    if (sharedAccessSinceBarrier && (!regionBarriersOption || touchedSinceBarrier(tile)))
       barrier();
   }
 
@@ -186,14 +226,14 @@ private:
       completeThrough = latest;
       // Each thread waited for its own copies only; the write (which
       // follows every drain) must wait for everyone's, behind a barrier.
-      sharedAccessSinceBarrier = true;
+      noteAccess();
     }
   }
 
   /// The fill of a region: drain it, then the barrier a write needs.
   void beforeWrite(const Tile &tile) {
     drainRegion(tile);
-    barrierBeforeFill();
+    barrierBeforeFill(tile);
   }
 
   SmallVector<std::pair<Value, int64_t>> pendingSnapshot() {
@@ -254,7 +294,7 @@ private:
       if (tile->earlyRefill) {
         // The region held the tile of two iterations back, waited for and
         // read in the previous iteration: everyone must be done reading it.
-        barrierBeforeFill();
+        barrierBeforeFill(*tile);
         earlyRefills.push_back(load.getResult());
         tiles[load.getResult()] = *tile;
         if (load != lastEarlyRefill)
@@ -285,7 +325,13 @@ private:
       if (isShared(dot.getA()))
         waitFor(dot.getA());
       waitFor(dot.getB());
-      sharedAccessSinceBarrier = true; // ldmatrix
+      // ldmatrix
+      if (isShared(dot.getA()))
+        noteAccess(dot.getA());
+      if (isShared(dot.getB()))
+        noteAccess(dot.getB());
+      else
+        noteAccess();
       return;
     }
     if (auto convert = dyn_cast<ConvertLayoutOp>(op)) {
@@ -298,19 +344,19 @@ private:
         if (!tile)
           return;
         beforeWrite(*tile);
-        sharedAccessSinceBarrier = true; // the writes
+        noteAccess(*tile); // the writes
         // Other threads read what each wrote.
         b.setInsertionPointAfter(op);
         barrier();
         tiles[out] = *tile;
       } else if (isShared(in)) {
         waitFor(in);
-        sharedAccessSinceBarrier = true;
+        noteAccess(in);
       } else if (std::optional<Tile> scratch = regionTile(op)) {
         // Through scratch: write, bar.sync (in the op's lowering), read.
         beforeWrite(*scratch);
         modelBarrier();
-        sharedAccessSinceBarrier = true;
+        noteAccess(*scratch);
       }
       return;
     }
@@ -319,7 +365,7 @@ private:
       if (std::optional<Tile> staging = regionTile(op)) {
         beforeWrite(*staging);
         modelBarrier();
-        sharedAccessSinceBarrier = true;
+        noteAccess(*staging);
       }
       return;
     }
@@ -434,7 +480,7 @@ private:
       completeThrough = std::min(completeThrough, previousIteration - 1);
       visibleThrough = std::min(visibleThrough, previousIteration - 1);
     }
-    sharedAccessSinceBarrier = true; // the previous iteration's reads
+    noteAccess(); // the previous iteration's reads
     for (Carried &c : carried) {
       // Its copy was committed before the body starts (before the loop, or
       // in the previous iteration).
@@ -451,7 +497,7 @@ private:
 
     completeThrough = completeBefore;
     visibleThrough = visibleBefore;
-    sharedAccessSinceBarrier = true;
+    noteAccess();
     assumeCommittedLast(pendingBefore);
     if (bodyFills) // zero trips commit nothing: indices shift between paths
       renumberPendingWriters();
@@ -504,6 +550,11 @@ private:
     int64_t visibleBefore = visibleThrough;
     bool accessBefore = sharedAccessSinceBarrier;
     bool accessAfter = hasElse ? false : accessBefore; // a missing else keeps the state
+    bool unknownBefore = unknownAccessSinceBarrier;
+    bool unknownAfter = hasElse ? false : unknownBefore;
+    SmallVector<std::pair<int64_t, int64_t>> accessedBefore = accessedSinceBarrier, accessedAfter;
+    if (!hasElse)
+      accessedAfter = accessedBefore;
     for (mlir::Region *region : {&op.getThenRegion(), &op.getElseRegion()}) {
       if (region->empty())
         continue;
@@ -514,10 +565,14 @@ private:
       lastWriter = writersBefore; // the other branch's fills never happened here
       visibleThrough = visibleBefore;
       sharedAccessSinceBarrier = accessBefore;
+      unknownAccessSinceBarrier = unknownBefore;
+      accessedSinceBarrier = accessedBefore;
 
       visitBody(region->front());
 
       accessAfter |= sharedAccessSinceBarrier;
+      unknownAfter |= unknownAccessSinceBarrier;
+      llvm::append_range(accessedAfter, accessedSinceBarrier);
       completeThrough = completeBefore;
       visibleThrough = visibleBefore;
       committedAfter = std::max(committedAfter, committedGroups);
@@ -531,6 +586,8 @@ private:
     }
     committedGroups = committedAfter;
     sharedAccessSinceBarrier = accessAfter;
+    unknownAccessSinceBarrier = unknownAfter;
+    accessedSinceBarrier = std::move(accessedAfter);
     assumeCommittedLast(pendingBefore);
     // Fills made in either branch count as the latest commit: the two
     // branches numbered their groups from the same start.
@@ -544,6 +601,7 @@ private:
   DenseMap<Value, Tile> tiles;       // shared tiles
   DenseMap<Value, Tile> reuseRegion; // loads refilling a loop-carried tile
   bool earlyRefillOption;
+  bool regionBarriersOption;
   /// The early-refill loop being walked: its last refill (the commit goes
   /// after it) and the refills seen so far in this iteration.
   LoadOp lastEarlyRefill;
@@ -557,6 +615,10 @@ private:
   /// Whether some thread may have read or written shared memory since the
   /// last barrier (a write must then wait for everyone first).
   bool sharedAccessSinceBarrier = false; // nothing before the kernel starts
+  /// region-barriers: the shared bytes (offset, bytes) touched since the
+  /// last barrier, and whether some access's place is not known (then any).
+  SmallVector<std::pair<int64_t, int64_t>> accessedSinceBarrier;
+  bool unknownAccessSinceBarrier = false;
   /// Per region offset: (last group that filled it, region bytes).
   std::map<int64_t, std::pair<int64_t, int64_t>> lastWriter;
 };
@@ -575,7 +637,7 @@ struct TileInsertWaitsPass final : tilec::impl::TileInsertWaitsBase<TileInsertWa
                                                                                   : WalkResult::advance();
                            }).wasInterrupted();
       if (!scheduled)
-        Schedule(&getContext(), earlyRefill).run(func);
+        Schedule(&getContext(), earlyRefill, regionBarriers).run(func);
     }
   }
 };

@@ -180,6 +180,11 @@ private:
   /// Results whose layout was derived from an input after they already had
   /// one (only tile.reduce can cause this): convert after the op.
   SmallVector<std::pair<Value, Attribute>> resultConversions;
+  /// The shared copy of a register tile, made once for all the dots that
+  /// read it in that placement (the fused backward's dSᵀ: the A operand of
+  /// dK's dot and the B operand of dQᵀ's) -- one write and one region
+  /// instead of one per use.
+  DenseMap<std::pair<Value, Attribute>, Value> sharedCopies;
 };
 
 /// FlashAttention-2 keeps Q in registers when it fits and otherwise reads
@@ -468,10 +473,16 @@ Value LayoutAssigner::materialize(Value v, Attribute layout, OpBuilder &builder)
     assigned[clone->getResult(0)] = layout;
     return clone->getResult(0);
   }
+  bool shared = isa<SharedLayoutAttr>(layout);
+  if (shared)
+    if (Value copy = sharedCopies.lookup({v, layout}))
+      return copy; // placed right after v: it dominates every use of v
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointAfterValue(v);
   auto convert = ConvertLayoutOp::create(builder, v.getLoc(), v.getType(), v);
   assigned[convert.getResult()] = layout;
+  if (shared)
+    sharedCopies[{v, layout}] = convert.getResult();
   return convert.getResult();
 }
 

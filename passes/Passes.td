@@ -161,10 +161,22 @@ def TileInsertWaits : Pass<"tile-insert-waits", "mlir::ModuleOp"> {
     waited for at their first read with the refills left in flight
     (`pending = 2` for K and V), so two blocks are in flight through the
     wait. The twin regions are drained once in front of the loop.
+
+    With `region-barriers` (opt-in per kernel; the fused backward's
+    candidates), the WAR barrier before a write into a shared tile is left
+    out when no access since the last barrier may have touched that tile's
+    bytes (the walk records each dot's ldmatrix reads, each conversion's
+    reads and writes by region; anything else, a loop's top and the
+    previous iteration count as touching everything). The fused backward's
+    Pᵀ and dSᵀ writes then need no barrier before them: the iteration's
+    top barrier already ordered them after the previous iteration's reads.
   }];
   let options = [
     Option<"earlyRefill", "early-refill", "bool", /*default=*/"false",
            "issue a ring loop's refills before the wait for its current tiles">,
+    Option<"regionBarriers", "region-barriers", "bool", /*default=*/"false",
+           "a write to shared memory gets a barrier before it only if a thread may have "
+           "touched its bytes since the last one (not any shared memory)">,
   ];
   let dependentDialects = ["::mlir::tile::TileDialect"];
 }

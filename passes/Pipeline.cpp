@@ -49,9 +49,9 @@ namespace {
 /// Ops of `body` that `roots` depend on, in body order; failure if one of
 /// them has side effects (it could not be recomputed for another iteration),
 /// with `why` saying which. A tile.load_scalar may be in the slice (a paged
-/// K/V block's address read from the block table): the callers only rotate
-/// loops that write no memory, so it reads the same for another iteration,
-/// and cloneLoadFor guards it.
+/// K/V block's address read from the block table): the callers rotate such
+/// a load only in loops that write no memory (BodyWrites::mayAlias), so it
+/// reads the same for another iteration, and cloneLoadFor guards it.
 FailureOr<SmallVector<Operation *>> addressSlice(Block *body, ValueRange roots, std::string &why) {
   llvm::SetVector<Operation *> slice;
   SmallVector<Value> worklist(roots.begin(), roots.end());
@@ -208,18 +208,70 @@ void eraseDeadScalarReads(RewriterBase &rewriter, ArrayRef<Operation *> slice) {
       rewriter.eraseOp(op);
 }
 
-/// Whether the loop body writes memory: rotating a load across a store the
-/// load might alias would change what it reads.
-bool bodyWritesMemory(scf::ForOp loop) {
-  bool writes = false;
+/// The kernel argument a pointer or view is computed from (through
+/// tile.view and tile.addptr), or null when it is not one.
+Value rootPointer(Value v) {
+  while (v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return isa_and_nonnull<func::FuncOp>(arg.getOwner()->getParentOp()) ? v : Value();
+    Operation *def = v.getDefiningOp();
+    if (auto view = dyn_cast_or_null<ViewOp>(def))
+      v = view.getBase();
+    else if (auto add = dyn_cast_or_null<AddPtrOp>(def))
+      v = add.getPtr();
+    else
+      return Value();
+  }
+  return Value();
+}
+
+/// What the loop body writes: rotating a load across a store the load might
+/// alias would change what it reads. `any` is a write to memory that is not
+/// a tile.atomic_add into a view of a kernel argument (anything may alias
+/// it); `atomicRoots` the kernel arguments tile.atomic_adds write through.
+/// A load through another argument may be rotated across those adds
+/// (FlashAttention-2's fused backward: its Q and dO tiles across the dQ
+/// adds). The assumption: a kernel does not read, through one argument,
+/// memory it atomically adds to through another -- such a read would race
+/// with the other programs' adds anyway.
+struct BodyWrites {
+  bool any = false;
+  SmallVector<Value> atomicRoots;
+  /// Whether `load` (with the scalar reads of its address `slice`) may read
+  /// what the body writes.
+  bool mayAlias(LoadOp load, ArrayRef<Operation *> slice) const {
+    if (any)
+      return true;
+    if (atomicRoots.empty())
+      return false;
+    if (llvm::any_of(slice, [](Operation *op) { return isa<LoadScalarOp>(op); }))
+      return true;
+    Value root = rootPointer(load.getView());
+    return !root || llvm::is_contained(atomicRoots, root);
+  }
+};
+
+BodyWrites bodyWrites(scf::ForOp loop) {
+  BodyWrites writes;
   loop.getBody()->walk([&](Operation *op) {
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
     if ((effects && effects.hasEffect<MemoryEffects::Write>()) ||
         (!effects && !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() && !isPure(op) &&
-         !isa<scf::YieldOp>(op)))
-      writes = true;
+         !isa<scf::YieldOp>(op))) {
+      auto atomic = dyn_cast<AtomicAddOp>(op);
+      Value root = atomic ? rootPointer(atomic.getView()) : Value();
+      if (root)
+        writes.atomicRoots.push_back(root);
+      else
+        writes.any = true;
+    }
   });
   return writes;
+}
+
+bool bodyWritesMemory(scf::ForOp loop) {
+  BodyWrites writes = bodyWrites(loop);
+  return writes.any || !writes.atomicRoots.empty();
 }
 
 /// A dot's B operand loaded in the loop body for this iteration, that can be
@@ -437,13 +489,15 @@ Value blocksEnd(scf::ForOp loop) {
 /// one barrier per iteration cover both.
 LogicalResult prefetchAtTop(scf::ForOp loop, RewriterBase &rewriter, bool multiUse) {
   Block *body = loop.getBody();
-  if (bodyWritesMemory(loop))
+  BodyWrites writes = bodyWrites(loop);
+  if (writes.any)
     return success();
   SmallVector<RotatableLoad> rotatable;
   for (Operation &op : *body)
     if (auto dot = dyn_cast<DotOp>(op))
       if (std::optional<RotatableLoad> r = rotatableLoad(body, dot, /*anyDots=*/multiUse))
-        if (llvm::none_of(rotatable, [&](const RotatableLoad &seen) { return seen.load == r->load; }))
+        if (!writes.mayAlias(r->load, r->slice) &&
+            llvm::none_of(rotatable, [&](const RotatableLoad &seen) { return seen.load == r->load; }))
           rotatable.push_back(std::move(*r));
   if (rotatable.empty())
     return success();

@@ -59,6 +59,11 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                           "wait for its current tiles (two blocks in flight through "
                                           "the wait; opt-in, the decode kernels' EARLY_REFILL)"),
                            llvm::cl::init(false)};
+  Option<bool> regionBarriers{*this, "region-barriers",
+                              llvm::cl::desc("tile-insert-waits: a shared write's WAR barrier "
+                                             "only when its bytes may have been touched since "
+                                             "the last barrier (opt-in)"),
+                              llvm::cl::init(false)};
   Option<bool> carryRingAddresses{*this, "carry-ring-addresses",
                                   llvm::cl::desc("carry the K/V ring's ldmatrix addresses "
                                                  "through loops short of registers (no local "

@@ -46,6 +46,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   // regions -> the copies' schedule: commits, waits and barriers as ops.
   TileInsertWaitsOptions waits;
   waits.earlyRefill = options.earlyRefill;
+  waits.regionBarriers = options.regionBarriers;
   pm.addPass(createTileInsertWaits(waits));
   // a masked block's compute, per warp: skipped where the warp's rows see
   // none of its keys, fewer comparisons where the window's far edge holds.

@@ -325,7 +325,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
                       grid=(-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
     if atomic_dq:
-        dq = _dq_from_accum(dq_accum, dq, varlen)
+        dq = _dq_from_accum(dq_accum, dq, varlen, scale)
     if group > 1:
         grouped = k.shape[:-2] + (hk, group, d)
         if _is_torch(dk):
@@ -393,12 +393,14 @@ def fused_applies(head_dim, window_size=(-1, -1), softcap=0.0, alibi_slopes=None
             and alibi_slopes is None and not varlen and not dropout_p)
 
 
-def _dq_from_accum(dq_accum, like, varlen):
+def _dq_from_accum(dq_accum, like, varlen, scale):
     """dq (like's dtype and shape (batch, seqlen_q, heads, head_dim), or
     varlen's (total_q, heads, head_dim)) from the fused kernel's f32
-    accumulator: varlen's has dq's shape; else it is blocked, (batch, heads,
-    blocks, D, BLOCK_M) with D >= head_dim, and is transposed back in one
-    copy (rows past seqlen_q and columns past head_dim dropped)."""
+    accumulator of Kᵀ·dSᵀ, times `scale` (the kernel adds it unscaled):
+    varlen's has dq's shape; else it is blocked, (batch, heads, blocks, D,
+    BLOCK_M) with D >= head_dim, and is transposed back in one copy (rows
+    past seqlen_q and columns past head_dim dropped)."""
+    dq_accum *= scale  # in place, f32 (torch and numpy)
     if varlen:
         return dq_accum.to(like.dtype) if _is_torch(like) else dq_accum.astype(like.dtype)
     b, sq, hq, d = like.shape

@@ -344,6 +344,11 @@ class FlashBwdConfig:
                 raise ValueError(f"{which}_warps_n ({n}) must divide the {which} kernel's "
                                  f"num_warps ({cfg.num_warps})")
             out["WARPS_N"] = n
+        if cfg.lowering_options:  # (kernels without options keep their cache keys)
+            if which == "dq":
+                raise ValueError("lowering_options are taken by the dkdv and atomic kernels "
+                                 f"only, not dq (got {cfg.lowering_options!r})")
+            out["LOWERING_OPTIONS"] = cfg.lowering_options
         return out
 
 

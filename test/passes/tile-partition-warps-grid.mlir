@@ -53,6 +53,48 @@ func.func @dkdv_step(%kp: !tile.ptr<f16>, %qp: !tile.ptr<f16>, %dop: !tile.ptr<f
 
 // -----
 
+// The fused backward's dSᵀ: the A operand of dK's grid dot and the B operand
+// of the split-Q dQᵀ = Kᵀ·dSᵀ dot, both read from shared memory in one
+// placement: one convert_layout (one write, one region) serves both dots.
+// CHECK-LABEL: func.func @one_shared_copy_for_two_dots
+// CHECK:         %[[DS:.+]] = tile.convert_layout %{{.+}} -> tensor<64x64xf16, #tile.shared<swizzle = 3>>
+// CHECK-NOT:     -> tensor<64x64xf16, #tile.shared
+// CHECK:         tile.dot %[[DS]], %{{.+}} {warps_n = 2 : i64}
+// CHECK-NOT:     -> tensor<64x64xf16, #tile.shared
+// CHECK:         tile.dot %{{.+}}, %[[DS]], %{{.+}} :
+// W8-LABEL: func.func @one_shared_copy_for_two_dots
+// W8:         %[[DS:.+]] = tile.convert_layout %{{.+}} -> tensor<64x64xf16, #tile.shared<swizzle = 3>>
+// W8-NOT:     -> tensor<64x64xf16, #tile.shared
+// W8:         tile.dot %{{.+}}, %[[DS]], %{{.+}} :
+func.func @one_shared_copy_for_two_dots(%kp: !tile.ptr<f16>, %qp: !tile.ptr<f16>, %dkp: !tile.ptr<f16>,
+                                        %dqp: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %c1 = arith.constant 1 : i64
+  %s128 = arith.constant 128 : i64
+  %kv = tile.view %kp sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %qv = tile.view %qp sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %dkv = tile.view %dkp sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %dqv = tile.view %dqp sizes(%c128, %n) strides(%c1, %s128) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x128xf16>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x128xf16>
+  %z64 = arith.constant dense<0.0> : tensor<64x64xf32>
+  %z128 = arith.constant dense<0.0> : tensor<64x128xf32>
+  %zt = arith.constant dense<0.0> : tensor<128x64xf32>
+  %st = tile.dot %k, %q, %z64 transpose_b {warps_n = 2 : i64} : tensor<64x128xf16>, tensor<64x128xf16> -> tensor<64x64xf32>
+  %ds = arith.truncf %st : tensor<64x64xf32> to tensor<64x64xf16>
+  %dk = tile.dot %ds, %q, %z128 {warps_n = 2 : i64} : tensor<64x64xf16>, tensor<64x128xf16> -> tensor<64x128xf32>
+  %kt = tile.trans %k : tensor<64x128xf16> -> tensor<128x64xf16>
+  %dq = tile.dot %kt, %ds, %zt : tensor<128x64xf16>, tensor<64x64xf16> -> tensor<128x64xf32>
+  %dk16 = arith.truncf %dk : tensor<64x128xf32> to tensor<64x128xf16>
+  %dq16 = arith.truncf %dq : tensor<128x64xf32> to tensor<128x64xf16>
+  tile.store %dk16, %dkv[%c0, %c0] : tensor<64x128xf16>, !tile.view<f16, 2>
+  tile.store %dq16, %dqv[%c0, %c0] : tensor<128x64xf16>, !tile.view<f16, 2>
+  return
+}
+
+// -----
+
 func.func @grid_wider_than_the_program(%p: !tile.ptr<f16>, %n: i32) attributes {tile.kernel} {
   %c0 = arith.constant 0 : i32
   %c64 = arith.constant 64 : i32

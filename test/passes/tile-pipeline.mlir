@@ -242,6 +242,74 @@ func.func @writes(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32) attributes 
 
 // -----
 
+// The fused backward's loop: its only writes are tile.atomic_adds into a
+// view of another kernel argument (dQ's f32 accumulator), so the ring
+// (stages=2) still prefetches K at the top of the body; stages=1 keeps it.
+// CHECK-LABEL: func.func @atomic_other_argument
+// CHECK:         scf.for
+// CHECK-NEXT:      arith.muli
+// CHECK-NEXT:      tile.load
+// RING-LABEL: func.func @atomic_other_argument
+// RING:         %[[FIRST:.+]] = tile.load %[[KV:.+]][
+// RING:         scf.for %{{.+}} iter_args(%[[K:.+]] = %[[FIRST]])
+// RING-NEXT:      %[[NEXT:.+]] = arith.addi
+// RING:           tile.load %[[KV]][
+// RING:           tile.dot %{{.*}}, %[[K]], %{{.*}} transpose_b
+// RING:           tile.atomic_add
+func.func @atomic_other_argument(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  scf.for %j = %c0 to %n step %c1 : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    %off = arith.extsi %row : i32 to i64
+    %blk = tile.addptr %op, %off : !tile.ptr<f32>, i64
+    %ov = tile.view %blk sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+    tile.atomic_add %s, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  }
+  return
+}
+
+// -----
+
+// Atomic adds beside a plain store: anything may alias the store, so the
+// load stays (a load through the atomics' own argument cannot feed a dot:
+// tile.atomic_add is f32 only, a dot's operands 16-bit, and no op casts a
+// pointer).
+// RING-LABEL: func.func @atomic_and_store
+// RING:         scf.for
+// RING-NEXT:      arith.muli
+// RING-NEXT:      tile.load
+func.func @atomic_and_store(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %sp: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %sv = tile.view %sp sizes(%n, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  scf.for %j = %c0 to %n step %c1 : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+    %s = tile.dot %q, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+    tile.atomic_add %s, %ov[%row, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+    tile.store %s, %sv[%row, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  }
+  return
+}
+
+// -----
+
 // Paged K/V: block j's page is read from the block table inside the loop
 // (tile.load_scalar), and the K/V views start at that page. The address is
 // still rotatable: the next block's entry is read with the tiles, but only

@@ -100,6 +100,8 @@ FUSED_CASES = [(d, causal, FlashConfig(*c), wn) for c, wn, dims in FUSED_GRID fo
 @pytest.mark.parametrize("d,causal,atomic,warps_n", [
     pytest.param(*FUSED_CASES[0], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
     pytest.param(*FUSED_CASES[-3], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
+    # (region-barriers, a GPU-lowering option: its plumbing on the CPU)
+    pytest.param(*FUSED_CASES[-1], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
 ] + [pytest.param(*c, marks=pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU: the warp "
                                                "grid's lowering runs only there"),
                   id=f"gpu-d{c[0]}-{'causal' if c[1] else 'full'}-{c[2].tag}-wn{c[3]}")
@@ -153,6 +155,65 @@ def flash_bwd_kernels_for(d, causal, dkdv, warps_n):
 ])
 def test_grid_kernels_do_not_spill(d, causal, dkdv, warps_n, bound):
     assert sm90_spills(d, causal, dkdv, warps_n) <= bound
+
+
+def fused_ptx(d, causal, atomic, warps_n):
+    saved = dict(strategy.BWD_TABLE)
+    strategy.BWD_TABLE[("sm_80", d, causal)] = fused_config(d, causal, atomic, warps_n)
+    try:
+        _, kdkdv, _ = flash_bwd_kernels("bfloat16", d, causal, atomic_dq=True)
+    finally:
+        strategy.BWD_TABLE.clear()
+        strategy.BWD_TABLE.update(saved)
+    return kdkdv, kdkdv.compile("sm_80").ptx
+
+
+def loop_bodies(ptx):
+    """The text of each loop of a PTX kernel: from a label to the branch
+    back to it."""
+    lines = ptx.splitlines()
+    bodies = []
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*(?:@%p\d+\s+)?bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", line)
+        if m:
+            start = next((j for j in range(i) if lines[j].startswith(m.group(1) + ":")), None)
+            if start is not None:
+                bodies.append("\n".join(lines[start:i + 1]))
+    return bodies
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+def test_fused_loop_prefetches_and_writes_ds_once():
+    """The fused kernel's loop (bf16 d128, 32 x 64 over 4 warps, 2x2 grid,
+    num_stages 2) prefetches Q and dO across the dQ atomics (tile-pipeline's
+    ring: one cp.async wait per iteration, at its top; unprefetched, 3) and
+    writes dSᵀ into shared memory once (before: twice, the second copy
+    element by element, st.shared.b16): bar.sync 5 per iteration (before 8),
+    3 with region-barriers."""
+    cfg = FlashConfig(32, 64, 4, 2, False)
+    kernel, ptx = fused_ptx(128, False, cfg, 2)
+    assert kernel.strategy.lowering_options == ""
+    rb_kernel, rb_ptx = fused_ptx(128, False, replace(cfg, lowering_options="region-barriers=true"), 2)
+    assert "region-barriers=true" in rb_kernel.strategy.key()
+    for text, barriers in ((ptx, 5), (rb_ptx, 3)):
+        loops = [b for b in loop_bodies(text) if "red.global.add.f32" in b]
+        assert loops, "no loop with the dQ atomics"
+        for body in loops:
+            # The ring: the next Q and dO issued in the body, one wait.
+            assert body.count("cp.async.commit_group") == 2
+            assert body.count("cp.async.wait_group") == 1
+            assert body.count("bar.sync") == barriers
+            # Pᵀ and dSᵀ once each: 16 + 16 bf16 pairs per thread (st.shared.b32).
+            assert body.count("st.shared.b32") == 16 and "st.shared.b16" not in body
+
+
+def test_lowering_options_of_the_backward_kernels():
+    cfg = replace(strategy.BWD_DEFAULT, atomic=FlashConfig(16, 64, 4, 2, False, "row", "region-barriers=true"))
+    assert cfg.constexprs("atomic")["LOWERING_OPTIONS"] == "region-barriers=true"
+    assert "LOWERING_OPTIONS" not in strategy.BWD_DEFAULT.constexprs("atomic")
+    with pytest.raises(ValueError, match=r"lowering_options are taken by the dkdv and atomic kernels "
+                                         r"only, not dq \(got 'region-barriers=true'\)"):
+        replace(cfg, dq=cfg.atomic).constexprs("dq")
 
 
 def test_errors():

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Per-loop SASS instruction mix of the backward kernels, on the CPU (no GPU
+needed): compiles flash_bwd's fused kernel (dK/dV + atomic dQ) or the pair's
+dq / dkdv kernel under a config, assembles it with ptxas for an arch
+(default sm_90, what the H200 runs from the sm_80 PTX), disassembles with
+cuobjdump and prints ptxas's register/spill line and, for each loop, its
+length and the counts that matter for the backward: HMMA (vs the minimum the
+matmuls need), LDSM/LDS/STS, RED/ATOM (and their widths), BAR, F2F/F2FP,
+MUFU.EX2, LDL/STL.
+
+    python3 bench/sass_bwd.py fused --config 32,64,4,2,0 --warps-n 2
+    python3 bench/sass_bwd.py dkdv --config 64,64,4,2,0 --warps-n 2
+    python3 bench/sass_bwd.py dq --config 64,64,4,2,0 [--causal] [--dump DIR]
+"""
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "python"), str(REPO / "test" / "python"),
+                str(REPO / "test" / "Target" / "Inputs")]
+
+OPS = ["HMMA", "LDSM", "LDS", "STS", "LDG", "LDGSTS", "REDG", "RED", "ATOM", "BAR", "F2FP", "F2F",
+       "MUFU.EX2", "FMUL", "FFMA", "FADD", "FSEL", "LDL", "STL", "BRA"]
+
+
+def op_of(text):
+    t = re.sub(r"^@!?U?P\w+\s+", "", text)
+    return t.split()[0] if t else ""
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("kernel", choices=("fused", "dkdv", "dq"))
+    p.add_argument("--config", default="32,64,4,2,0",
+                   help="block_m,block_n,warps,stages,smem_epilogue (FlashConfig)")
+    p.add_argument("--warps-n", type=int, default=1)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--arch", default="sm_90", help="ptxas arch (the PTX is always sm_80's)")
+    p.add_argument("--dump", default=None, help="folder to write the .ptx and .sass into")
+    p.add_argument("--lowering-options", default="",
+                   help="tile-to-nvvm options of the dkdv/fused kernel (e.g. region-barriers=true)")
+    p.add_argument("--all-ops", action="store_true", help="print every opcode's count per loop")
+    args = p.parse_args(argv)
+    from dataclasses import replace
+
+    from tilec import strategy
+    from tilec import flash_bwd as fb
+    import loop_spills
+    from test_flash_sass import find_cuobjdump
+
+    c = [int(x) for x in args.config.split(",")]
+    fc = strategy.FlashConfig(c[0], c[1], c[2], c[3], bool(c[4]),
+                              lowering_options=args.lowering_options)
+    base = strategy.flash_bwd_config(head_dim=args.head_dim, causal=args.causal)
+    if args.kernel == "fused":
+        cfg = replace(base, atomic=fc, atomic_warps_n=args.warps_n)
+    elif args.kernel == "dkdv":
+        cfg = replace(base, dkdv=fc, dkdv_warps_n=args.warps_n)
+    else:
+        cfg = replace(base, dq=fc)
+    saved = dict(strategy.BWD_TABLE)
+    strategy.BWD_TABLE[("sm_80", args.head_dim, args.causal)] = cfg
+    try:
+        kdq, kdkdv, _ = fb.flash_bwd_kernels("bfloat16", args.head_dim, args.causal,
+                                             atomic_dq=args.kernel == "fused")
+    finally:
+        strategy.BWD_TABLE.clear()
+        strategy.BWD_TABLE.update(saved)
+    kernel = kdq if args.kernel == "dq" else kdkdv
+    ptx_text = kernel.compile("sm_80").ptx
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = Path(tmp) / "k.ptx"
+        ptx.write_text(ptx_text)
+        ptxas = subprocess.run(["ptxas", f"-arch={args.arch}", "--verbose", str(ptx), "-o",
+                                str(Path(tmp) / "k.cubin")], capture_output=True, text=True)
+        if ptxas.returncode:
+            raise SystemExit(ptxas.stderr)
+        sass = subprocess.run([find_cuobjdump(), "-sass", str(Path(tmp) / "k.cubin")],
+                              capture_output=True, text=True, check=True).stdout
+    info = [l.strip() for l in ptxas.stderr.splitlines() if "registers" in l or "spill" in l]
+    tag = f"{fc.tag}-wn{args.warps_n}"
+    print(f"{kernel.name} {tag} {args.arch}: " + " | ".join(info))
+    ptx_red = Counter(m.group(0) for m in re.finditer(r"\bred\.[\w.]+", ptx_text))
+    print(f"PTX: {len(ptx_text.splitlines())} lines; " + ", ".join(f"{k} {v}" for k, v in ptx_red.items()))
+    if args.dump:
+        d = Path(args.dump)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{kernel.name}.{tag}.ptx").write_text(ptx_text)
+        (d / f"{kernel.name}.{tag}.sass").write_text(sass)
+    insts = loop_spills.instructions(sass.splitlines())
+    print(f"total SASS instructions {len(insts)}")
+    for lo, hi in loop_spills.loop_ranges(insts):
+        body = [t for a, t in insts if lo <= a <= hi]
+        ops = Counter(op_of(t) for t in body)
+        counts = {op: sum(n for o, n in ops.items() if o == op or o.startswith(op + "."))
+                  for op in OPS}
+        print(f"loop 0x{lo:x}-0x{hi:x}: {len(body)} insts  "
+              + " ".join(f"{op}={n}" for op, n in counts.items() if n))
+        widths = {o: n for o, n in ops.items() if o.startswith(("RED", "ATOM", "BAR", "STS", "LDS", "LDSM"))}
+        print("   " + " ".join(f"{o}={n}" for o, n in sorted(widths.items())))
+        if args.all_ops:
+            print("   " + " ".join(f"{o}={n}" for o, n in ops.most_common()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
