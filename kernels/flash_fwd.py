@@ -180,8 +180,10 @@ def dropout_keep(seed, rng_offset, dropout_p, bh, rows, cols, max_q, max_k):
     """Which elements dropout keeps (a bool tile): element (b, h, i, j) of S
     is kept when tl.rand(seed, rng_offset + ((b·heads + h)·max_q + i)·max_k
     + j) >= dropout_p (bh = b·heads + h; rows i and cols j in either
-    orientation; max_q/max_k the grid's seqlens, varlen's maxima). The
-    backward regenerates the same mask from the same counters."""
+    orientation; max_q/max_k the grid's seqlens, varlen's maxima): word 0
+    of Philox counter quads rng_offset.. of subsequence 0, a CUDA
+    generator's offset / 4 (flash_attn._cuda_philox_quads). The backward
+    regenerates the same mask from the same counters."""
     offsets = (bh.to(tl.int64) * max_q + rows) * max_k + cols + rng_offset
     return tl.rand(seed, offsets) >= dropout_p
 

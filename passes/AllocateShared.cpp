@@ -87,6 +87,21 @@ bool needsTwin(BlockArgument arg, Operation *reload) {
   });
 }
 
+SmallVector<CarriedTile> carriedTiles(scf::ForOp loop) {
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  SmallVector<CarriedTile> carried;
+  for (auto [i, init] : llvm::enumerate(loop.getInitArgs())) {
+    if (!isShared(init))
+      continue;
+    auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
+    if (reload && reload->getBlock() != loop.getBody())
+      reload = LoadOp();
+    bool ring = reload && needsTwin(loop.getRegionIterArgs()[i], reload);
+    carried.push_back({unsigned(i), reload, ring});
+  }
+  return carried;
+}
+
 std::optional<Geometry> conversionScratch(ConvertLayoutOp op) {
   std::optional<LinearLayout> from = registerLayout(op.getInput()), to = registerLayout(op.getResult());
   if (!from || !to)
@@ -301,22 +316,15 @@ private:
   }
 
   LogicalResult visitFor(scf::ForOp op) {
-    auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
-    struct Carried {
-      unsigned index;
-      LoadOp reload;
-      bool ring;
-    };
-    SmallVector<Carried> carried;
+    SmallVector<CarriedTile> carried;
     SmallVector<Attribute> twins;
-    for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
-      auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
+    for (const CarriedTile &c : carriedTiles(op)) {
+      Value init = op.getInitArgs()[c.index];
       auto first = regions.find(init);
       // (Anything else carried in shared memory the lowering refuses.)
-      if (!isShared(init) || !reload || reload->getBlock() != op.getBody() || first == regions.end())
+      if (!c.reload || first == regions.end())
         continue;
-      bool ring = needsTwin(op.getRegionIterArgs()[i], reload);
-      if (ring && !first->second.ringResult) {
+      if (c.ring && !first->second.ringResult) {
         // A fresh ring: its twin lives as long as the loop.
         auto g = sharedTileGeometry(cast<RankedTensorType>(init.getType()), hw);
         if (!g)
@@ -325,14 +333,14 @@ private:
         first->second.twin = twin.getOffset();
         twins.push_back(twin);
       }
-      carried.push_back({unsigned(i), reload, ring});
+      carried.push_back(c);
     }
     if (!twins.empty())
       op->setAttr(tilec::kSmemTwinsAttrName, ArrayAttr::get(ctx, twins));
 
     int64_t mark = top, highBefore = high;
     high = top;
-    for (Carried &c : carried) {
+    for (CarriedTile &c : carried) {
       TileRegion region = regions[op.getInitArgs()[c.index]];
       regions[op.getRegionIterArgs()[c.index]] = region;
       reloads[c.reload.getResult()] = region;
@@ -346,7 +354,7 @@ private:
     // The regions of carried tiles nothing reads after the loop (the first
     // iteration's tile, the ring's twin) die with it: pop them off the stack.
     SmallVector<std::pair<int64_t, int64_t>> dead; // (offset, bytes)
-    for (const Carried &c : carried) {
+    for (const CarriedTile &c : carried) {
       Value init = op.getInitArgs()[c.index];
       TileRegion first = regions[init];
       TileRegion after = first;

@@ -25,6 +25,8 @@
 #include "tilec/Layout/LinearLayout.h"
 #include "tilec/Target/TargetDescription.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 #include <optional>
 
 namespace tilec::smem {
@@ -46,6 +48,21 @@ std::optional<Geometry> sharedTileGeometry(mlir::RankedTensorType type, const Ta
 /// (the tile.load yielding its next value) is issued: then the reload goes
 /// to a second region (a ring of two) instead of refilling the one read.
 bool needsTwin(mlir::BlockArgument arg, mlir::Operation *reload);
+
+/// A shared tile an scf.for carries: its iter_arg index, the tile.load in
+/// the loop body that yields its next value (null when the yielded value is
+/// anything else: the lowering refuses that), and whether it alternates
+/// between two regions (needsTwin of that reload; false without one).
+struct CarriedTile {
+  unsigned index;
+  mlir::tile::LoadOp reload;
+  bool ring;
+};
+
+/// The #tile.shared tiles `loop` carries, in iter_arg order: the one
+/// classification tile-allocate-shared, tile-insert-waits and the lowering
+/// (lowerFor) share, so they cannot disagree on which tiles ring.
+llvm::SmallVector<CarriedTile> carriedTiles(mlir::scf::ForOp loop);
 
 /// The scratch a register-to-register tile.convert_layout goes through: when
 /// the two layouts place elements in different threads (rank <= 2).

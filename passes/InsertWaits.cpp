@@ -103,13 +103,8 @@ struct Tile {
   int64_t pendingGroup = -1;
 };
 
-/// A loop-carried shared tile of a loop: its iter_arg index, the load in
-/// the body that refills it, and whether it alternates between two regions.
-struct Carried {
-  unsigned index;
-  LoadOp reload;
-  bool ring;
-};
+/// A loop-carried shared tile (AllocateShared.h's classification).
+using Carried = tilec::smem::CarriedTile;
 
 class Schedule {
 public:
@@ -412,22 +407,20 @@ private:
     // between two regions (the same rule as tile-allocate-shared's and the
     // lowering's: smem::needsTwin; a loop continuing another's ring keeps
     // its twin).
-    auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
     auto twins = op->getAttrOfType<ArrayAttr>(tilec::kSmemTwinsAttrName);
     unsigned nextTwin = 0;
     SmallVector<Carried> carried;
-    for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
-      auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
-      if (!isShared(init) || !reload || reload->getBlock() != op.getBody() || !tiles.count(init))
+    for (const Carried &c : tilec::smem::carriedTiles(op)) {
+      Value init = op.getInitArgs()[c.index];
+      if (!c.reload || !tiles.count(init))
         continue;
-      bool ring = tilec::smem::needsTwin(op.getRegionIterArgs()[i], reload);
       Tile &first = tiles[init];
-      if (ring && !first.ringResult) {
+      if (c.ring && !first.ringResult) {
         if (first.twinned || !twins || nextTwin >= twins.size())
           continue; // the lowering refuses it
         first.twinDistance = cast<SharedRegionAttr>(twins[nextTwin++]).getOffset() - first.offset;
       }
-      carried.push_back({unsigned(i), reload, ring});
+      carried.push_back(c);
     }
     waitForLoopInvariantTiles(op);
     bool early = earlyRefillOption && earlyRefillApplies(op, carried);

@@ -47,26 +47,18 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // reload comes after the last read (tile-pipeline stages=1); otherwise the
   // tile gets a twin region and iterations alternate between the two
   // (stages=2), the parity carried in one i32.
-  auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
-  struct Carried {
-    unsigned index;
-    LoadOp reload;
-    bool ring;
-  };
-  SmallVector<Carried> carried;
+  if (llvm::any_of(op.getInitArgs(), [](Value init) { return isa<ViewType>(init.getType()); }))
+    return op.emitError() << "loop-carried views are not supported";
+  using Carried = smem::CarriedTile;
+  SmallVector<Carried> carried = smem::carriedTiles(op);
   auto twins = op->getAttrOfType<ArrayAttr>(tilec::kSmemTwinsAttrName);
   unsigned nextTwin = 0;
-  for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
-    if (isa<ViewType>(init.getType()))
-      return op.emitError() << "loop-carried views are not supported";
-    if (!isShared(init))
-      continue;
-    auto reload = yield.getOperand(i).getDefiningOp<LoadOp>();
-    if (!reload || reload->getBlock() != op.getBody())
+  for (const Carried &c : carried) {
+    Value init = op.getInitArgs()[c.index];
+    if (!c.reload)
       return op.emitError() << "a loop-carried shared tile must be reloaded by a tile.load in "
                                "the loop body";
-    bool ring = smem::needsTwin(op.getRegionIterArgs()[i], reload);
-    if (ring && !sharedTiles[init].parity) {
+    if (c.ring && !sharedTiles[init].parity) {
       // The twin region lives as long as the loop.
       SharedTile &first = sharedTiles[init];
       if (first.delta)
@@ -77,7 +69,6 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       auto twin = cast<SharedRegionAttr>(twins[nextTwin++]);
       first.twinDistance = twin.getOffset() - first.offset;
     }
-    carried.push_back({unsigned(i), reload, ring});
   }
   bool hasRing = llvm::any_of(carried, [](const Carried &c) { return c.ring; });
   // A loop that continues another's rings (tile-pipeline chains the loops

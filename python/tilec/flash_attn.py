@@ -897,14 +897,30 @@ def _as_int64(x):
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
+def _cuda_philox_quads(offset, counters):
+    """A CUDA generator's Philox offset and a call's counter count -> (the
+    kernels' rng_offset, the generator's next offset). torch's kernels
+    (curand_init(seed, thread, offset)) draw counter quads offset/4,
+    offset/4 + 1, ... of their threads' subsequences, and an advance by
+    `increment` reserves increment/4 quads of every subsequence; the
+    dropout kernels draw quads rng_offset .. rng_offset + counters - 1 of
+    subsequence 0 (flash_fwd.dropout_keep), so rng_offset = offset/4 and an
+    advance by 4·counters keep them inside the reservation: no later torch
+    op draws them again."""
+    if offset % 4:
+        raise TilecValueError(f"the CUDA generator's Philox offset {offset} is not a multiple of 4")
+    return offset // 4, offset + 4 * counters
+
+
 def _dropout_rng(fn, dropout_p, q, generator, counters):
     """None (no dropout) or (dropout_p, seed, offset) for the kernels' Philox
     counters, taken from a generator as flash_attn does (its C++ takes
     at::Generator, default the CUDA one): CUDA inputs use `generator` (a
     CUDA torch.Generator) or the device's default CUDA generator -- its
-    seed, and its Philox offset, which is advanced past the `counters` this
-    call uses (so successive calls get fresh masks and torch.manual_seed
-    replays them); CPU tensors draw seed and offset (two int64) from
+    seed, and its Philox offset / 4, the generator advanced by 4 per
+    counter this call uses (_cuda_philox_quads: torch's reservation of the
+    quads it draws), so successive calls get fresh masks and
+    torch.manual_seed replays them; CPU tensors draw seed and offset (two int64) from
     `generator` (a CPU torch.Generator) or torch's default CPU generator;
     numpy arrays from numpy's global random state (np.random.seed replays)."""
     try:
@@ -938,9 +954,10 @@ def _dropout_rng(fn, dropout_p, q, generator, counters):
         if _capturing():
             raise NotImplementedError(f"{fn}: dropout while a CUDA graph is being captured is not "
                                       "supported (the generator's offset is advanced on the host)")
-        seed, offset = gen.initial_seed(), gen.get_offset()
-        gen.set_offset(offset + -(-counters // 4) * 4)  # Philox offsets advance in fours
-        return p, _as_int64(seed), _as_int64(offset)
+        seed = gen.initial_seed()
+        quad, after = _cuda_philox_quads(gen.get_offset(), counters)
+        gen.set_offset(after)
+        return p, _as_int64(seed), _as_int64(quad)
     gen = torch.default_generator if generator is None else generator
     if not isinstance(gen, torch.Generator) or gen.device.type != "cpu":
         raise TilecTypeError(f"{fn}: 'generator' must be a CPU torch.Generator for CPU tensors, "
