@@ -94,7 +94,7 @@ def main():
         cells = [f"{best[s[0]] * 1e3:.1f} ({gbytes / (best[s[0]] * 1e-3):,.0f})" for s in settings]
         print(f"| {case} | " + " | ".join(cells) + " | " + "; ".join(f"{s[0]}: {launched[s[0]]}" for s in settings)
               + " |", flush=True)
-    fd.FUSED_COMBINE = True
+    fd.FUSED_COMBINE = False  # the module's default
 
 
 if __name__ == "__main__":

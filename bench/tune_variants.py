@@ -45,7 +45,7 @@ WINDOW_CANDIDATES = [
     # warp-blocks=true by default, strategy.with_mask_options): off, with the
     # unmasked body for warps that see every key, without the pruned tests.
     (128, 64, 4, 2, False, "row", "warp-blocks=false"),
-    (128, 64, 4, 2, False, "row", "warp-blocks=true"),  # the default for every window
+    (128, 64, 4, 2, False, "row", "warp-blocks=true"),  # the default (causal windows; others at d > 64)
     (128, 64, 4, 2, False, "row", "warp-blocks=true full-warps=true"),
     (128, 64, 4, 2, False, "row", "warp-blocks=true warp-prune-tests=false"),
     (64, 64, 4, 2, True),
@@ -110,7 +110,7 @@ def main():
 
     def build(cfg, opts, seqlen):
         f = flags(opts, seqlen)
-        cfg = strategy.with_mask_options(cfg, f["causal"], f["window"])  # as flash_attn_func's
+        cfg = strategy.with_mask_options(cfg, f["causal"], f["window"], d)  # as flash_attn_func's
         kernel = fa.flash_fwd_kernel().specialize(
             DTYPE=tilec.language.bfloat16, HEAD_DIM=d, CAUSAL=f["causal"], WINDOW=f["window"],
             SOFTCAP=f["softcap"], ALIBI=f["alibi"], VARLEN=False, **cfg.constexprs())

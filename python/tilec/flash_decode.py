@@ -74,15 +74,18 @@ EARLY_REFILL = False
 # Whether a split call merges the splits inside the decode kernel (the
 # kernel's FUSED: the last of a row block's num_splits programs to arrive on
 # its counter, tl.arrive, merges) instead of a second launch, the combine
-# kernel: one launch and no kernel boundary (~2 µs of combine plus ~5 µs of
-# launch gap at GQA 32/8 batch 1, 32k, where the decode kernel takes 35.8
-# µs). A module setting so that the benches can A/B it. On the GPU the fused
-# merge is used where it takes at most _FUSED_MAX_TRIPS dependent L2 round
-# trips (one per packed row and MERGE_D features: the merging program is
-# alone at the end of its row block, so its latency is the call's); on the
-# CPU runner whenever this is on, so CI checks the fused kernels at every
-# shape.
-FUSED_COMBINE = True
+# kernel. Off: measured slower where it was meant to help (H200, session 10
+# run 9, bench/ab_fused.py, bf16 d128, µs two kernels / fused): GQA 32/8
+# batch 1 kv 32k 41.7 / 47.3, 128k 130.6 / 150.8; batch 16 8k 133.0 / 131.2,
+# mixed 1k..32k 337.9 / 340.6, MHA b1 32k 129.7 / 127.6. The b1 loss grows
+# with the cache (5.6 µs at 32k, 20 µs at 128k), so it is not the merge's
+# tail alone; not found yet (docs/DESIGN.md). A module setting so that the
+# benches can A/B it (bench/ab_fused.py, bench_decode --fused 1). When on, the
+# GPU plan fuses where the merge takes at most _FUSED_MAX_TRIPS dependent L2
+# round trips (one per packed row and MERGE_D features), the CPU runner
+# always; the CPU tests (test_flash_decode_fused.py) check the fused kernels
+# with it on at every shape.
+FUSED_COMBINE = False
 _FUSED_MAX_TRIPS = 8
 # Registers per thread the fused merge's (MERGE_D, MERGE_SPLITS) f32 tile may
 # take (its lse tile takes as many): MERGE_D is the most features that fit.

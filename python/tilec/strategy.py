@@ -258,12 +258,17 @@ assert not any(c.lowering_options for c in VARIANT_TABLE.values())
 # (tile-skip-warp-blocks; bf16 d128 sm_90a causal window: the diagonal loop's
 # path 1203 -> 1113 SASS instructions, an empty warp's 127, and no spills
 # where the kernel without it spills 28/72 bytes). Measured on the H200,
-# tune_variants, bf16 d128, same-run A/B: window 1024 causal s8k 0.417 ms on
-# vs 0.439 off (2026-12-01 run 6; 0.420 vs 0.442 in session 10 run 8, FlexAttention
-# 0.436); window (256, 256) non-causal s4k 0.264 on vs 0.273 off (session 10
-# run 8) although ptxas spills more in that kernel's unmasked loop (d128: 3 LDL
-# + 2 STL per iteration, was 1 LDL). Dense and causal kernels keep their code
-# (their PTX is the digests').
+# tune_variants, bf16, same-run A/B (ms, on / off):
+# - causal window 1024 s8k d128: 0.417 / 0.439 (2026-12-01 session 9 run 6),
+#   0.420 / 0.442 (session 10 run 8; FlexAttention 0.436);
+# - window (256, 256) s4k d128: 0.264 / 0.273 (session 10 run 8), although
+#   ptxas spills more in its unmasked loop (3 LDL + 2 STL per iteration, was
+#   1 LDL);
+# - window (256, 256) s4k d64: 0.167 / 0.162 (session 10 run 9; 28/36 bytes
+#   of spills where the kernel without has none), so non-causal windows at
+#   head dims of 64 and less keep their code.
+# Dense and causal kernels keep their code (their PTX is the digests').
+NONCAUSAL_WINDOW_MIN_HEAD_DIM = 65
 WINDOW_LOWERING_OPTIONS = "warp-blocks=true"
 
 
@@ -288,16 +293,17 @@ def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, windo
     if dropout and int(head_dim) <= 128:
         bm, bn, nw = DROPOUT_BLOCKS
         config = replace(config, block_m=bm, block_n=bn, num_warps=nw)
-    return with_mask_options(config, causal, window)
+    return with_mask_options(config, causal, window, head_dim)
 
 
-def with_mask_options(config, causal, window):
-    """`config` with the lowering options its mask takes (a window, causal
-    or not: WINDOW_LOWERING_OPTIONS), unless it sets warp-blocks itself (the
-    tuner's A/B: warp-blocks=false). `causal` does not change the choice
-    today; it is an argument so it can."""
+def with_mask_options(config, causal, window, head_dim):
+    """`config` with the lowering options its mask takes (a causal window,
+    or a window without causal at head dims of NONCAUSAL_WINDOW_MIN_HEAD_DIM
+    and more: WINDOW_LOWERING_OPTIONS), unless it sets warp-blocks itself
+    (the tuner's A/B: warp-blocks=false)."""
     opts = config.lowering_options.split()
-    if window and not any(o.startswith("warp-blocks=") for o in opts):
+    takes = window and (causal or int(head_dim) >= NONCAUSAL_WINDOW_MIN_HEAD_DIM)
+    if takes and not any(o.startswith("warp-blocks=") for o in opts):
         config = replace(config, lowering_options=" ".join(opts + [WINDOW_LOWERING_OPTIONS]))
     return config
 

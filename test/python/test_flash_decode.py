@@ -905,7 +905,8 @@ def _posing_as_cuda(torch):
     dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", new=2),   # appends (kv_append)
     dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", new=1),
 ])
-def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "combine-kernel"])
+def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fused):
     """The O(1) path of a serving call hands the kernels the same scalars,
     strides, grids and inputs as the general path (whose numerics the CPU
     tests check), for contiguous and paged caches, GQA/MHA/MQA, split and
@@ -943,6 +944,7 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
     monkeypatch.setattr(runtime, "_raw_stream", lambda index: 0)
     monkeypatch.setattr(fd, "_FAST_PLANS", None)
     monkeypatch.setattr(fd, "_COUNTERS", {})
+    monkeypatch.setattr(fd, "FUSED_COMBINE", fused)
     out = tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     fast = caught[:]
     assert fast and out.shape == (b, 1, h, 64)
@@ -968,10 +970,11 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case):
             for i in (0, 1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
     assert any(name.startswith("kv_append") for name, _, _ in fast) == bool(new)
-    # Split calls merge in the decode kernel (FUSED_COMBINE): no combine launch.
-    splits = fast[-1][2][0]
-    assert any("_fused" in name for name, _, _ in fast) == (splits > 1)
-    assert not any(name.startswith("flash_combine") for name, _, _ in fast)
+    # Split calls merge in the decode kernel with FUSED_COMBINE (no combine
+    # launch), else in the combine kernel.
+    splits = next(g for name, _, g in fast if name.startswith("flash_decode"))[0]
+    assert any("_fused" in name for name, _, _ in fast) == (fused and splits > 1)
+    assert any(name.startswith("flash_combine") for name, _, _ in fast) == (not fused and splits > 1)
 
 
 # --- speculative decoding / chunked prefill: seqlen_q > 1 with every variant ----

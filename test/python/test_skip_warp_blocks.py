@@ -288,17 +288,20 @@ def check_kernel(sq, sk, left, right, causal, block_m, block_n, num_warps, full,
 
 
 def test_windows_take_warp_blocks():
-    """flash_attn_func's windows, causal or not, compile with warp-blocks=true;
-    dense and causal kernels without; a config that sets warp-blocks itself
+    """flash_attn_func's causal windows compile with warp-blocks=true, windows
+    without causal too above head_dim 64 (measured slower at d64); dense and
+    causal kernels without; a config that sets warp-blocks itself
     (the tuner's warp-blocks=false) keeps it; the kernel's strategy carries it."""
     from tilec import strategy
 
-    def opts(causal, window):
-        return strategy.flash_fwd_config("sm_80", "bfloat16", 128, causal, window).lowering_options.split()
+    def opts(causal, window, d=128):
+        return strategy.flash_fwd_config("sm_80", "bfloat16", d, causal, window).lowering_options.split()
     assert opts(True, True) == ["warp-blocks=true"] and opts(False, True) == ["warp-blocks=true"]
+    assert opts(True, True, 64) == ["warp-blocks=true"] and opts(False, True, 64) == []
+    assert opts(False, True, 96) == ["warp-blocks=true"] and opts(False, True, 32) == []
     assert opts(True, False) == [] and opts(False, False) == []
     off = FlashConfig(128, 64, 4, 2, False, lowering_options="warp-blocks=false")
-    assert strategy.with_mask_options(off, True, True) == off
+    assert strategy.with_mask_options(off, True, True, 128) == off
     cfg = strategy.flash_fwd_config("sm_80", "bfloat16", 128, True, True)
     kernel = fa.flash_fwd_kernel().specialize(DTYPE=tl.bfloat16, HEAD_DIM=128, CAUSAL=True, WINDOW=True,
                                               **cfg.constexprs())
