@@ -14,9 +14,7 @@ MUFU.EX2, LDL/STL.
 """
 import argparse
 import re
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -52,7 +50,7 @@ def main(argv=None):
     from tilec import strategy
     from tilec import flash_bwd as fb
     import loop_spills
-    from test_flash_sass import find_cuobjdump
+    from sass_variants import assemble
 
     c = [int(x) for x in args.config.split(",")]
     fc = strategy.FlashConfig(c[0], c[1], c[2], c[3], bool(c[4]),
@@ -74,16 +72,7 @@ def main(argv=None):
         strategy.BWD_TABLE.update(saved)
     kernel = kdq if args.kernel == "dq" else kdkdv
     ptx_text = kernel.compile("sm_80").ptx
-    with tempfile.TemporaryDirectory() as tmp:
-        ptx = Path(tmp) / "k.ptx"
-        ptx.write_text(ptx_text)
-        ptxas = subprocess.run(["ptxas", f"-arch={args.arch}", "--verbose", str(ptx), "-o",
-                                str(Path(tmp) / "k.cubin")], capture_output=True, text=True)
-        if ptxas.returncode:
-            raise SystemExit(ptxas.stderr)
-        sass = subprocess.run([find_cuobjdump(), "-sass", str(Path(tmp) / "k.cubin")],
-                              capture_output=True, text=True, check=True).stdout
-    info = [l.strip() for l in ptxas.stderr.splitlines() if "registers" in l or "spill" in l]
+    info, sass = assemble(ptx_text, args.arch)
     tag = f"{fc.tag}-wn{args.warps_n}"
     print(f"{kernel.name} {tag} {args.arch}: " + " | ".join(info))
     ptx_red = Counter(m.group(0) for m in re.finditer(r"\bred\.[\w.]+", ptx_text))

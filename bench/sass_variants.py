@@ -23,6 +23,24 @@ OPS = ["HMMA", "I2F", "I2FP", "FMUL", "FFMA", "FADD", "MUFU.EX2", "FMNMX", "FSEL
        "SEL", "IMAD", "IADD3", "LDL", "STL", "BRA"]
 
 
+
+def assemble(ptx_text, arch):
+    """(ptxas's register/spill lines, the SASS listing) of `ptx_text` for
+    `arch` (ptxas and cuobjdump from the CUDA toolkit); bench/sass_bwd.py
+    uses it too."""
+    from test_flash_sass import find_cuobjdump
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = Path(tmp) / "k.ptx"
+        ptx.write_text(ptx_text)
+        ptxas = subprocess.run(["ptxas", f"-arch={arch}", "--verbose", str(ptx), "-o",
+                                str(Path(tmp) / "k.cubin")], capture_output=True, text=True)
+        if ptxas.returncode:
+            raise SystemExit(ptxas.stderr)
+        sass = subprocess.run([find_cuobjdump(), "-sass", str(Path(tmp) / "k.cubin")],
+                              capture_output=True, text=True, check=True).stdout
+    return [l.strip() for l in ptxas.stderr.splitlines() if "registers" in l or "spill" in l], sass
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("switches", nargs="*", help="causal window softcap alibi varlen")
@@ -37,7 +55,6 @@ def main(argv=None):
     from tilec import language as tl
     from tilec.flash_attn import flash_fwd_kernel
     import loop_spills
-    from test_flash_sass import find_cuobjdump
 
     sw = set(args.switches)
     if args.config:
@@ -53,16 +70,7 @@ def main(argv=None):
         DTYPE=tl.bfloat16, HEAD_DIM=args.head_dim, CAUSAL="causal" in sw, WINDOW="window" in sw,
         SOFTCAP="softcap" in sw, ALIBI="alibi" in sw, VARLEN="varlen" in sw, **cfg.constexprs())
     [res] = compiler.compile(kernel.ir, kernel.source_name, arch=args.arch, strategy=cfg.strategy)
-    with tempfile.TemporaryDirectory() as tmp:
-        ptx = Path(tmp) / "k.ptx"
-        ptx.write_text(res["ptx"])
-        ptxas = subprocess.run(["ptxas", f"-arch={args.arch}", "--verbose", str(ptx), "-o",
-                                str(Path(tmp) / "k.cubin")], capture_output=True, text=True)
-        if ptxas.returncode:
-            raise SystemExit(ptxas.stderr)
-        sass = subprocess.run([find_cuobjdump(), "-sass", str(Path(tmp) / "k.cubin")],
-                              capture_output=True, text=True, check=True).stdout
-    info = [l.strip() for l in ptxas.stderr.splitlines() if "registers" in l or "spill" in l]
+    info, sass = assemble(res["ptx"], args.arch)
     print(f"{kernel.name} {cfg.tag} {args.arch}: " + " | ".join(info))
     print(f"PTX: {len(res['ptx'].splitlines())} lines, cvt.rn.f32.s32 {res['ptx'].count('cvt.rn.f32.s32')}")
     if args.dump:
