@@ -313,23 +313,24 @@ def _merge_rows(o, lse, o_final, lse_final, row_lo, row_hi, b, hk, num_splits, s
     for r in range(row_lo, row_hi):
         lsev = tl.view(lse + (b * stride_lb + hk * stride_lk + r), (MERGE_D, num_splits), (0, stride_lsplit))
         lfin = tl.view(lse_final + (b * stride_flb + hk * stride_flk + r), (1,), (1,))
+        # The weights depend on the row only: computed once for all its chunks.
+        li = tl.load(lsev, (0, 0), (MERGE_D, MERGE_SPLITS), padding="neg_inf")
+        top = tl.maximum(tl.max(li, 1), -1e30)              # no split saw it: weights exp(−inf) = 0
+        wi = tl.exp(li - top[:, None])
+        # total >= 1 where a split saw the row (its top split weighs
+        # exp(0) = 1), 0 where none did. No selects (a tensor select in a
+        # loop reads as a mask to tile-split-masked-loops): out is 0 / 1
+        # = 0 there, and lse top + log 1 − log 0 = +inf.
+        total = tl.sum(wi, 1)
+        # Every feature carries the row's lse: the first element lands, the rest fall outside.
+        tl.store(lfin, (0,), top + tl.log(tl.maximum(total, 1.0)) - tl.log(tl.minimum(total, 1.0)))
         for c in range(0, HEAD_DIM, MERGE_D):
-            li = tl.load(lsev, (0, 0), (MERGE_D, MERGE_SPLITS), padding="neg_inf")
             part = tl.view(o + (b * stride_ob + hk * stride_ok + r * stride_or + c),
                            (HEAD_DIM - c, num_splits), (1, stride_osplit))
             oi = tl.load(part, (0, 0), (MERGE_D, MERGE_SPLITS))
-            top = tl.maximum(tl.max(li, 1), -1e30)          # no split saw it: weights exp(−inf) = 0
-            wi = tl.exp(li - top[:, None])
-            # total >= 1 where a split saw the row (its top split weighs
-            # exp(0) = 1), 0 where none did. No selects (a tensor select in a
-            # loop reads as a mask to tile-split-masked-loops): out is 0 / 1
-            # = 0 there, and lse top + log 1 − log 0 = +inf.
-            total = tl.sum(wi, 1)
             merged = tl.sum(oi * wi, 1) / tl.maximum(total, 1.0)
             fin = tl.view(o_final + (b * stride_fb + hk * stride_fk + r * stride_fr + c), (HEAD_DIM - c,), (1,))
             tl.store(fin, (0,), merged.to(DTYPE))
-            # Every feature carries the row's lse: the first element lands, the rest fall outside.
-            tl.store(lfin, (c,), top + tl.log(tl.maximum(total, 1.0)) - tl.log(tl.minimum(total, 1.0)))
 
 
 def _append_name(DTYPE, HEAD_DIM, HEADS_K, PAGED, PAGE_SIZE, PER_BATCH, BATCH_IDX, **_):

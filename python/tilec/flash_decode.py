@@ -935,10 +935,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         l_strides = (batch * heads, heads, group)
         if fused:
             # The kernel merges into out and lse itself (FUSED).
-            counters = _COUNTERS.get((device, stream))
-            if counters is None or counters.shape[0] < grid[1] * batch:
-                counters = _counters(lambda size: q.new_zeros((size,), dtype=torch.int32), grid[1] * batch,
-                                     device, stream)
+            counters = _counters(lambda size: q.new_zeros((size,), dtype=torch.int32), grid[1] * batch,
+                                 device, stream)
             finals = (out, base + 4 * lse_at, counters)
             final_strides = (hd, group * head_dim, head_dim, heads, group)
     else:
