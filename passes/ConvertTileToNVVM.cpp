@@ -280,23 +280,22 @@ LogicalResult KernelLowering::run() {
   if (func.getNumResults() != 0)
     return func.emitError() << "kernels return nothing; write results with tile.store";
 
-  func.walk([&](StoreOp store) {
-    auto view = store.getView().getDefiningOp<ViewOp>();
-    BlockArgument root = view ? pointerRoot(view.getBase()) : BlockArgument();
+  auto written = [&](BlockArgument root) {
     if (root && root.getOwner() == &func.getBody().front())
       storedParams.insert(root.getArgNumber());
     else
       storesUntraced = true;
-  });
-  // A counter changes under the kernel (other programs' arrivals): not
-  // read-only. (What programs write before arriving is stored through
-  // tile.store, so its parameters are in storedParams already.)
-  func.walk([&](ArriveOp arrive) {
-    BlockArgument root = pointerRoot(arrive.getCounter());
-    if (root && root.getOwner() == &func.getBody().front())
-      storedParams.insert(root.getArgNumber());
-    else
-      storesUntraced = true;
+  };
+  func.walk([&](Operation *op) {
+    if (auto store = dyn_cast<StoreOp>(op)) {
+      auto view = store.getView().getDefiningOp<ViewOp>();
+      written(view ? pointerRoot(view.getBase()) : BlockArgument());
+    } else if (auto arrive = dyn_cast<ArriveOp>(op)) {
+      // A counter changes under the kernel (other programs' arrivals): not
+      // read-only. (What programs write before arriving is stored through
+      // tile.store, so its parameters are in storedParams already.)
+      written(pointerRoot(arrive.getCounter()));
+    }
   });
 
   OpBuilder::InsertionGuard guard(b);
