@@ -399,22 +399,27 @@ def _dq_from_accum(dq_accum, like, varlen, scale):
     accumulator of Kᵀ·dSᵀ, times `scale` (the kernel adds it unscaled):
     varlen's has dq's shape; else it is blocked, (batch, heads, blocks, D,
     BLOCK_M) with D >= head_dim, and is transposed back in one copy (rows
-    past seqlen_q and columns past head_dim dropped)."""
-    dq_accum *= scale  # in place, f32 (torch and numpy)
+    past seqlen_q and columns past head_dim dropped). The scale is applied in
+    that conversion (torch: one pass, writing dq), not to the whole buffer."""
     if varlen:
-        return dq_accum.to(like.dtype) if _is_torch(like) else dq_accum.astype(like.dtype)
+        if _is_torch(like):
+            import torch
+
+            return torch.mul(dq_accum, scale, out=torch.empty(dq_accum.shape, dtype=like.dtype,
+                                                               device=like.device))
+        return (dq_accum * scale).astype(like.dtype)
     b, sq, hq, d = like.shape
     _, _, nblk, _, bm = dq_accum.shape
     if _is_torch(like):
         import torch
 
         full = torch.empty((b, nblk * bm, hq, d), dtype=like.dtype, device=like.device)
-        full.view(b, nblk, bm, hq, d).copy_(dq_accum.permute(0, 2, 4, 1, 3)[..., :d])
+        torch.mul(dq_accum.permute(0, 2, 4, 1, 3)[..., :d], scale, out=full.view(b, nblk, bm, hq, d))
         return full if nblk * bm == sq else full[:, :sq]
+    full = dq_accum.transpose(0, 2, 4, 1, 3)[..., :d].reshape(b, nblk * bm, hq, d)
     import numpy as np
 
-    full = dq_accum.transpose(0, 2, 4, 1, 3)[..., :d].reshape(b, nblk * bm, hq, d)
-    return np.ascontiguousarray(full[:, :sq]).astype(like.dtype)
+    return np.ascontiguousarray(full[:, :sq] * scale).astype(like.dtype)
 
 
 def _zeros_like_dtype(like, shape):
