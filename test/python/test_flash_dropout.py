@@ -273,18 +273,18 @@ def test_numpy_inputs_take_numpy_random_state():
     assert np.array_equal(a, b) and not np.array_equal(a, tilec.flash_attn_func(qn, kn, vn))
 
 
-@pytest.mark.parametrize("entry", ["func", "varlen_kvpacked"])
-def test_dropout_under_torch_compile_runs_eagerly(entry):
+def check_dropout_under_torch_compile(entry, device):
     """Under torch.compile a call with dropout runs eagerly (a graph break
     around it): the compiled model gives eager's outputs and gradients for
     the same torch.manual_seed, bitwise, a second call draws a fresh mask
     (the generator advances as eagerly), and the graph around the call is
-    still compiled. With fullgraph=True dynamo refuses, naming why."""
+    still compiled. With fullgraph=True dynamo refuses, naming why. (Also
+    run on a GPU by test_flash_bwd_gpu.py.)"""
     import torch._dynamo
 
-    q, k, v, dout = inputs((2, 24, 2, 64), (2, 40, 2, 64))
-    cu_q = torch.tensor([0, 24, 48], dtype=torch.int32)
-    cu_k = torch.tensor([0, 40, 80], dtype=torch.int32)
+    q, k, v, dout = (t.to(device) for t in inputs((2, 24, 2, 64), (2, 40, 2, 64)))
+    cu_q = torch.tensor([0, 24, 48], dtype=torch.int32, device=device)
+    cu_k = torch.tensor([0, 40, 80], dtype=torch.int32, device=device)
 
     def attention(q, k, v):
         q, k, v = q.sin(), k * 2, v + 1  # ops the graph around the call holds
@@ -325,3 +325,8 @@ def test_dropout_under_torch_compile_runs_eagerly(entry):
     strict = torch.compile(attention, fullgraph=True, backend="eager")
     with pytest.raises(Exception, match=r"dropout draws its seed and offset from torch's generator"):
         strict(q, k, v)
+
+
+@pytest.mark.parametrize("entry", ["func", "varlen_kvpacked"])
+def test_dropout_under_torch_compile_runs_eagerly(entry):
+    check_dropout_under_torch_compile(entry, "cpu")
