@@ -249,6 +249,32 @@ CHECK_VALUES = None
 CPU_BLOCK_M = None
 
 
+# flash_attn 2.8 checks on its paged path that every sequence fits its
+# block_table row (max(cache_seqlens) + new keys <= pages per row × page
+# size; flash-attention PR 2711, its test_flash_attn_kvcache_paged_block_
+# table_bounds), at the price of one device-to-host read and sync per call.
+# True (the default) does the same for CUDA tensors when CHECK_VALUES does
+# not already read every value (the CPU always does); never while a CUDA
+# graph is captured. False skips it: the kernel then clamps each length to
+# the capacity (a wrong answer for a too-long sequence, never a fault), and
+# a paged call stays asynchronous.
+CHECK_PAGED_CAPACITY = True
+
+
+def _check_paged(torch):
+    """Whether a CUDA paged call with per-sequence lengths reads their
+    maximum back (CHECK_PAGED_CAPACITY)."""
+    return CHECK_PAGED_CAPACITY and not torch.cuda.is_current_stream_capturing()
+
+
+def _check_paged_capacity(cache_seqlens, seqlen_new, capacity):
+    longest = int(cache_seqlens.max())
+    if longest + seqlen_new > capacity:
+        _fail(f"max(cache_seqlens) = {longest} plus {seqlen_new} new keys exceeds the capacity of a "
+              f"block_table row, {capacity} (pages per row × page size): give block_table more "
+              "columns")
+
+
 def _check_values(on_gpu):
     """Whether this call reads the int32 tensors' values back to check them
     (CHECK_VALUES)."""
@@ -677,6 +703,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                       f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
             if not 0 <= p <= n:
                 _fail(f"cache_leftpad[{b}] = {p} is outside 0..cache_seqlens[{b}] = {n}")
+    elif not per_batch:
+        # An int is known on the host: checked for free.
+        if lens_host and lens_host[0] < 0:
+            _fail(f"cache_seqlens = {lens_host[0]} is negative")
+        if lens_host and lens_host[0] + seqlen_new > capacity:
+            _fail(f"cache_seqlens = {lens_host[0]} plus {seqlen_new} new keys exceeds the cache capacity "
+                  f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
+    elif paged and on_gpu and _check_paged(ops.t):
+        _check_paged_capacity(cache_seqlens, seqlen_new, capacity)
     if paged and check_values and not on_gpu:
         # Page numbers in the pool (the CPU path only: on CUDA it would copy the table every call).
         need = max(-(-(n + seqlen_new) // page_size) for n in lens_host)
@@ -886,6 +921,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
                 or cache_seqlens.shape[0] != batch or cache_seqlens.get_device() != device
                 or (batch > 1 and cache_seqlens.stride(0) != 1)):
             return None
+        if page_size and _check_paged(torch):
+            _check_paged_capacity(cache_seqlens, seqlen_new, capacity)
         uniform = 0
     sq, sk, sv = q.stride(), k_cache.stride(), v_cache.stride()
     # Last dimension contiguous; every row 16-byte aligned (2-byte elements).

@@ -428,19 +428,46 @@ def test_bad_arguments_are_refused_before_anything_runs(kwargs, match, exc):
     assert isinstance(raised.value, tilec.TilecError)  # a RuntimeError, as flash_attn's
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("append", [False, True])
-def test_paged_cache_overflow_is_a_runtime_error_naming_block_table(append):
+def test_paged_cache_overflow_is_a_runtime_error_naming_block_table(append, device):
     # upstream's test_flash_attn_kvcache_paged_block_table_bounds: one page of
     # 256, cache_seqlens past it (or at it plus one new key) must raise a
-    # RuntimeError matching "block_table"; exactly at capacity must run.
+    # RuntimeError matching "block_table"; exactly at capacity must run. On
+    # CUDA too (flash_decode.CHECK_PAGED_CAPACITY: the one read-back
+    # flash_attn 2.8 also does on its paged path), fast path and general.
     torch = pytest.importorskip("torch")
-    z = lambda *s: torch.randn(*s, dtype=torch.float16)
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU: the CUDA paged-capacity check needs one (the CPU case runs)")
+    z = lambda *s: torch.randn(*s, dtype=torch.float16, device=device)
     q, kc, vc = z(1, 1, 1, 64), z(4, 256, 1, 64), z(4, 256, 1, 64)
-    table = torch.zeros(1, 1, dtype=torch.int32)
+    table = torch.zeros(1, 1, dtype=torch.int32, device=device)
     new = dict(k=z(1, 1, 1, 64), v=z(1, 1, 1, 64)) if append else {}
-    lens = torch.full((1,), 256 if append else 257, dtype=torch.int32)
+    lens = torch.full((1,), 256 if append else 257, dtype=torch.int32, device=device)
     with pytest.raises(RuntimeError, match="block_table"):
         tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, **new)
+    if device == "cuda":
+        q2 = z(1, 2, 1, 64)  # two query tokens: the general path, not the one-token fast path
+        new2 = dict(k=z(1, 2, 1, 64), v=z(1, 2, 1, 64)) if append else {}
+        with pytest.raises(RuntimeError, match="block_table"):
+            tilec.flash_attn_with_kvcache(q2, kc, vc, cache_seqlens=lens - 1 if append else lens,
+                                          block_table=table, **new2)
+        full = torch.full((1,), 256, dtype=torch.int32, device=device)
+        out = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=full, block_table=table)
+        assert out.shape == (1, 1, 1, 64) and not out.isnan().any()
+
+
+def test_unchecked_int_cache_seqlens_past_the_capacity_is_refused(monkeypatch):
+    """An int cache_seqlens is known on the host, so it is checked against
+    the capacity even with the value checks off (the CUDA default)."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    q, kc, vc = _small()
+    with pytest.raises(ValueError, match="cache_seqlens = 33 plus 0 new keys exceeds the cache capacity 32"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=33)
+    with pytest.raises(ValueError, match="cache_seqlens = -1 is negative"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=-1)
 
 
 def test_gqa_heads_must_divide():
