@@ -420,14 +420,34 @@ LogicalResult LayoutAssigner::propagate(Value v) {
 /// through elementwise ops of its shape: a tile a kernel without dots
 /// reduces along a leading axis (the fused decode merge's (splits,
 /// features) tiles summed over the splits) must keep its warps off it.
+/// Loop-carried tiles are followed into their loop.
 uint64_t reducedAxes(Value v) {
   uint64_t axes = 0;
   SmallVector<Value> work{v};
   llvm::SmallPtrSet<Operation *, 16> seen;
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  llvm::SmallPtrSet<Value, 16> carried;
+  // A loop carries the tile in one layout: follow it into the iter_arg
+  // (a prefetched tile: the load before the loop, the reload yielded).
+  auto carry = [&](scf::ForOp loop, unsigned i) {
+    for (Value next : {Value(loop.getRegionIterArgs()[i]), Value(loop.getResult(i))})
+      if (carried.insert(next).second)
+        work.push_back(next);
+  };
   while (!work.empty()) {
     Value x = work.pop_back_val();
-    for (Operation *user : x.getUsers()) {
+    for (OpOperand &use : x.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto loop = dyn_cast<scf::ForOp>(user)) {
+        if (use.getOperandNumber() >= loop.getNumControlOperands())
+          carry(loop, use.getOperandNumber() - loop.getNumControlOperands());
+        continue;
+      }
+      if (auto yield = dyn_cast<scf::YieldOp>(user)) {
+        if (auto loop = dyn_cast<scf::ForOp>(yield->getParentOp()))
+          carry(loop, use.getOperandNumber());
+        continue;
+      }
       if (!seen.insert(user).second)
         continue;
       if (auto reduce = dyn_cast<ReduceOp>(user))
