@@ -77,9 +77,12 @@ EARLY_REFILL = False
 # kernel. Off: measured slower where it was meant to help (H200, session 10
 # run 9, bench/ab_fused.py, bf16 d128, µs two kernels / fused): GQA 32/8
 # batch 1 kv 32k 41.7 / 47.3, 128k 130.6 / 150.8; batch 16 8k 133.0 / 131.2,
-# mixed 1k..32k 337.9 / 340.6, MHA b1 32k 129.7 / 127.6. The b1 loss grows
-# with the cache (5.6 µs at 32k, 20 µs at 128k), so it is not the merge's
-# tail alone; not found yet (docs/DESIGN.md). A module setting so that the
+# mixed 1k..32k 337.9 / 340.6, MHA b1 32k 129.7 / 127.6. The b1 loss was
+# the merge's tail (session 11, SASS: the decode loops are the same; the
+# merge read 4-byte elements a split stride apart, row after row, and 128k's
+# 33 splits pad to a 64-split tile, hence the "growth" with the cache);
+# the merge now reads (splits, features) tiles in 16-byte loads, the next
+# row prefetched (docs/DESIGN.md): to be re-measured. A module setting so that the
 # benches can A/B it (bench/ab_fused.py, bench_decode --fused 1). When on, the
 # GPU plan fuses where the merge takes at most _FUSED_MAX_TRIPS dependent L2
 # round trips (one per packed row and MERGE_D features), the CPU runner

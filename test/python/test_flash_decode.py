@@ -807,6 +807,29 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     assert f".entry {append.name}" in append.compile("sm_80").ptx
 
 
+@needs_native
+@pytest.mark.parametrize("capacity,splits", [(32768, 32), (131072, 33)])
+def test_fused_decode_compiles_for_the_gpu_with_vector_merge_loads(capacity, splits, monkeypatch):
+    """The fused decode kernel the GPU plan takes at batch 1, GQA 32/8, d128
+    (64-row tile, 4 warps; 32 splits: the merge's tiles 32 x 128, the next
+    row prefetched; 33 padded to 64, row by row) lowers to PTX, and its merge
+    reads each split's partial features in 16-byte loads (its (splits,
+    features) tiles keep the summed splits axis inside the warps). Before
+    session 11 the merge read (features, splits) tiles 4 bytes a split
+    stride apart: no ld.global.v4 at all (the decode loop copies K/V with
+    cp.async), and the fused call was slower than two kernels."""
+    from tilec import flash_decode as fd
+
+    monkeypatch.setattr(fd, "FUSED_COMBINE", True)
+    plan = fd.decode_plan(1, 1, 32, 8, 128, capacity, 0, 0, True, 132, True)
+    assert (plan.num_splits, plan.block_m, plan.num_warps, plan.fused) == (splits, 64, 4, True)
+    kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", per_batch=True))
+    ptx = kernel.compile("sm_80").ptx
+    # 32 x 128 f32 over 128 threads: 8 vectors a thread per row (in the
+    # in-bounds version and again in the guarded one); 64 x 128: 16.
+    assert ptx.count("ld.global.v4.b32") > 8 * plan.merge_splits // 32, ptx.count("ld.global.v4.b32")
+
+
 def _sync_sequence(ptx):
     """The PTX's cp.async commits (C), waits (W<n>) and barriers (B), in order."""
     import re
