@@ -50,11 +50,17 @@ def main():
     real = runtime.launch_on
 
     def spy(device, launch, a, stream, grid=None):
-        names.append(getattr(launch, "name", None) or str(launch))
+        kernel = getattr(launch, "__self__", launch)
+        names.append(getattr(kernel, "name", None) or str(kernel))
         return real(device, launch, a, stream, grid)
 
-    settings = [("two kernels", False, fd._FUSED_MAX_TRIPS), ("fused", True, fd._FUSED_MAX_TRIPS)]
-    settings += [(f"fused trips<={t}", True, int(t)) for t in args.trips.split(",") if t]
+    # (label, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS): both sides
+    # of the A/B at any split count, then the module's rule.
+    defaults = (fd.FUSED_COMBINE, fd._FUSED_MAX_TRIPS, fd._FUSED_MAX_SPLITS)
+    settings = [("two kernels", False, fd._FUSED_MAX_TRIPS, 1 << 30),
+                ("fused", True, fd._FUSED_MAX_TRIPS, 1 << 30)]
+    settings += [(f"fused trips<={t}", True, int(t), 1 << 30) for t in args.trips.split(",") if t]
+    settings += [("default rule", *defaults)]
     print("| case | " + " | ".join(f"{s[0]} µs (GB/s)" for s in settings) + " | launches |")
     print("|---|" + "---:|" * len(settings) + "---|")
     for batch, hk, kv, page in CASES:
@@ -75,8 +81,8 @@ def main():
 
         best, launched, outs = {}, {}, {}
         for _ in range(args.rounds):
-            for label, fused, trips in settings:
-                fd.FUSED_COMBINE, fd._FUSED_MAX_TRIPS = fused, trips
+            for label, fused, trips, max_splits in settings:
+                fd.FUSED_COMBINE, fd._FUSED_MAX_TRIPS, fd._FUSED_MAX_SPLITS = fused, trips, max_splits
                 ms = median_ms(call, args.iters, 5)
                 best[label] = min(best.get(label, ms), ms)
                 names.clear()
@@ -94,7 +100,7 @@ def main():
         cells = [f"{best[s[0]] * 1e3:.1f} ({gbytes / (best[s[0]] * 1e-3):,.0f})" for s in settings]
         print(f"| {case} | " + " | ".join(cells) + " | " + "; ".join(f"{s[0]}: {launched[s[0]]}" for s in settings)
               + " |", flush=True)
-    fd.FUSED_COMBINE = False  # the module's default
+    fd.FUSED_COMBINE, fd._FUSED_MAX_TRIPS, fd._FUSED_MAX_SPLITS = defaults
 
 
 if __name__ == "__main__":

@@ -361,7 +361,7 @@ def main():
                         help="flash_decode.EARLY_REFILL (default: the module's, 1): the K/V ring refills "
                              "before it waits")
     parser.add_argument("--fused", type=int, choices=(0, 1), default=None,
-                        help="flash_decode.FUSED_COMBINE (default: the module's, 0): split calls merge "
+                        help="flash_decode.FUSED_COMBINE (default: the module's, 1): split calls merge "
                              "inside the decode kernel instead of a combine launch")
     args = parser.parse_args()
     args.pages = tuple(int(p) for p in args.pages.split(",") if p)

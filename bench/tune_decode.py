@@ -177,7 +177,7 @@ def main():
     parser.add_argument("--combines", default="64x32",
                         help="combine tiles SPLITSxD (flash_combine_chunks) or 'old' (flash_combine), comma-separated")
     parser.add_argument("--fused", type=int, choices=(0, 1), default=None,
-                        help="flash_decode.FUSED_COMBINE (default: the module's, 0); --combines "
+                        help="flash_decode.FUSED_COMBINE (default: the module's, 1); --combines "
                              "compares combine kernels only with 0")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--kernels", action="store_true",

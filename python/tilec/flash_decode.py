@@ -74,22 +74,24 @@ EARLY_REFILL = False
 # Whether a split call merges the splits inside the decode kernel (the
 # kernel's FUSED: the last of a row block's num_splits programs to arrive on
 # its counter, tl.arrive, merges) instead of a second launch, the combine
-# kernel. Off: measured slower where it was meant to help (H200, session 10
-# run 9, bench/ab_fused.py, bf16 d128, µs two kernels / fused): GQA 32/8
-# batch 1 kv 32k 41.7 / 47.3, 128k 130.6 / 150.8; batch 16 8k 133.0 / 131.2,
-# mixed 1k..32k 337.9 / 340.6, MHA b1 32k 129.7 / 127.6. The b1 loss was
-# the merge's tail (session 11, SASS: the decode loops are the same; the
-# merge read 4-byte elements a split stride apart, row after row, and 128k's
-# 33 splits pad to a 64-split tile, hence the "growth" with the cache);
-# the merge now reads (splits, features) tiles in 16-byte loads, the next
-# row prefetched (docs/DESIGN.md): to be re-measured. A module setting so that the
-# benches can A/B it (bench/ab_fused.py, bench_decode --fused 1). When on, the
-# GPU plan fuses where the merge takes at most _FUSED_MAX_TRIPS dependent L2
-# round trips (one per packed row and MERGE_D features), the CPU runner
-# always; the CPU tests (test_flash_decode_fused.py) check the fused kernels
-# with it on at every shape.
-FUSED_COMBINE = False
+# kernel. On the GPU a plan fuses where its merge takes at most
+# _FUSED_MAX_TRIPS dependent L2 round trips (one per packed row and MERGE_D
+# features) over at most _FUSED_MAX_SPLITS splits; the CPU runner always
+# fuses (test_flash_decode_fused.py checks the fused kernels at every shape).
+# Measured on the H200 (bench/ab_fused.py, bf16 d128, one token, µs two
+# kernels / fused, session 11 run 12, the merge reading (splits, features)
+# tiles in 16-byte loads, the next row prefetched): GQA 32/8 b16 kv 8k (3
+# splits) 133.2 / 130.2, MHA b1 32k (8) 129.7 / 127.3, mixed 1k..32k b16 (9)
+# 337.1 / 336.9, pages of 16 358 / 358 -- but GQA b1 32k (32 splits) 41.7 /
+# 43.2 and 128k (33) 130.5 / 134.1: one program merging 32 partials per row
+# is slower than the combine kernel's many (session 10's merge, 4-byte
+# loads a split stride apart, lost 5.6 and 20 µs there; run 9 had the same
+# wins at few splits). Hence fused by default, up to 16 splits. A module
+# setting so that the benches can A/B it (bench/ab_fused.py, bench_decode
+# --fused).
+FUSED_COMBINE = True
 _FUSED_MAX_TRIPS = 8
+_FUSED_MAX_SPLITS = 16
 # Registers per thread the fused merge's (MERGE_D, MERGE_SPLITS) f32 tile may
 # take (its lse tile takes as many): MERGE_D is the most features that fit.
 _MERGE_REGS = 64
@@ -336,7 +338,7 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
                                                bool(per_batch) and batch > 1, sms), CPU_BLOCK_M,
                         bool(per_batch) and batch > 1,
                         _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS, EARLY_REFILL,
-                        (FUSED_COMBINE, _FUSED_MAX_TRIPS))
+                        (FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS))
 
 
 def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
@@ -361,7 +363,7 @@ def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
                  gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks, _early_refill=False,
-                 _fused=(False, 0)):
+                 _fused=(False, 0, 0)):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
@@ -401,7 +403,7 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
         fit = 32 * num_warps * _MERGE_REGS // merge_splits
         merge_d = min(d, max(16, 1 << (fit.bit_length() - 1)))
         trips = min(block_m, rows_q) * -(-head_dim // merge_d)
-        fused = not on_gpu or trips <= _fused[1]
+        fused = not on_gpu or (trips <= _fused[1] and num_splits <= _fused[2])
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
                       num_warps, m_blocks, num_splits, page_block, stages, chunks, early,
                       fused, merge_splits if fused else 0, merge_d if fused else 0)
@@ -829,7 +831,7 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, _, _, _, _, _, _, _) = key
+     device, *_) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        _sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
@@ -947,7 +949,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
         dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window,
         softcap > 0, device, (GPU_TILE, PAGED_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
-        EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS)]
+        EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),

@@ -821,6 +821,7 @@ def test_fused_decode_compiles_for_the_gpu_with_vector_merge_loads(capacity, spl
     from tilec import flash_decode as fd
 
     monkeypatch.setattr(fd, "FUSED_COMBINE", True)
+    monkeypatch.setattr(fd, "_FUSED_MAX_SPLITS", 64)  # the rule keeps these on two kernels
     plan = fd.decode_plan(1, 1, 32, 8, 128, capacity, 0, 0, True, 132, True)
     assert (plan.num_splits, plan.block_m, plan.num_warps, plan.fused) == (splits, 64, 4, True)
     kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", per_batch=True))
@@ -828,6 +829,23 @@ def test_fused_decode_compiles_for_the_gpu_with_vector_merge_loads(capacity, spl
     # 32 x 128 f32 over 128 threads: 8 vectors a thread per row (in the
     # in-bounds version and again in the guarded one); 64 x 128: 16.
     assert ptx.count("ld.global.v4.b32") > 8 * plan.merge_splits // 32, ptx.count("ld.global.v4.b32")
+
+
+def test_gpu_plans_fuse_the_combine_at_few_splits():
+    """The default GPU rule (H200, session 11 run 12): split calls of at
+    most _FUSED_MAX_SPLITS splits merge in the decode kernel (GQA 32/8 b16
+    8k: 3 splits, MHA b1 32k: 8), GQA b1 32k (32 splits) keeps the combine
+    kernel, where the fused merge measured slower; the CPU runner always
+    fuses."""
+    from tilec import flash_decode as fd
+
+    def plan(batch, heads_k, kv, on_gpu=True):
+        return fd.decode_plan(batch, 1, 32, heads_k, 128, kv, 0, 0, on_gpu, 132, True)
+    assert fd.FUSED_COMBINE and fd._FUSED_MAX_SPLITS == 16
+    assert (plan(16, 8, 8192).num_splits, plan(16, 8, 8192).fused) == (3, True)
+    assert (plan(1, 32, 32768).num_splits, plan(1, 32, 32768).fused) == (8, True)
+    assert (plan(1, 8, 32768).num_splits, plan(1, 8, 32768).fused) == (32, False)
+    assert plan(1, 8, 32768, on_gpu=False).fused or plan(1, 8, 32768, on_gpu=False).num_splits == 1
 
 
 def _sync_sequence(ptx):
@@ -995,6 +1013,9 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
     monkeypatch.setattr(fd, "_FAST_PLANS", None)
     monkeypatch.setattr(fd, "_COUNTERS", {})
     monkeypatch.setattr(fd, "FUSED_COMBINE", fused)
+    # Paged calls read max(cache_seqlens) back (CHECK_PAGED_CAPACITY) unless
+    # a graph is being captured, which the posing tensors cannot ask CUDA.
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     out = tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     fast = caught[:]
     assert fast and out.shape == (b, 1, h, 64)
@@ -1021,10 +1042,11 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
     assert any(name.startswith("kv_append") for name, _, _ in fast) == bool(new)
     # Split calls merge in the decode kernel with FUSED_COMBINE (no combine
-    # launch), else in the combine kernel.
+    # launch) up to _FUSED_MAX_SPLITS splits, else in the combine kernel.
     splits = next(g for name, _, g in fast if name.startswith("flash_decode"))[0]
-    assert any("_fused" in name for name, _, _ in fast) == (fused and splits > 1)
-    assert any(name.startswith("flash_combine") for name, _, _ in fast) == (not fused and splits > 1)
+    merged = fused and 1 < splits <= fd._FUSED_MAX_SPLITS
+    assert any("_fused" in name for name, _, _ in fast) == merged
+    assert any(name.startswith("flash_combine") for name, _, _ in fast) == (splits > 1 and not merged)
 
 
 # --- speculative decoding / chunked prefill: seqlen_q > 1 with every variant ----
