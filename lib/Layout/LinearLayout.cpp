@@ -318,11 +318,12 @@ std::string LinearLayout::str() const {
 // Target-independent instances (mma fragments: Sm80Layouts.cpp)
 //===----------------------------------------------------------------------===//
 
-LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
-                                     int64_t vecElems, bool warpsOnRows) {
+/// The bits of a row-major element index of `shape` (power-of-two extents),
+/// least significant first, each as the coordinate it adds; `dimOf`, when
+/// given, gets each bit's dimension.
+static std::vector<Coord> rowMajorBits(const std::vector<int64_t> &shape,
+                                       std::vector<unsigned> *dimOf = nullptr) {
   unsigned rank = shape.size();
-  assert(rank >= 1 && log2Exact(numWarps) >= 0 && log2Exact(vecElems) >= 0);
-  // Bits of the row-major element index, least significant first.
   std::vector<Coord> elementBits;
   for (int d = int(rank) - 1; d >= 0; --d) {
     int bits = log2Exact(shape[d]);
@@ -331,8 +332,18 @@ LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t 
       Coord c(rank, 0);
       c[d] = int64_t(1) << b;
       elementBits.push_back(c);
+      if (dimOf)
+        dimOf->push_back(d);
     }
   }
+  return elementBits;
+}
+
+LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
+                                     int64_t vecElems, bool warpsOnRows) {
+  unsigned rank = shape.size();
+  assert(rank >= 1 && log2Exact(numWarps) >= 0 && log2Exact(vecElems) >= 0);
+  std::vector<Coord> elementBits = rowMajorBits(shape);
   size_t next = 0;
   auto take = [&](int count, std::vector<Coord> &into) {
     for (int i = 0; i < count; ++i)
@@ -362,18 +373,8 @@ LinearLayout LinearLayout::coalescedKeepingAxes(const std::vector<int64_t> &shap
                                                 int64_t vecElems, uint64_t keepAxes) {
   unsigned rank = shape.size();
   assert(rank >= 1 && log2Exact(numWarps) >= 0 && log2Exact(vecElems) >= 0);
-  std::vector<Coord> elementBits;
   std::vector<unsigned> dimOf;
-  for (int d = int(rank) - 1; d >= 0; --d) {
-    int bits = log2Exact(shape[d]);
-    assert(bits >= 0 && "coalesced layouts need power-of-two extents");
-    for (int b = 0; b < bits; ++b) {
-      Coord c(rank, 0);
-      c[d] = int64_t(1) << b;
-      elementBits.push_back(c);
-      dimOf.push_back(d);
-    }
-  }
+  std::vector<Coord> elementBits = rowMajorBits(shape, &dimOf);
   std::vector<Coord> reg, lane, warp;
   size_t vecBits = std::min(log2Exact(vecElems), log2Exact(shape.back()));
   std::vector<bool> used(elementBits.size(), false);
