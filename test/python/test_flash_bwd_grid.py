@@ -207,6 +207,45 @@ def test_fused_loop_prefetches_and_writes_ds_once():
             assert body.count("st.shared.b32") == 16 and "st.shared.b16" not in body
 
 
+RB = "region-barriers=true"
+
+
+def fused_spills(d, causal, atomic, warps_n, gpu):
+    """ptxas's spill stores + loads (bytes) of the fused kernel's sm_80 PTX
+    assembled for `gpu`."""
+    kernel, _ = fused_ptx(d, causal, atomic, warps_n)
+    [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
+                                num_warps=kernel.num_warps, num_stages=kernel.num_stages,
+                                smem_epilogue=kernel.smem_epilogue,
+                                lowering_options=kernel.strategy.lowering_options,
+                                extra_sass=() if gpu == "sm_80" else (gpu,))
+    if not result["cubin"]:
+        pytest.skip("ptxas (CUDA toolkit) not found: no register report")
+    if gpu == "sm_80":
+        match = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", result["ptxas_log"])
+        assert match, f"no spill report in ptxas's log:\n{result['ptxas_log']}"
+        return int(match.group(1)) + int(match.group(2))
+    info = json.loads(result["manifest"])["sass"][0]["ptxas_info"]
+    return info["spill_stores"] + info["spill_loads"]
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("d,causal,atomic,warps_n,bound", [
+    # FA2's blocks (64 queries x 128 keys, 8 warps, 2 x 4 grid): 240 + 320
+    # bytes on sm_90 while Kᵀ (dQᵀ = Kᵀ·dSᵀ's A) was a register copy of K
+    # held through the loop (32 registers); from K's shared tile read
+    # transposed (ldmatrix.trans), 32 (56 causal) on sm_90, one LDL per
+    # iteration; 48 (72) on sm_80 (ptxas 13, 2026-12-01).
+    (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 80),
+    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 80),
+    # 32 x 64 over 4 warps, 2 x 2 (sm_90): 44 + 80 bytes before, 12 + 20 after.
+    (128, False, FlashConfig(32, 64, 4, 2, False, lowering_options=RB), 2, 48),
+])
+def test_fused_kernels_spill_little(d, causal, atomic, warps_n, bound, gpu):
+    assert fused_spills(d, causal, atomic, warps_n, gpu) <= bound
+
+
 def test_lowering_options_of_the_backward_kernels():
     cfg = replace(strategy.BWD_DEFAULT, atomic=FlashConfig(16, 64, 4, 2, False, "row", "region-barriers=true"))
     assert cfg.constexprs("atomic")["LOWERING_OPTIONS"] == "region-barriers=true"
