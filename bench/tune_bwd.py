@@ -132,7 +132,23 @@ FUSED_GRID = [
     ((64, 64, 4, 1, False), 2, (64,)),
     ((64, 64, 4, 1, False), 1, (64,)),        # run 3's d64 fused winner, unprefetched
     ((64, 64, 4, 2, False, *RB), 2, (64,)),
+    # bwdspill: Kᵀ (dQᵀ's A) read transposed from K's shared tile instead of
+    # a register copy held through the loop (FA2's blocks above: 240+320 ->
+    # 16+16); a 4th field is the dQᵀ dot's own warps_n (atomic_dq_warps_n;
+    # 2: a 4 x 2 grid, 32 head-dim rows x 32 queries per warp, FA2's dQ atom
+    # layout: 0 / 80, 868 SASS instructions per iteration instead of 915).
+    ((64, 128, 8, 1, False, *RB), 4, (128,), 2),  # 0 / 80
+    ((64, 128, 8, 2, False, *RB), 4, (128,)),     # 108 / - (s2: 160 KB, fits sm_80's 163)
+    ((64, 128, 8, 2, False, *RB), 4, (128,), 2),  # 128 / 208
+    ((64, 128, 8, 1, False, *RB), 8, (128,), 2),  # 80 / -
+    ((32, 64, 4, 2, False, *RB), 2, (128,), 2),   # 24 / -
 ]
+
+
+def fused_grid(entries=None):
+    """FUSED_GRID as (config, warps_n, dims, dq_warps_n) tuples (the 4th field
+    defaults to 1: the dQᵀ dot split-Q)."""
+    return [(e[0], e[1], e[2], e[3] if len(e) > 3 else 1) for e in (entries or FUSED_GRID)]
 QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10],
              fused_grid=FUSED_GRID[10:11])
 
@@ -187,6 +203,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-pair", action="store_true", help="fused candidates only")
     parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
+    parser.add_argument("--columns", default=None,
+                        help="only the candidates whose label matches this regex (and the table's pair)")
     parser.add_argument("--grid", action="store_true",
                         help="only the table's pair, DKDV_GRID and FUSED_GRID (warp grids, prefetch)")
     args = parser.parse_args()
@@ -215,7 +233,8 @@ def main():
     dkdv_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dkdv"]]
     fused_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["fused"]]
     grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand["grid"]]
-    fused_grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand.get("fused_grid", [])]
+    fused_grid_cfgs = [(FlashConfig(*c), wn, dqwn, dims)
+                       for c, wn, dims, dqwn in fused_grid(cand.get("fused_grid", []) or [])]
     def base_of(d, causal):
         """The configuration flash_attn uses today (BWD_TABLE or BWD_DEFAULT)."""
         return strategy.flash_bwd_config(head_dim=d, causal=causal)
@@ -234,8 +253,11 @@ def main():
                  if d in dims and (c, wn) != (base.dkdv, base.dkdv_warps_n)]
         cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c, dims in fused_cfgs
                  if d in dims and 32 < d <= 128]
-        cols += [(f"fused {c.tag}-wn{wn}", replace(base, atomic=c, atomic_warps_n=wn), True)
-                 for c, wn, dims in fused_grid_cfgs if d in dims and 32 < d <= 128]
+        cols += [(f"fused {c.tag}-wn{wn}" + (f"-dqwn{dqwn}" if dqwn != 1 else ""),
+                  replace(base, atomic=c, atomic_warps_n=wn, atomic_dq_warps_n=dqwn), True)
+                 for c, wn, dqwn, dims in fused_grid_cfgs if d in dims and 32 < d <= 128]
+        if args.columns:
+            cols = [col for col in cols if col[0] == "pair (table)" or re.search(args.columns, col[0])]
         return cols
 
     name = "float16" if dtype == torch.float16 else "bfloat16"
@@ -296,6 +318,7 @@ def main():
         cfg = bp[1] if bp else base_of(d, causal)
         if bf:
             cfg = replace(cfg, atomic=bf[1].atomic, atomic_warps_n=bf[1].atomic_warps_n,
+                          atomic_dq_warps_n=bf[1].atomic_dq_warps_n,
                           fused=not bp or bf[0] < bp[0])
         leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
         tl_ = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
@@ -453,6 +476,8 @@ def main():
             parts.append(f"atomic={fc(fused[1].atomic)}")
             if fused[1].atomic_warps_n != 1:
                 parts.append(f"atomic_warps_n={fused[1].atomic_warps_n}")
+            if fused[1].atomic_dq_warps_n != 1:
+                parts.append(f"atomic_dq_warps_n={fused[1].atomic_dq_warps_n}")
         parts.append(f"fused={win}")
         ms = lambda b: "-" if cpu or b is None or b[0] is None else f"{b[0]:.3f} ms"
         print(f"# d{d} causal={causal}: pair {pair[2]} ({ms(pair)}), fused "

@@ -334,9 +334,11 @@ class FlashBwdConfig:
     # warp owns BLOCK_N / num_warps key rows); w > 1 splits its four dots
     # over (num_warps / w) x w warps, FlashAttention-2's backward layouts.
     dkdv_warps_n: int = 1
-    # The same for the fused kernel's four dK/dV dots (its dQᵀ dot stays
-    # split-Q over head_dim rows).
+    # The same for the fused kernel's four dK/dV dots.
     atomic_warps_n: int = 1
+    # The fused kernel's dQᵀ = Kᵀ·dSᵀ dot (head_dim x BLOCK_M): 1 splits its
+    # head_dim rows over the warps; w > 1 a (num_warps / w) x w grid.
+    atomic_dq_warps_n: int = 1
 
     def constexprs(self, which):
         cfg = getattr(self, which)
@@ -350,6 +352,12 @@ class FlashBwdConfig:
                 raise ValueError(f"{which}_warps_n ({n}) must divide the {which} kernel's "
                                  f"num_warps ({cfg.num_warps})")
             out["WARPS_N"] = n
+        if which == "atomic" and self.atomic_dq_warps_n != 1:
+            n = check_num_warps(self.atomic_dq_warps_n, "atomic_dq_warps_n")
+            if cfg.num_warps % n:
+                raise ValueError(f"atomic_dq_warps_n ({n}) must divide the atomic kernel's "
+                                 f"num_warps ({cfg.num_warps})")
+            out["DQ_WARPS_N"] = n
         if cfg.lowering_options:  # (kernels without options keep their cache keys)
             if which == "dq":
                 raise ValueError("lowering_options are taken by the dkdv and atomic kernels "
