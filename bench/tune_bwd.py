@@ -142,6 +142,11 @@ FUSED_GRID = [
     ((64, 128, 8, 2, False, *RB), 4, (128,), 2),  # 128 / 208
     ((64, 128, 8, 1, False, *RB), 8, (128,), 2),  # 80 / -
     ((32, 64, 4, 2, False, *RB), 2, (128,), 2),   # 24 / -
+    # d64, FA2's d64 blocks (128 x 128, 8 warps; its dQ atom layout 4 x 2 of
+    # 128 queries x 64: here dQᵀ 64 x 128 on 2 x 4) and 64 x 128 prefetched
+    ((128, 128, 8, 1, False, *RB), 4, (64,), 4),  # 0 / -
+    ((128, 128, 8, 2, False, *RB), 4, (64,), 4),  # 128 / 16
+    ((64, 128, 8, 2, False, *RB), 4, (64,), 2),   # 0 / -
 ]
 
 
