@@ -116,6 +116,7 @@ DKDV_GRID = [
 # s2 were one kernel) and write dSᵀ to shared memory once; RB =
 # region-barriers (tile-insert-waits: 5 -> 3 bar.sync per iteration).
 RB = ("row", "region-barriers=true")
+ALU = ("row", "region-barriers=true prefetch-after-last-use=true")
 # Spills non-causal / causal (bytes, sm_90, bwdfast head):
 FUSED_GRID = [
     ((16, 64, 4, 2, False), 2, (128,)),       # 0 / 0
@@ -147,6 +148,11 @@ FUSED_GRID = [
     ((128, 128, 8, 1, False, *RB), 4, (64,), 4),  # 0 / -
     ((128, 128, 8, 2, False, *RB), 4, (64,), 4),  # 128 / 16
     ((64, 128, 8, 2, False, *RB), 4, (64,), 2),   # 0 / -
+    # stages 1 with Q and dO prefetched into their own buffer after their
+    # last reader (tile-pipeline after-last-use; 4 bar.sync per iteration)
+    ((64, 128, 8, 1, False, *ALU), 4, (128,), 2),  # 48 / 48, 1-2 LDL per iteration
+    ((32, 64, 4, 1, False, *ALU), 2, (128,), 2),   # 56 / -, none in the loops
+    ((128, 128, 8, 1, False, *ALU), 4, (64,), 4),  # 72 / 120, 1-6 LDL
 ]
 
 
