@@ -35,6 +35,7 @@ into python/tilec/strategy.py and record the run in bench/RESULTS.md.
 import argparse
 import concurrent.futures
 import math
+import re
 import sys
 import time
 from dataclasses import replace
