@@ -382,6 +382,10 @@ class FlashBwdConfig:
 #   d64: 64 x 16 and 128 x 16 over 4 warps (32 key rows per warp) none
 #   (64 x 16 causal sm_90a 8), 64 x 32 16-80, 64 x 64 0-28; 8 warps do not
 #   compile (dQᵀ's 64 rows over 8 warps).
+#   Warp grids (atomic_warps_n; sm_90, bwdspill, Kᵀ read transposed from
+#   K's shared tile): FA2's blocks, 64 queries x 128 keys over 8 warps, 2 x 4
+#   grid, 16 + 16 bytes (240 + 320 with Kᵀ in registers); atomic_dq_warps_n
+#   2 none; d64 128 x 128 over 8 warps, dQᵀ on 2 x 4, none.
 # bench/tune_bwd.py times them all against FA2.
 # dkdv's num_stages is 1: its Q and dO tiles (two dots read each) are then
 # not prefetched, the schedule it was tuned and spill-checked with; at 2
