@@ -109,6 +109,11 @@ DKDV_GRID = [
     # writes (5 -> 3 bar.sync per iteration, SASS otherwise the same)
     ((64, 64, 4, 2, False, "row", "region-barriers=true"), 2, (128,)),  # 224 / 252
     ((32, 64, 4, 2, False, "row", "region-barriers=true"), 2, (128,)),  # 0 / 0
+    # bwdspill: one buffer per tile, Q and dO prefetched after their last
+    # reader (tile-pipeline after-last-use): FA2's d128 blocks without the
+    # ring's spills (s2 above: 0 / 196; s1 unprefetched: 16 / -), 4 bar.sync
+    ((64, 128, 8, 1, False, "row", "region-barriers=true prefetch-after-last-use=true"), 4,
+     (128,)),                                                             # 0 / 0
 ]
 # The fused kernel (atomic dQ, 5 matmuls) with its four dK/dV dots on a warp
 # grid (FlashBwdConfig.atomic_warps_n; the dQᵀ dot stays split-Q); sm_90
