@@ -462,7 +462,12 @@ def main():
     # the seqlens; printed as one BWD_TABLE entry per (head_dim, causal), with
     # fused=True when the fused kernel's total beats the pair's.
     def fc(c):
-        return f"FlashConfig({c.block_m}, {c.block_n}, {c.num_warps}, {c.num_stages}, {c.smem_epilogue})"
+        # (copy_bounds and lowering_options too when set: the line must build
+        # the kernel that was measured, region-barriers included)
+        extra = "" if not c.lowering_options and c.copy_bounds == "row" else \
+            f", {c.copy_bounds!r}" + (f", {c.lowering_options!r}" if c.lowering_options else "")
+        return (f"FlashConfig({c.block_m}, {c.block_n}, {c.num_warps}, {c.num_stages}, "
+                f"{c.smem_epilogue}{extra})")
 
     print("\n# BWD_TABLE entries (least total time over the seqlens measured):")
     for (d, causal), per_seqlen in winners.items():
