@@ -294,43 +294,97 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
             _merge_rows(o, lse, o_final, lse_final, row0, tl.minimum(row0 + BLOCK_M, rows_q), b, hk,
                         num_splits, stride_osplit, stride_ob, stride_ok, stride_or, stride_lsplit,
                         stride_lb, stride_lk, stride_fb, stride_fk, stride_fr, stride_flb, stride_flk,
-                        DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D)
+                        DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D, NUM_WARPS)
 
 
 def _merge_rows(o, lse, o_final, lse_final, row_lo, row_hi, b, hk, num_splits, stride_osplit,
                 stride_ob, stride_ok, stride_or, stride_lsplit, stride_lb, stride_lk, stride_fb,
-                stride_fk, stride_fr, stride_flb, stride_flk, DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D):
+                stride_fk, stride_fr, stride_flb, stride_flk, DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D,
+                NUM_WARPS):
     """kernels/flash_combine.py's merge of packed rows [row_lo, row_hi): per
-    row, per MERGE_D features, the partial outputs as one (MERGE_D,
-    MERGE_SPLITS) tile (splits along the last axis, so the reduction stays
-    in a warp at any warp count) and the lse beside them through a view of
-    stride 0 along the features (the same layout: no conversion; every
-    element of a row carries its split's lse), both loads independent: one
-    round trip per (row, feature chunk) for up to MERGE_SPLITS splits, in
-    split order (deterministic). Splits past num_splits read −inf (weight
-    0); a split that saw nothing has lse −inf (weight 0); a row no split saw
-    gets out 0 and lse +inf, as the combine kernel."""
-    for r in range(row_lo, row_hi):
-        lsev = tl.view(lse + (b * stride_lb + hk * stride_lk + r), (MERGE_D, num_splits), (0, stride_lsplit))
-        lfin = tl.view(lse_final + (b * stride_flb + hk * stride_flk + r), (1,), (1,))
-        # The weights depend on the row only: computed once for all its chunks.
-        li = tl.load(lsev, (0, 0), (MERGE_D, MERGE_SPLITS), padding="neg_inf")
-        top = tl.maximum(tl.max(li, 1), -1e30)              # no split saw it: weights exp(−inf) = 0
-        wi = tl.exp(li - top[:, None])
-        # total >= 1 where a split saw the row (its top split weighs
-        # exp(0) = 1), 0 where none did. No selects (a tensor select in a
-        # loop reads as a mask to tile-split-masked-loops): out is 0 / 1
-        # = 0 there, and lse top + log 1 − log 0 = +inf.
-        total = tl.sum(wi, 1)
-        # Every feature carries the row's lse: the first element lands, the rest fall outside.
-        tl.store(lfin, (0,), top + tl.log(tl.maximum(total, 1.0)) - tl.log(tl.minimum(total, 1.0)))
-        for c in range(0, HEAD_DIM, MERGE_D):
-            part = tl.view(o + (b * stride_ob + hk * stride_ok + r * stride_or + c),
-                           (HEAD_DIM - c, num_splits), (1, stride_osplit))
-            oi = tl.load(part, (0, 0), (MERGE_D, MERGE_SPLITS))
-            merged = tl.sum(oi * wi, 1) / tl.maximum(total, 1.0)
-            fin = tl.view(o_final + (b * stride_fb + hk * stride_fk + r * stride_fr + c), (HEAD_DIM - c,), (1,))
-            tl.store(fin, (0,), merged.to(DTYPE))
+    row, per MERGE_D features, the partial outputs as one (MERGE_SPLITS,
+    MERGE_D) tile, each split's features contiguous (16-byte loads, a warp
+    reading whole 128-byte lines; the layout keeps the splits axis, which
+    the merge sums over, inside each warp and puts the warps on the
+    features), and the lse beside them through a view of stride 0 along the
+    features (the same layout: no conversion; every element of a split's
+    row carries its lse), both loads independent: one round trip per (row,
+    feature chunk) for up to MERGE_SPLITS splits, in split order
+    (deterministic). Splits past num_splits read −inf (weight 0); a split
+    that saw nothing has lse −inf (weight 0); a row no split saw gets out 0
+    and lse +inf, as the combine kernel. (The (MERGE_D, MERGE_SPLITS) tile
+    of session 10, splits along the last axis, read 4-byte elements a split
+    stride apart, 64 loads a thread per row at 32 splits: H200, GQA 32/8
+    batch 1 32k, the fused call 5.6 µs slower than two kernels, 20 µs at
+    128k's 33 splits, which pad to 64.)"""
+    if MERGE_D >= HEAD_DIM and MERGE_SPLITS * MERGE_D <= 32 * 32 * NUM_WARPS:
+        # One chunk per row, tiles of at most 32 elements a thread (with the
+        # next row's, 128 registers): row r + 1's tiles load before row r's
+        # math and stores (loads after a store stay after it: nothing tells
+        # o_final from o), so each row's round trip overlaps the math and
+        # stores of the row before; the last row reloads itself (no use).
+        li, oi = _merge_tiles(o, lse, row_lo, b, hk, num_splits, stride_osplit, stride_ob, stride_ok,
+                              stride_or, stride_lsplit, stride_lb, stride_lk, HEAD_DIM, MERGE_SPLITS, MERGE_D)
+        for r in range(row_lo, row_hi):
+            li_next, oi_next = _merge_tiles(o, lse, tl.minimum(r + 1, row_hi - 1), b, hk, num_splits,
+                                            stride_osplit, stride_ob, stride_ok, stride_or, stride_lsplit,
+                                            stride_lb, stride_lk, HEAD_DIM, MERGE_SPLITS, MERGE_D)
+            top, wi, total = _merge_weights(li)
+            _store_lse(lse_final, b, hk, r, stride_flb, stride_flk, top, total)
+            fin = tl.view(o_final + (b * stride_fb + hk * stride_fk + r * stride_fr), (HEAD_DIM,), (1,))
+            tl.store(fin, (0,), (tl.sum(oi * wi, 0) / tl.maximum(total, 1.0)).to(DTYPE))
+            li, oi = li_next, oi_next
+    else:
+        for r in range(row_lo, row_hi):
+            # The weights depend on the row only: computed once for all its chunks.
+            li = tl.load(_lse_view(lse, r, b, hk, num_splits, stride_lsplit, stride_lb, stride_lk, MERGE_D),
+                         (0, 0), (MERGE_SPLITS, MERGE_D), padding="neg_inf")
+            top, wi, total = _merge_weights(li)
+            _store_lse(lse_final, b, hk, r, stride_flb, stride_flk, top, total)
+            part = _part_view(o, r, b, hk, num_splits, stride_osplit, stride_ob, stride_ok, stride_or, HEAD_DIM)
+            fin = tl.view(o_final + (b * stride_fb + hk * stride_fk + r * stride_fr), (HEAD_DIM,), (1,))
+            for c in range(0, HEAD_DIM, MERGE_D):
+                oi = tl.load(part, (0, c), (MERGE_SPLITS, MERGE_D))
+                tl.store(fin, (c,), (tl.sum(oi * wi, 0) / tl.maximum(total, 1.0)).to(DTYPE))
+
+
+def _lse_view(lse, r, b, hk, num_splits, stride_lsplit, stride_lb, stride_lk, MERGE_D):
+    """Row r's split lse as a (num_splits, MERGE_D) view of stride 0 along
+    the features (every feature of a split carries its lse)."""
+    return tl.view(lse + (b * stride_lb + hk * stride_lk + r), (num_splits, MERGE_D), (stride_lsplit, 0))
+
+
+def _part_view(o, r, b, hk, num_splits, stride_osplit, stride_ob, stride_ok, stride_or, HEAD_DIM):
+    """Row r's partial outputs as a (num_splits, HEAD_DIM) view."""
+    return tl.view(o + (b * stride_ob + hk * stride_ok + r * stride_or), (num_splits, HEAD_DIM), (stride_osplit, 1))
+
+
+def _merge_tiles(o, lse, r, b, hk, num_splits, stride_osplit, stride_ob, stride_ok, stride_or,
+                 stride_lsplit, stride_lb, stride_lk, HEAD_DIM, MERGE_SPLITS, MERGE_D):
+    """Row r's (MERGE_SPLITS, MERGE_D) lse and partial-output tiles (one chunk)."""
+    li = tl.load(_lse_view(lse, r, b, hk, num_splits, stride_lsplit, stride_lb, stride_lk, MERGE_D),
+                 (0, 0), (MERGE_SPLITS, MERGE_D), padding="neg_inf")
+    oi = tl.load(_part_view(o, r, b, hk, num_splits, stride_osplit, stride_ob, stride_ok, stride_or, HEAD_DIM),
+                 (0, 0), (MERGE_SPLITS, MERGE_D))
+    return li, oi
+
+
+def _merge_weights(li):
+    """(top, weights, total) of a row's lse tile: top the largest lse (−1e30
+    when no split saw the row: weights exp(−inf) = 0), weights exp(lse −
+    top), total their sum: >= 1 where a split saw the row (its top split
+    weighs exp(0) = 1), 0 where none did. No selects (a tensor select in a
+    loop reads as a mask to tile-split-masked-loops): out is then 0 / 1 = 0,
+    and lse top + log 1 − log 0 = +inf."""
+    top = tl.maximum(tl.max(li, 0), -1e30)
+    wi = tl.exp(li - top[None, :])
+    return top, wi, tl.sum(wi, 0)
+
+
+def _store_lse(lse_final, b, hk, r, stride_flb, stride_flk, top, total):
+    """Row r's lse; every feature carries it: the first element lands, the rest fall outside."""
+    lfin = tl.view(lse_final + (b * stride_flb + hk * stride_flk + r), (1,), (1,))
+    tl.store(lfin, (0,), top + tl.log(tl.maximum(total, 1.0)) - tl.log(tl.minimum(total, 1.0)))
 
 
 def _append_name(DTYPE, HEAD_DIM, HEADS_K, PAGED, PAGE_SIZE, PER_BATCH, BATCH_IDX, **_):

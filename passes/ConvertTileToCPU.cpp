@@ -152,6 +152,30 @@ private:
     return SmallVector<utils::IteratorType>(n, utils::IteratorType::parallel);
   }
 
+  /// One element at a scalar pointer (tile.load_scalar, tile.arrive):
+  /// `access` builds the work on it inside an scf.if on its bounds; an
+  /// element outside its buffer is a fault (the runner reports it) and
+  /// yields `outside()` (built in the else branch) instead, with memory untouched.
+  FailureOr<Value> scalarAccess(Location loc, Operation *op, Value ptr, StringRef what,
+                                Type type, function_ref<Value(HostPtr)> access,
+                                function_ref<Value()> outside) {
+    auto it = ptrs.find(ptr);
+    if (it == ptrs.end())
+      return op->emitOpError("CPU lowering needs the ")
+             << what << " to come from a kernel parameter or a tile.addptr";
+    HostPtr p = it->second;
+    Value usable = inBuffer(loc, HostView{p, {}, {}}, arith::ConstantIntOp::create(b, loc, 1, 1),
+                            p.offset);
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, usable, /*addThenBlock=*/true,
+                                  /*addElseBlock=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(b, loc, access(p));
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(b, loc, outside());
+    return ifOp.getResult(0);
+  }
+
   LogicalResult lower(Operation *op);
 };
 
@@ -223,54 +247,35 @@ LogicalResult KernelLowering::lower(Operation *op) {
         });
     load.replaceAllUsesWith(generic.getResult(0));
   } else if (auto load = dyn_cast<tile::LoadScalarOp>(op)) {
-    auto it = ptrs.find(load.getPtr());
-    if (it == ptrs.end())
-      return load.emitOpError("CPU lowering needs the pointer to come from a kernel parameter "
-                              "or a tile.addptr");
-    HostPtr p = it->second;
-    // An element outside the buffer is a fault (reported by the runner), read as 0.
-    Value usable = inBuffer(loc, HostView{p, {}, {}}, arith::ConstantIntOp::create(b, loc, 1, 1),
-                            p.offset);
     Type type = load.getType();
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, usable, /*addThenBlock=*/true,
-                                  /*addElseBlock=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(b, loc, memref::LoadOp::create(b, loc, p.memref, p.offset).getResult());
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getZeroAttr(type)).getResult());
-    }
-    load.replaceAllUsesWith(ifOp.getResult(0));
+    FailureOr<Value> value = scalarAccess(
+        loc, op, load.getPtr(), "pointer", type,
+        [&](HostPtr p) { return memref::LoadOp::create(b, loc, p.memref, p.offset).getResult(); },
+        [&] { return arith::ConstantOp::create(b, loc, b.getZeroAttr(type)).getResult(); });
+    if (failed(value))
+      return failure();
+    load.replaceAllUsesWith(*value);
   } else if (auto arrive = dyn_cast<tile::ArriveOp>(op)) {
     // Programs run one after another here, so the count is a plain
     // read-modify-write: the program that brings it to `expected` is the
-    // last, gets true and leaves 0 behind (as on the GPU).
-    auto it = ptrs.find(arrive.getCounter());
-    if (it == ptrs.end())
-      return arrive.emitOpError("CPU lowering needs the counter to come from a kernel parameter "
-                                "or a tile.addptr");
-    HostPtr p = it->second;
-    Value usable = inBuffer(loc, HostView{p, {}, {}}, arith::ConstantIntOp::create(b, loc, 1, 1),
-                            p.offset);
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getI1Type()}, usable, /*addThenBlock=*/true,
-                                  /*addElseBlock=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      Value old = memref::LoadOp::create(b, loc, p.memref, p.offset);
-      Value count = arith::AddIOp::create(b, loc, old, arith::ConstantIntOp::create(b, loc, 1, 32));
-      Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, count,
-                                         arrive.getExpected());
-      Value next = arith::SelectOp::create(b, loc, last, arith::ConstantIntOp::create(b, loc, 0, 32),
-                                           count);
-      memref::StoreOp::create(b, loc, next, p.memref, p.offset);
-      scf::YieldOp::create(b, loc, last);
-      // A counter outside its buffer is a fault (reported by the runner): no program is last.
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, loc, arith::ConstantIntOp::create(b, loc, 0, 1).getResult());
-    }
-    arrive.replaceAllUsesWith(ifOp.getResult(0));
+    // last, gets true and leaves 0 behind (as on the GPU). A counter
+    // outside its buffer makes no program last.
+    FailureOr<Value> last = scalarAccess(
+        loc, op, arrive.getCounter(), "counter", b.getI1Type(),
+        [&](HostPtr p) {
+          Value old = memref::LoadOp::create(b, loc, p.memref, p.offset);
+          Value count = arith::AddIOp::create(b, loc, old, arith::ConstantIntOp::create(b, loc, 1, 32));
+          Value isLast = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, count,
+                                               arrive.getExpected());
+          Value next = arith::SelectOp::create(b, loc, isLast,
+                                               arith::ConstantIntOp::create(b, loc, 0, 32), count);
+          memref::StoreOp::create(b, loc, next, p.memref, p.offset);
+          return isLast;
+        },
+        [&] { return arith::ConstantIntOp::create(b, loc, 0, 1).getResult(); });
+    if (failed(last))
+      return failure();
+    arrive.replaceAllUsesWith(*last);
   } else if (isa<tile::StoreOp, tile::AtomicAddOp>(op)) {
     // tile.atomic_add is a read-add-write here: the CPU runner runs the
     // programs of the grid one after another.

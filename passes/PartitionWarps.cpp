@@ -27,6 +27,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
+
 #include <deque>
 
 namespace tilec {
@@ -436,6 +438,50 @@ LogicalResult LayoutAssigner::propagate(Value v) {
   return success();
 }
 
+/// The axes (bit d: dimension d) along which `v` is reduced, directly or
+/// through elementwise ops of its shape: a tile a kernel without dots
+/// reduces along a leading axis (the fused decode merge's (splits,
+/// features) tiles summed over the splits) must keep its warps off it.
+/// Loop-carried tiles are followed into their loop.
+uint64_t reducedAxes(Value v) {
+  uint64_t axes = 0;
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  llvm::SmallPtrSet<Value, 16> carried;
+  // A loop carries the tile in one layout: follow it into the iter_arg
+  // (a prefetched tile: the load before the loop, the reload yielded).
+  auto carry = [&](scf::ForOp loop, unsigned i) {
+    for (Value next : {Value(loop.getRegionIterArgs()[i]), Value(loop.getResult(i))})
+      if (carried.insert(next).second)
+        work.push_back(next);
+  };
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    for (OpOperand &use : x.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto loop = dyn_cast<scf::ForOp>(user)) {
+        if (use.getOperandNumber() >= loop.getNumControlOperands())
+          carry(loop, use.getOperandNumber() - loop.getNumControlOperands());
+        continue;
+      }
+      if (auto yield = dyn_cast<scf::YieldOp>(user)) {
+        if (auto loop = dyn_cast<scf::ForOp>(yield->getParentOp()))
+          carry(loop, use.getOperandNumber());
+        continue;
+      }
+      if (!seen.insert(user).second)
+        continue;
+      if (auto reduce = dyn_cast<ReduceOp>(user))
+        axes |= uint64_t(1) << reduce.getAxis();
+      else if (isElementwise(user) &&
+               cast<RankedTensorType>(user->getResult(0).getType()).getShape() == shape)
+        work.push_back(user->getResult(0));
+    }
+  }
+  return axes;
+}
+
 /// Tiles no dot reaches (a copy kernel, a row softmax) get the coalesced
 /// layout: 16 bytes per thread per access, warps on rows so that row
 /// reductions stay inside a warp as in split-Q. Values that own their data (loads,
@@ -457,7 +503,19 @@ void LayoutAssigner::seedDefaults() {
     if (!powerOfTwo)
       return; // reported when types are rewritten
     int64_t vec = std::min<int64_t>(16 / elemBytes, shape.empty() ? 1 : shape.back());
-    demand(v, linear(tilec::LinearLayout::coalesced(shape, numWarps, vec, /*warpsOnRows=*/true)));
+    tilec::LinearLayout layout = tilec::LinearLayout::coalesced(shape, numWarps, vec, /*warpsOnRows=*/true);
+    // Warps on an axis the tile is reduced along (the reduction would fail:
+    // see propagateToUse): move them to the other axes instead. Layouts
+    // whose reductions already stay in a warp are unchanged.
+    if (uint64_t axes = reducedAxes(v);
+        axes && llvm::any_of(layout.warpBases(), [&](const tilec::Coord &basis) {
+          for (unsigned d = 0; d < basis.size(); ++d)
+            if (basis[d] && (axes >> d & 1))
+              return true;
+          return false;
+        }))
+      layout = tilec::LinearLayout::coalescedKeepingAxes(shape, numWarps, vec, axes);
+    demand(v, linear(layout));
   };
   auto seedOp = [&](Operation *op) {
     for (Value result : op->getResults())

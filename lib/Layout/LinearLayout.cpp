@@ -358,4 +358,60 @@ LinearLayout LinearLayout::coalesced(const std::vector<int64_t> &shape, int64_t 
   return LinearLayout(rank, reg, lane, warp);
 }
 
+LinearLayout LinearLayout::coalescedKeepingAxes(const std::vector<int64_t> &shape, int64_t numWarps,
+                                                int64_t vecElems, uint64_t keepAxes) {
+  unsigned rank = shape.size();
+  assert(rank >= 1 && log2Exact(numWarps) >= 0 && log2Exact(vecElems) >= 0);
+  std::vector<Coord> elementBits;
+  std::vector<unsigned> dimOf;
+  for (int d = int(rank) - 1; d >= 0; --d) {
+    int bits = log2Exact(shape[d]);
+    assert(bits >= 0 && "coalesced layouts need power-of-two extents");
+    for (int b = 0; b < bits; ++b) {
+      Coord c(rank, 0);
+      c[d] = int64_t(1) << b;
+      elementBits.push_back(c);
+      dimOf.push_back(d);
+    }
+  }
+  std::vector<Coord> reg, lane, warp;
+  size_t vecBits = std::min(log2Exact(vecElems), log2Exact(shape.back()));
+  std::vector<bool> used(elementBits.size(), false);
+  for (size_t i = 0; i < vecBits; ++i) {
+    reg.push_back(elementBits[i]);
+    used[i] = true;
+  }
+  // Warps: the most significant free bits of dimensions outside keepAxes,
+  // taken in increasing order.
+  int warpBits = log2Exact(numWarps);
+  std::vector<size_t> warpIdx;
+  for (size_t i = elementBits.size(); i-- > vecBits && int(warpIdx.size()) < warpBits;)
+    if (!(keepAxes >> dimOf[i] & 1))
+      warpIdx.push_back(i);
+  std::reverse(warpIdx.begin(), warpIdx.end());
+  for (size_t i : warpIdx)
+    used[i] = true;
+  size_t next = 0;
+  auto nextFree = [&]() -> Coord {
+    while (next < elementBits.size() && used[next])
+      ++next;
+    if (next == elementBits.size())
+      return Coord(rank, 0);
+    used[next] = true;
+    return elementBits[next];
+  };
+  for (int i = 0; i < 5; ++i)
+    lane.push_back(nextFree());
+  for (size_t i : warpIdx)
+    warp.push_back(elementBits[i]);
+  while (int(warp.size()) < warpBits)
+    warp.push_back(Coord(rank, 0));
+  for (size_t i = 0; i < elementBits.size(); ++i)
+    if (!used[i]) {
+      reg.push_back(elementBits[i]);
+      used[i] = true;
+    }
+  return LinearLayout(rank, reg, lane, warp);
+}
+
 } // namespace tilec

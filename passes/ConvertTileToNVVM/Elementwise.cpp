@@ -146,15 +146,27 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     return success();
   LinearLayout layout = layoutOf(op->getResult(0));
   SmallVector<Value> result;
+  // Registers whose operands are the same values (a stride-0 load's copies,
+  // their reductions) share one result: the ops are pure, and a reduction
+  // of those results then shuffles each value once (CSE after the lowering
+  // cannot merge the shuffles).
+  std::map<SmallVector<void *>, Value> same;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> operands;
     for (Value operand : op->getOperands())
       operands.push_back(isa<RankedTensorType>(operand.getType()) ? regs[operand][r] : scalar(operand));
+    SmallVector<void *> key = llvm::map_to_vector(operands, [](Value v) { return v.getAsOpaquePointer(); });
+    if (auto it = same.find(key); it != same.end()) {
+      result.push_back(it->second);
+      continue;
+    }
+    auto remember = [&] { same[key] = result.back(); };
     SmallVector<Value> mathResults;
     if (failed(lowerMath(op, operands, mathResults)))
       return failure();
     if (!mathResults.empty()) {
       result.push_back(mathResults[0]);
+      remember();
       continue;
     }
     OperationState state(op->getLoc(), op->getName());
@@ -162,6 +174,7 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     state.addTypes(getElementTypeOrSelf(op->getResult(0).getType()));
     state.addAttributes(op->getAttrs());
     result.push_back(b.create(state)->getResult(0));
+    remember();
   }
   regs[op->getResult(0)] = result;
   return success();

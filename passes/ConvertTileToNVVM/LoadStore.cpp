@@ -42,17 +42,45 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
   SmallVector<Value> thread = threadCoords(layout);
   Type vecType = width > 1 ? VectorType::get({width}, elemType) : elemType;
   auto elementIndex = [&](int64_t r) { return viewIndex(layout, thread, r, offsets); };
+  ArrayRef<int64_t> shape = op.getResult().getType().getShape();
+  // Dimensions of stride 0 that the tile lies inside of (constant size and
+  // offset): registers differing only along them read the same address with
+  // the same bounds, so one load serves them (a stride-0 view broadcasting a
+  // row's value over a tile: the fused decode merge's lse, 4 registers a
+  // thread per split before).
+  SmallVector<unsigned> broadcastDims;
+  for (unsigned d = 0; d < shape.size(); ++d) {
+    auto stride = constantInt(view.strides[d]), size = constantInt(view.sizes[d]);
+    auto offset = constantInt(op.getOffsets()[d]);
+    if (stride == 0 && size && offset && *offset >= 0 && *offset + shape[d] <= *size)
+      broadcastDims.push_back(d);
+  }
+  // The register groups (one load each) that load: the first of each
+  // address; slot[i]: the load group i reads.
+  SmallVector<int64_t> starts, slot;
+  {
+    std::map<tilec::Coord, int64_t> first;
+    for (int64_t r = 0; r < layout.numRegs(); r += width) {
+      tilec::Coord key = layout.regCoord(r);
+      for (unsigned d : broadcastDims)
+        key[d] = 0;
+      auto [it, isNew] = first.try_emplace(key, int64_t(starts.size()));
+      if (isNew)
+        starts.push_back(r);
+      slot.push_back(it->second);
+    }
+  }
   // One load (a `width` vector, or a scalar) per group of registers.
   auto uncheckedLoads = [&] {
     SmallVector<Value> loaded;
-    for (int64_t r = 0; r < layout.numRegs(); r += width)
+    for (int64_t r : starts)
       loaded.push_back(LLVM::LoadOp::create(b, vecType, elementAddress(view, elementIndex(r)),
                                             width * elemBytes));
     return loaded;
   };
   auto checkedLoads = [&] {
     SmallVector<Value> loaded;
-    for (int64_t r = 0; r < layout.numRegs(); r += width) {
+    for (int64_t r : starts) {
       SmallVector<Value> index = elementIndex(r);
       auto ifOp = scf::IfOp::create(b, TypeRange{vecType}, inBounds(view, index), /*withElse=*/true);
       OpBuilder::InsertionGuard guard(b);
@@ -76,15 +104,13 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
   };
   // A tile wholly inside the view loads without per-element guards (see
   // lowerLoadToShared); the uniform test picks the version at run time.
-  ArrayRef<int64_t> shape = op.getResult().getType().getShape();
   Value inside = copyBounds != CopyBounds::Chunk ? tileInsideView(view, offsets, shape) : Value();
   std::optional<int64_t> insideConst = inside ? getConstantIntValue(inside) : std::optional<int64_t>(0);
   SmallVector<Value> loaded;
   if (insideConst) {
     loaded = *insideConst ? uncheckedLoads() : checkedLoads();
   } else {
-    int64_t loads = (layout.numRegs() + width - 1) / width;
-    auto ifOp = scf::IfOp::create(b, SmallVector<Type>(loads, vecType), inside, /*withElse=*/true);
+    auto ifOp = scf::IfOp::create(b, SmallVector<Type>(starts.size(), vecType), inside, /*withElse=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -96,13 +122,19 @@ LogicalResult KernelLowering::lowerLoad(LoadOp op) {
   }
   SmallVector<Value> values(layout.numRegs());
   for (int64_t r = 0, i = 0; r < layout.numRegs(); r += width, ++i) {
+    Value vector = loaded[slot[i]];
+    if (starts[slot[i]] != r) {
+      // A copy of an earlier group (same address): the same values.
+      for (int w = 0; w < width; ++w)
+        values[r + w] = values[starts[slot[i]] + w];
+      continue;
+    }
     for (int w = 0; w < width; ++w)
-      values[r + w] = width > 1 ? LLVM::ExtractElementOp::create(b, loaded[i], i32(w)).getResult()
-                                : loaded[i];
+      values[r + w] = width > 1 ? LLVM::ExtractElementOp::create(b, vector, i32(w)).getResult() : vector;
     // mma operands want element pairs packed in one register: remember the
     // loaded vector so packing them again costs nothing.
     if (width == 2)
-      packedPairs[{values[r], values[r + 1]}] = loaded[i];
+      packedPairs[{values[r], values[r + 1]}] = vector;
   }
   regs[op.getResult()] = values;
   return success();

@@ -34,8 +34,16 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
   for (int64_t r = 0; r < in.numRegs(); ++r)
     if (in.regHolding(in.regCoord(r)) == r)
       operands[project(in.regCoord(r))].push_back(values[r]);
+  // Output elements whose inputs are the same values (a stride-0 load's
+  // copies) share one tree and one shuffle chain.
   std::map<tilec::Coord, Value> partial;
+  std::map<SmallVector<void *>, Value> sameTree;
   for (auto &[key, list] : operands) {
+    SmallVector<void *> inputs = llvm::map_to_vector(list, [](Value v) { return v.getAsOpaquePointer(); });
+    if (auto it = sameTree.find(inputs); it != sameTree.end()) {
+      partial[key] = it->second;
+      continue;
+    }
     while (list.size() > 1) {
       SmallVector<Value> next;
       for (size_t i = 0; i + 1 < list.size(); i += 2)
@@ -44,7 +52,7 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
         next.push_back(list.back());
       list = std::move(next);
     }
-    partial[key] = list.front();
+    partial[key] = sameTree[inputs] = list.front();
   }
   for (size_t i = 0; i < in.laneBases().size(); ++i) {
     const tilec::Coord &basis = in.laneBases()[i];
@@ -53,9 +61,12 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
     if (project(basis) != tilec::Coord(in.rank() - 1, 0))
       return op.emitError() << "lane bit " << i << " moves along the reduced axis and another "
                                "axis at once; cannot reduce with shuffles";
+    llvm::DenseMap<Value, Value> shuffled;
     for (auto &[key, value] : partial) {
-      Value other = target.shuffleXor(b, value, int64_t(1) << i);
-      value = combine(op.getKind(), value, other);
+      Value &next = shuffled[value];
+      if (!next)
+        next = combine(op.getKind(), value, target.shuffleXor(b, value, int64_t(1) << i));
+      value = next;
     }
   }
   LinearLayout out = layoutOf(op.getResult());

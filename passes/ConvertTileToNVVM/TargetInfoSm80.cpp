@@ -199,11 +199,17 @@ namespace tilec::nvvm {
 /// observes the count (cooperative_groups' grid sync is built the same way:
 /// one thread's fence and atomic after __syncthreads). One atom per block,
 /// not per warp: the counter's address serializes at L2. The acquire side:
-/// the leader of the last block fences after its atom, bar.red.or.pred hands
-/// the outcome to every thread (uniform, no shared memory), and each thread
-/// of the last block fences again before it reads the partials. The last
-/// block stores 0: every other block has arrived, so nothing adds after it
+/// the leader of the last block fences after its atom (the acquire pattern:
+/// a relaxed read, then a fence, in one thread), and bar.red.or.pred hands
+/// the outcome to every thread (uniform, no shared memory) and orders their
+/// reads after the leader's fence (cumulative through the barrier, as the
+/// release side; cooperative_groups' grid sync fences in one thread too).
+/// The last block then stores 0, after its fence, which so does not wait
+/// for that store: every other block has arrived, so nothing adds after it
 /// in this launch, and the next launch (or graph replay) starts at zero.
+/// (Until session 11 the leader fenced after the store and every thread of
+/// the last block fenced again after bar.red: on the critical path of the
+/// fused decode merge, two more waits for L2, one per thread.)
 Value Sm80TargetInfo::arriveLast(ImplicitLocOpBuilder &b, Value counter, Value expectedMinusOne,
                                  Value leader) const {
   Value leaderI32 = arith::ExtUIOp::create(b, b.getI32Type(), leader);
@@ -218,10 +224,9 @@ Value Sm80TargetInfo::arriveLast(ImplicitLocOpBuilder &b, Value counter, Value e
       "@p0 fence.acq_rel.gpu;\n"
       "@p0 atom.global.add.u32 old, [$1], 1;\n"
       "setp.eq.and.u32 p1, old, $2, p0;\n"
-      "@p1 st.relaxed.gpu.global.b32 [$1], zero;\n"
       "@p1 fence.acq_rel.gpu;\n"
+      "@p1 st.relaxed.gpu.global.b32 [$1], zero;\n"
       "bar.red.or.pred p2, 0, p1;\n"
-      "@p2 fence.acq_rel.gpu;\n"
       "selp.b32 $0, 1, 0, p2;\n"
       "}";
   Value last = inlinePtx(b, TypeRange{b.getI32Type()}, ValueRange{counter, expectedMinusOne, leaderI32},

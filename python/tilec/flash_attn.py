@@ -484,6 +484,30 @@ def _torch_compiling():
     return torch is not None and torch.compiler.is_compiling()
 
 
+_EAGER = {}
+
+
+def _eagerly(public, *args, **kwargs):
+    """`public` (a flash_attn function) called with dropout while
+    torch.compile traces: run eagerly, outside the graph (a graph break;
+    with fullgraph=True dynamo refuses it, naming the reason). Dropout takes
+    its seed and offset from torch's generator on the host and advances it,
+    which a traced graph would freeze into constants; eagerly every call
+    draws fresh ones and the autograd Function (tilec.flash_bwd) gives the
+    gradients, so compiled models with attention dropout still train."""
+    eager = _EAGER.get(public)
+    if eager is None:
+        disable = sys.modules["torch"].compiler.disable
+        reason = ("tilec: attention dropout draws its seed and offset from torch's generator on "
+                  "the host, so it runs eagerly (a graph break); pass dropout_p=0 for one graph")
+        try:
+            eager = disable(public, reason=reason)
+        except TypeError:  # torch before the reason keyword
+            eager = disable(public)
+        _EAGER[public] = eager
+    return eager(*args, **kwargs)
+
+
 def _build_gpu_launch(key):
     """LaunchCache builder: the kernel of (dtype, head_dim, causal, window,
     softcap, alibi, varlen[, arch, dropout, probs], device index), compiled or
@@ -1023,6 +1047,11 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     (batch, nheads, seqlen_q) f32, S_dmask), S_dmask empty without dropout as
     upstream. return_lse=True (tilec's own keyword) returns (out, lse).
     """
+    if dropout_p and _torch_compiling():
+        return _eagerly(
+            flash_attn_func, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+            alibi_slopes, deterministic, return_attn_probs, return_lse=return_lse,
+            generator=generator)
     fn = "flash_attn_func"
     left, right = _window(fn, window_size)
     dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))
@@ -1055,6 +1084,10 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
                               window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                               deterministic=False, return_attn_probs=False, *, generator=None):
     """flash_attn_func on qkv (batch, seqlen, 3, nheads, headdim)."""
+    if dropout_p and _torch_compiling():
+        return _eagerly(
+            flash_attn_qkvpacked_func, qkv, dropout_p, softmax_scale, causal, window_size,
+            softcap, alibi_slopes, deterministic, return_attn_probs, generator=generator)
     fn = "flash_attn_qkvpacked_func"
     q, k, v = _unpack(fn, qkv, 2, 3, "qkv")
     left, right = _window(fn, window_size)
@@ -1069,6 +1102,10 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
                              deterministic=False, return_attn_probs=False, *, generator=None):
     """flash_attn_func on q (batch, seqlen_q, nheads, headdim) and kv
     (batch, seqlen_k, 2, nheads_k, headdim)."""
+    if dropout_p and _torch_compiling():
+        return _eagerly(
+            flash_attn_kvpacked_func, q, kv, dropout_p, softmax_scale, causal, window_size,
+            softcap, alibi_slopes, deterministic, return_attn_probs, generator=generator)
     fn = "flash_attn_kvpacked_func"
     k, v = _unpack(fn, kv, 2, 2, "kv")
     left, right = _window(fn, window_size)
@@ -1093,6 +1130,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     k, v are (num_pages, page_size, nheads_k, headdim) and sequence b's keys
     are rows 0..len_b - 1 of its pages block_table[b, :], len_b =
     cu_seqlens_k[b + 1] - cu_seqlens_k[b] (see _gather_pages)."""
+    if dropout_p and _torch_compiling():
+        return _eagerly(
+            flash_attn_varlen_func, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+            max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+            deterministic, return_attn_probs, block_table, generator=generator)
     fn = "flash_attn_varlen_func"
     seqused_k = None
     if block_table is not None:
@@ -1185,6 +1227,11 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      alibi_slopes=None, deterministic=False,
                                      return_attn_probs=False, *, generator=None):
     """flash_attn_varlen_func on qkv (total, 3, nheads, headdim)."""
+    if dropout_p and _torch_compiling():
+        return _eagerly(
+            flash_attn_varlen_qkvpacked_func, qkv, cu_seqlens, max_seqlen, dropout_p,
+            softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+            return_attn_probs, generator=generator)
     fn = "flash_attn_varlen_qkvpacked_func"
     q, k, v = _unpack(fn, qkv, 1, 3, "qkv")
     left, right = _window(fn, window_size)
@@ -1201,6 +1248,11 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                                     deterministic=False, return_attn_probs=False, *, generator=None):
     """flash_attn_varlen_func on q (total_q, nheads, headdim) and kv
     (total_k, 2, nheads_k, headdim)."""
+    if dropout_p and _torch_compiling():
+        return _eagerly(
+            flash_attn_varlen_kvpacked_func, q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+            max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+            deterministic, return_attn_probs, generator=generator)
     fn = "flash_attn_varlen_kvpacked_func"
     k, v = _unpack(fn, kv, 1, 2, "kv")
     left, right = _window(fn, window_size)

@@ -77,9 +77,12 @@ EARLY_REFILL = False
 # kernel. Off: measured slower where it was meant to help (H200, session 10
 # run 9, bench/ab_fused.py, bf16 d128, µs two kernels / fused): GQA 32/8
 # batch 1 kv 32k 41.7 / 47.3, 128k 130.6 / 150.8; batch 16 8k 133.0 / 131.2,
-# mixed 1k..32k 337.9 / 340.6, MHA b1 32k 129.7 / 127.6. The b1 loss grows
-# with the cache (5.6 µs at 32k, 20 µs at 128k), so it is not the merge's
-# tail alone; not found yet (docs/DESIGN.md). A module setting so that the
+# mixed 1k..32k 337.9 / 340.6, MHA b1 32k 129.7 / 127.6. The b1 loss was
+# the merge's tail (session 11, SASS: the decode loops are the same; the
+# merge read 4-byte elements a split stride apart, row after row, and 128k's
+# 33 splits pad to a 64-split tile, hence the "growth" with the cache);
+# the merge now reads (splits, features) tiles in 16-byte loads, the next
+# row prefetched (docs/DESIGN.md): to be re-measured. A module setting so that the
 # benches can A/B it (bench/ab_fused.py, bench_decode --fused 1). When on, the
 # GPU plan fuses where the merge takes at most _FUSED_MAX_TRIPS dependent L2
 # round trips (one per packed row and MERGE_D features), the CPU runner
@@ -247,6 +250,32 @@ CHECK_VALUES = None
 # The CPU runner's Q tile: None for the smallest that holds the packed rows
 # (fast to run), or a GPU size, for tests of the GPU configuration's numerics.
 CPU_BLOCK_M = None
+
+
+# flash_attn 2.8 checks on its paged path that every sequence fits its
+# block_table row (max(cache_seqlens) + new keys <= pages per row × page
+# size; flash-attention PR 2711, its test_flash_attn_kvcache_paged_block_
+# table_bounds), at the price of one device-to-host read and sync per call.
+# True (the default) does the same for CUDA tensors when CHECK_VALUES does
+# not already read every value (the CPU always does); never while a CUDA
+# graph is captured. False skips it: the kernel then clamps each length to
+# the capacity (a wrong answer for a too-long sequence, never a fault), and
+# a paged call stays asynchronous.
+CHECK_PAGED_CAPACITY = True
+
+
+def _check_paged(torch):
+    """Whether a CUDA paged call with per-sequence lengths reads their
+    maximum back (CHECK_PAGED_CAPACITY)."""
+    return CHECK_PAGED_CAPACITY and not torch.cuda.is_current_stream_capturing()
+
+
+def _check_paged_capacity(cache_seqlens, seqlen_new, capacity):
+    longest = int(cache_seqlens.max())
+    if longest + seqlen_new > capacity:
+        _fail(f"max(cache_seqlens) = {longest} plus {seqlen_new} new keys exceeds the capacity of a "
+              f"block_table row, {capacity} (pages per row × page size): give block_table more "
+              "columns")
 
 
 def _check_values(on_gpu):
@@ -677,6 +706,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                       f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
             if not 0 <= p <= n:
                 _fail(f"cache_leftpad[{b}] = {p} is outside 0..cache_seqlens[{b}] = {n}")
+    elif not per_batch:
+        # An int is known on the host: checked for free.
+        if lens_host and lens_host[0] < 0:
+            _fail(f"cache_seqlens = {lens_host[0]} is negative")
+        if lens_host and lens_host[0] + seqlen_new > capacity:
+            _fail(f"cache_seqlens = {lens_host[0]} plus {seqlen_new} new keys exceeds the cache capacity "
+                  f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
+    elif paged and on_gpu and _check_paged(ops.t):
+        _check_paged_capacity(cache_seqlens, seqlen_new, capacity)
     if paged and check_values and not on_gpu:
         # Page numbers in the pool (the CPU path only: on CUDA it would copy the table every call).
         need = max(-(-(n + seqlen_new) // page_size) for n in lens_host)
@@ -886,6 +924,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
                 or cache_seqlens.shape[0] != batch or cache_seqlens.get_device() != device
                 or (batch > 1 and cache_seqlens.stride(0) != 1)):
             return None
+        if page_size and _check_paged(torch):
+            _check_paged_capacity(cache_seqlens, seqlen_new, capacity)
         uniform = 0
     sq, sk, sv = q.stride(), k_cache.stride(), v_cache.stride()
     # Last dimension contiguous; every row 16-byte aligned (2-byte elements).

@@ -246,11 +246,26 @@ TABLE = {
 # within ~10% of the dense kernel of its shape.
 VARIANT_TABLE = {}
 
+# Windows: (arch, head_dim) -> a config that overrides both tables for a
+# window (causal or not). A block of M rows spans w + M keys of a window of
+# w, so halving the rows per CTA cuts the masked waste where w is small
+# (blocks of 64 rows over 2 warps keep TABLE's 32 rows per warp). Measured
+# on the H200 at head_dim 64, bf16, tune_variants (ms, m64n64w2s2 / TABLE's
+# m128n64w4s2 with the window's lowering options), same run:
+# - window (256, 256) s4k: 0.151 / 0.162 (session 10 run 9), 0.145 / 0.161
+#   (session 11 run 10);
+# - causal window 1024 s8k: 0.238 / 0.243 (session 11 run 10).
+# At head_dim 128 TABLE's blocks won every window candidate (run 23).
+WINDOW_TABLE = {
+    ("sm_80", 64): FlashConfig(64, 64, 2, 2, False),
+}
+
 
 # The tables' entries take no lowering options (those are experiments, for
 # the tuner); flash_fwd_config adds the window kernels' own below.
 assert not any(c.lowering_options for c in TABLE.values()), "TABLE entries take no lowering_options"
 assert not any(c.lowering_options for c in VARIANT_TABLE.values())
+assert not any(c.lowering_options for c in WINDOW_TABLE.values())
 
 # Windows: in a masked K/V block a warp whose 32 rows see none of its keys
 # skips its compute, and in the diagonal blocks a warp whose rows all lie
@@ -282,11 +297,14 @@ def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, windo
                      softcap=False, alibi=False, dropout=False):
     """The configuration to compile flash_fwd with (dtype does not change the
     choice today; it is an argument so it can). The dense kernels (causal or
-    not) come from TABLE; with a window, softcap or ALiBi VARIANT_TABLE's
-    entry for the head dim wins where there is one."""
+    not) come from TABLE; with a window WINDOW_TABLE's entry for the head
+    dim wins, then (window, softcap or ALiBi) VARIANT_TABLE's, where there
+    is one."""
     # Every arch runs the mma.sync (sm_80) code path today.
     config = None
-    if window or softcap or alibi:
+    if window:
+        config = WINDOW_TABLE.get(("sm_80", int(head_dim)))
+    if config is None and (window or softcap or alibi):
         config = VARIANT_TABLE.get(("sm_80", int(head_dim)))
     if config is None:
         config = TABLE.get(("sm_80", int(head_dim), bool(causal)), DEFAULT)

@@ -3,9 +3,10 @@
 // between its steps and no memory access moves across it (~{memory}). A
 // bar.sync after the program's writes; thread 0 alone fences and adds 1
 // (one atom per program); the old count against expected - 1 gives "last",
-// made uniform by bar.red.or.pred; the last program resets the counter and
-// its threads fence before reading; the i1 drives the scf.if. sm_90a uses
-// the same instructions.
+// made uniform by bar.red.or.pred; the last program's thread 0 fences
+// (acquire) and then resets the counter, and bar.red orders every thread's
+// reads after that fence (no fence per thread); the i1 drives the scf.if.
+// sm_90a uses the same instructions.
 // RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared=arch=sm_80 -tile-insert-waits -convert-tile-to-nvvm=arch=sm_80 | FileCheck %s
 // RUN: tile-opt %s -split-input-file -tile-partition-warps -tile-allocate-shared=arch=sm_90a -tile-insert-waits -convert-tile-to-nvvm=arch=sm_90a | FileCheck %s
 
@@ -15,7 +16,7 @@
 // CHECK:         %[[LEADER:.+]] = arith.cmpi eq, %[[TID]], %{{.+}} : i32
 // CHECK:         %[[EXPECTED:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
 // CHECK:         %[[LEADER32:.+]] = arith.extui %[[LEADER]] : i1 to i32
-// CHECK:         %[[LAST32:.+]] = llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p<3>;\0A.reg .b32 old, zero;\0Asetp.ne.b32 p0, $3, 0;\0Amov.b32 old, 0;\0Amov.b32 zero, 0;\0Abar.sync 0;\0A@p0 fence.acq_rel.gpu;\0A@p0 atom.global.add.u32 old, [$1], 1;\0Asetp.eq.and.u32 p1, old, $2, p0;\0A@p1 st.relaxed.gpu.global.b32 [$1], zero;\0A@p1 fence.acq_rel.gpu;\0Abar.red.or.pred p2, 0, p1;\0A@p2 fence.acq_rel.gpu;\0Aselp.b32 $0, 1, 0, p2;\0A}", "=r,l,r,r,~{memory}" %{{.+}}, %[[EXPECTED]], %[[LEADER32]] : (!llvm.ptr<1>, i32, i32) -> i32
+// CHECK:         %[[LAST32:.+]] = llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p<3>;\0A.reg .b32 old, zero;\0Asetp.ne.b32 p0, $3, 0;\0Amov.b32 old, 0;\0Amov.b32 zero, 0;\0Abar.sync 0;\0A@p0 fence.acq_rel.gpu;\0A@p0 atom.global.add.u32 old, [$1], 1;\0Asetp.eq.and.u32 p1, old, $2, p0;\0A@p1 fence.acq_rel.gpu;\0A@p1 st.relaxed.gpu.global.b32 [$1], zero;\0Abar.red.or.pred p2, 0, p1;\0Aselp.b32 $0, 1, 0, p2;\0A}", "=r,l,r,r,~{memory}" %{{.+}}, %[[EXPECTED]], %[[LEADER32]] : (!llvm.ptr<1>, i32, i32) -> i32
 // CHECK:         %[[LAST:.+]] = arith.cmpi ne, %[[LAST32]], %{{.+}} : i32
 // CHECK:         scf.if %[[LAST]] {
 // CHECK:           llvm.load

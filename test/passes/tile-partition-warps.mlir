@@ -124,6 +124,79 @@ func.func @tile_parameter(%a: tensor<64x64xf16>) attributes {tile.kernel} {
 
 // -----
 
+// Without a dot, a tile summed along its leading axis (the fused decode
+// merge's (splits, features) partials) keeps that axis inside each warp:
+// the thread's 4 contiguous f32, then lanes along the row and down 4 rows,
+// the warps on the row's top bits (features 32 and 64), the other rows in
+// registers. The weights' stride-0 lse view shares the layout; no
+// conversion, and the sums are slices of it.
+// CHECK-LABEL: func.func @split_sum
+// CHECK:         tile.load {{.*}} -> tensor<32x128xf32, #tile.linear<reg = {{\[}}[0, 1], [0, 2], [4, 0], [8, 0], [16, 0]], lane = {{\[}}[0, 4], [0, 8], [0, 16], [1, 0], [2, 0]], warp = {{\[}}[0, 32], [0, 64]]>>
+// CHECK:         tile.load {{.*}} -> tensor<32x128xf32, #tile.linear<reg = {{\[}}[0, 1], [0, 2], [4, 0], [8, 0], [16, 0]], lane = {{\[}}[0, 4], [0, 8], [0, 16], [1, 0], [2, 0]], warp = {{\[}}[0, 32], [0, 64]]>>
+// CHECK:         tile.reduce sum {{.*}} along 0 {{.*}} -> tensor<128xf32, #tile.linear<reg = {{\[}}[1], [2]], lane = {{\[}}[4], [8], [16], [0], [0]], warp = {{\[}}[32], [64]]>>
+// CHECK-NOT:     tile.convert_layout
+// A row sum of the same tile keeps the default (warps down the rows).
+// CHECK-LABEL: func.func @row_sum
+// CHECK:         tile.load {{.*}} -> tensor<32x128xf32, #tile.linear<reg = {{\[}}[0, 1], [0, 2], [4, 0], [8, 0], [16, 0]], lane = {{\[}}[0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], warp = {{\[}}[1, 0], [2, 0]]>>
+// CHECK:         tile.reduce sum {{.*}} along 1
+func.func @split_sum(%w: !tile.ptr<f32>, %o: !tile.ptr<f32>, %dst: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %c1 = arith.constant 1 : i64
+  %z = arith.constant 0 : i64
+  %s128 = arith.constant 128 : i64
+  %wv = tile.view %w sizes(%n, %c128) strides(%c1, %z) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %ov = tile.view %o sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %dv = tile.view %dst sizes(%c128) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %wt = tile.load %wv[%c0, %c0] padding = zero : !tile.view<f32, 2> -> tensor<32x128xf32>
+  %ot = tile.load %ov[%c0, %c0] padding = zero : !tile.view<f32, 2> -> tensor<32x128xf32>
+  %p = arith.mulf %ot, %wt : tensor<32x128xf32>
+  %s = tile.reduce sum %p along 0 : tensor<32x128xf32> -> tensor<128xf32>
+  tile.store %s, %dv[%c0] : tensor<128xf32>, !tile.view<f32, 1>
+  return
+}
+func.func @row_sum(%o: !tile.ptr<f32>, %dst: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c128 = arith.constant 128 : i32
+  %c1 = arith.constant 1 : i64
+  %s128 = arith.constant 128 : i64
+  %ov = tile.view %o sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %dv = tile.view %dst sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %ot = tile.load %ov[%c0, %c0] padding = zero : !tile.view<f32, 2> -> tensor<32x128xf32>
+  %s = tile.reduce sum %ot along 1 : tensor<32x128xf32> -> tensor<32xf32>
+  tile.store %s, %dv[%c0] : tensor<32xf32>, !tile.view<f32, 1>
+  return
+}
+
+// -----
+
+// The same through a loop that carries the next row's tile (the fused
+// decode merge prefetching): the load before the loop reaches the sum
+// through the iter_arg, so it too keeps its warps off the summed axis.
+// CHECK-LABEL: func.func @carried_split_sum
+// CHECK:         tile.load {{.*}} -> tensor<32x128xf32, #tile.linear<reg = {{\[}}[0, 1], [0, 2], [4, 0], [8, 0], [16, 0]], lane = {{\[}}[0, 4], [0, 8], [0, 16], [1, 0], [2, 0]], warp = {{\[}}[0, 32], [0, 64]]>>
+// CHECK:         scf.for
+// CHECK-NOT:     tile.convert_layout
+func.func @carried_split_sum(%o: !tile.ptr<f32>, %dst: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1i = arith.constant 1 : i32
+  %c128 = arith.constant 128 : i32
+  %c1 = arith.constant 1 : i64
+  %s128 = arith.constant 128 : i64
+  %ov = tile.view %o sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %dv = tile.view %dst sizes(%c128) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
+  %t0 = tile.load %ov[%c0, %c0] padding = zero : !tile.view<f32, 2> -> tensor<32x128xf32>
+  %last = scf.for %r = %c0 to %n step %c1i iter_args(%t = %t0) -> (tensor<32x128xf32>) : i32 {
+    %next = tile.load %ov[%r, %c0] padding = zero : !tile.view<f32, 2> -> tensor<32x128xf32>
+    %s = tile.reduce sum %t along 0 : tensor<32x128xf32> -> tensor<128xf32>
+    tile.store %s, %dv[%c0] : tensor<128xf32>, !tile.view<f32, 1>
+    scf.yield %next : tensor<32x128xf32>
+  }
+  return
+}
+
+// -----
+
 // Without a dot, tiles take the coalesced layout: 8 consecutive f16 (16
 // bytes) per thread, lanes along the row first, warps down the rows.
 // CHECK-LABEL: func.func @copy

@@ -58,6 +58,13 @@ def test_dropout_follows_the_cuda_generator():
         tilec.flash_attn_func(q, k, v, dropout_p=0.2, generator=torch.Generator())
 
 
+@pytest.mark.parametrize("entry", ["func", "varlen_kvpacked"])
+def test_dropout_under_torch_compile_runs_eagerly(entry):
+    from test_flash_dropout import check_dropout_under_torch_compile
+
+    check_dropout_under_torch_compile(entry, "cuda")
+
+
 def test_dropout_under_graph_capture_is_refused():
     q, k, v, _ = (torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.float16) for _ in range(4))
     tilec.flash_attn_func(q, k, v)  # load the module before capturing

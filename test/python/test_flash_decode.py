@@ -428,19 +428,46 @@ def test_bad_arguments_are_refused_before_anything_runs(kwargs, match, exc):
     assert isinstance(raised.value, tilec.TilecError)  # a RuntimeError, as flash_attn's
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("append", [False, True])
-def test_paged_cache_overflow_is_a_runtime_error_naming_block_table(append):
+def test_paged_cache_overflow_is_a_runtime_error_naming_block_table(append, device):
     # upstream's test_flash_attn_kvcache_paged_block_table_bounds: one page of
     # 256, cache_seqlens past it (or at it plus one new key) must raise a
-    # RuntimeError matching "block_table"; exactly at capacity must run.
+    # RuntimeError matching "block_table"; exactly at capacity must run. On
+    # CUDA too (flash_decode.CHECK_PAGED_CAPACITY: the one read-back
+    # flash_attn 2.8 also does on its paged path), fast path and general.
     torch = pytest.importorskip("torch")
-    z = lambda *s: torch.randn(*s, dtype=torch.float16)
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU: the CUDA paged-capacity check needs one (the CPU case runs)")
+    z = lambda *s: torch.randn(*s, dtype=torch.float16, device=device)
     q, kc, vc = z(1, 1, 1, 64), z(4, 256, 1, 64), z(4, 256, 1, 64)
-    table = torch.zeros(1, 1, dtype=torch.int32)
+    table = torch.zeros(1, 1, dtype=torch.int32, device=device)
     new = dict(k=z(1, 1, 1, 64), v=z(1, 1, 1, 64)) if append else {}
-    lens = torch.full((1,), 256 if append else 257, dtype=torch.int32)
+    lens = torch.full((1,), 256 if append else 257, dtype=torch.int32, device=device)
     with pytest.raises(RuntimeError, match="block_table"):
         tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, **new)
+    if device == "cuda":
+        q2 = z(1, 2, 1, 64)  # two query tokens: the general path, not the one-token fast path
+        new2 = dict(k=z(1, 2, 1, 64), v=z(1, 2, 1, 64)) if append else {}
+        with pytest.raises(RuntimeError, match="block_table"):
+            tilec.flash_attn_with_kvcache(q2, kc, vc, cache_seqlens=lens - 1 if append else lens,
+                                          block_table=table, **new2)
+        full = torch.full((1,), 256, dtype=torch.int32, device=device)
+        out = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=full, block_table=table)
+        assert out.shape == (1, 1, 1, 64) and not out.isnan().any()
+
+
+def test_unchecked_int_cache_seqlens_past_the_capacity_is_refused(monkeypatch):
+    """An int cache_seqlens is known on the host, so it is checked against
+    the capacity even with the value checks off (the CUDA default)."""
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
+    q, kc, vc = _small()
+    with pytest.raises(ValueError, match="cache_seqlens = 33 plus 0 new keys exceeds the cache capacity 32"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=33)
+    with pytest.raises(ValueError, match="cache_seqlens = -1 is negative"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=-1)
 
 
 def test_gqa_heads_must_divide():
@@ -778,6 +805,29 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     append = fd.append_kernel("bfloat16", 128, 8, 16 if features.get("paged") else 0,
                               features.get("per_batch", False), not features.get("paged"))
     assert f".entry {append.name}" in append.compile("sm_80").ptx
+
+
+@needs_native
+@pytest.mark.parametrize("capacity,splits", [(32768, 32), (131072, 33)])
+def test_fused_decode_compiles_for_the_gpu_with_vector_merge_loads(capacity, splits, monkeypatch):
+    """The fused decode kernel the GPU plan takes at batch 1, GQA 32/8, d128
+    (64-row tile, 4 warps; 32 splits: the merge's tiles 32 x 128, the next
+    row prefetched; 33 padded to 64, row by row) lowers to PTX, and its merge
+    reads each split's partial features in 16-byte loads (its (splits,
+    features) tiles keep the summed splits axis inside the warps). Before
+    session 11 the merge read (features, splits) tiles 4 bytes a split
+    stride apart: no ld.global.v4 at all (the decode loop copies K/V with
+    cp.async), and the fused call was slower than two kernels."""
+    from tilec import flash_decode as fd
+
+    monkeypatch.setattr(fd, "FUSED_COMBINE", True)
+    plan = fd.decode_plan(1, 1, 32, 8, 128, capacity, 0, 0, True, 132, True)
+    assert (plan.num_splits, plan.block_m, plan.num_warps, plan.fused) == (splits, 64, 4, True)
+    kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", per_batch=True))
+    ptx = kernel.compile("sm_80").ptx
+    # 32 x 128 f32 over 128 threads: 8 vectors a thread per row (in the
+    # in-bounds version and again in the guarded one); 64 x 128: 16.
+    assert ptx.count("ld.global.v4.b32") > 8 * plan.merge_splits // 32, ptx.count("ld.global.v4.b32")
 
 
 def _sync_sequence(ptx):

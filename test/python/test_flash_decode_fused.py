@@ -116,6 +116,36 @@ def test_fused_head_dims_and_query_rows(d, seqlen_q, causal, poisoned, monkeypat
     assert _counters_zero()
 
 
+def _merge_path(plan, d):
+    """Which of _merge_rows' loops a plan's kernel runs (its constexpr test)."""
+    dp = max(16, 1 << (d - 1).bit_length())
+    if plan.merge_d >= dp and plan.merge_splits * plan.merge_d <= 32 * 32 * plan.num_warps:
+        return "prefetch"
+    return "rows" if plan.merge_d >= dp else "chunks"
+
+
+@pytest.mark.parametrize("d,splits,block_m,path", [(64, 5, 64, "prefetch"), (128, 33, 64, "rows"),
+                                                   (64, 33, None, "chunks")])
+def test_fused_merge_paths(d, splits, block_m, path, poisoned, monkeypatch):
+    """The merge's three loops: the next row's tiles prefetched (one feature
+    chunk, small tiles), row by row (one chunk, tiles too large to hold two
+    rows: the 64-row tile's 33 splits padded to 64 at d128, what batch 1 at
+    128k keys runs), and feature chunk by chunk (the one-warp tile at 64
+    splits); four packed rows per KV head, a row no split sees (length 0)."""
+    monkeypatch.setattr(fd, "CPU_BLOCK_M", block_m)
+    monkeypatch.setattr(fd, "FUSED_COMBINE", True)
+    rng = np.random.default_rng()
+    lens = [700, 0, 3]
+    q, kc, vc, keys, values = contiguous_case(rng, 3, 1, 8, 2, d, lens, 704)
+    plan = fd.decode_plan(3, 1, 8, 2, d, 704, 0, splits, False, 132, True)
+    assert plan.fused and _merge_path(plan, d) == path
+    ref, ref_lse = reference(q, keys, values, 1 / math.sqrt(d))
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
+                                             num_splits=splits, return_softmax_lse=True)
+    check(out, lse, ref, ref_lse)
+    assert _counters_zero()
+
+
 def test_one_split_is_unchanged(monkeypatch):
     """num_splits=1 writes the output directly: no fused kernel, no counters."""
     rng = np.random.default_rng()

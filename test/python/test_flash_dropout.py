@@ -273,12 +273,60 @@ def test_numpy_inputs_take_numpy_random_state():
     assert np.array_equal(a, b) and not np.array_equal(a, tilec.flash_attn_func(qn, kn, vn))
 
 
-def test_dropout_under_torch_compile_is_refused():
+def check_dropout_under_torch_compile(entry, device):
+    """Under torch.compile a call with dropout runs eagerly (a graph break
+    around it): the compiled model gives eager's outputs and gradients for
+    the same torch.manual_seed, bitwise, a second call draws a fresh mask
+    (the generator advances as eagerly), and the graph around the call is
+    still compiled. With fullgraph=True dynamo refuses, naming why. (Also
+    run on a GPU by test_flash_bwd_gpu.py.)"""
     import torch._dynamo
 
-    q, k, v, _ = inputs((1, 16, 2, 64), (1, 16, 2, 64))
+    q, k, v, dout = (t.to(device) for t in inputs((2, 24, 2, 64), (2, 40, 2, 64)))
+    cu_q = torch.tensor([0, 24, 48], dtype=torch.int32, device=device)
+    cu_k = torch.tensor([0, 40, 80], dtype=torch.int32, device=device)
+
+    def attention(q, k, v):
+        q, k, v = q.sin(), k * 2, v + 1  # ops the graph around the call holds
+        if entry == "func":
+            o = tilec.flash_attn_func(q, k, v, dropout_p=0.3, causal=True)
+        else:
+            kv = torch.stack([k.flatten(0, 1), v.flatten(0, 1)], 1)
+            o = tilec.flash_attn_varlen_kvpacked_func(q.flatten(0, 1), kv, cu_q, cu_k, 24, 40,
+                                                      dropout_p=0.3, causal=True).view(q.shape)
+        return o.cos()
+
+    def run(fn, seed):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        torch.manual_seed(seed)
+        out = fn(*leaves)
+        out.backward(dout)
+        return [out] + [t.grad for t in leaves]
+
     torch._dynamo.reset()
-    f = torch.compile(lambda q, k, v: tilec.flash_attn_func(q, k, v, dropout_p=0.1), fullgraph=True,
-                      backend="eager")
-    with pytest.raises(Exception, match=r"dropout under torch.compile is not supported"):
-        f(q, k, v)
+    graphs = []
+
+    def recording(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(attention, backend=recording)
+    want = run(attention, 11)
+    got = run(compiled, 11)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    assert graphs and all("flash_attn" not in str(g.graph) for g in graphs)
+    assert not torch.equal(run(compiled, 12)[0], got[0])  # another seed, another mask
+    torch.manual_seed(11)
+    first = compiled(q, k, v)
+    assert not torch.equal(compiled(q, k, v), first)  # the generator advanced between calls
+
+    torch._dynamo.reset()
+    strict = torch.compile(attention, fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match=r"dropout draws its seed and offset from torch's generator"):
+        strict(q, k, v)
+
+
+@pytest.mark.parametrize("entry", ["func", "varlen_kvpacked"])
+def test_dropout_under_torch_compile_runs_eagerly(entry):
+    check_dropout_under_torch_compile(entry, "cpu")

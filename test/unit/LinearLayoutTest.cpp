@@ -610,6 +610,28 @@ TEST(Coalesced, LanesWalkTheRowFirst) {
   EXPECT_EQ(l.threadCoord(16, 0), (Coord{1, 0}));
 }
 
+// A tile summed along its leading axis (the fused decode merge's (splits,
+// features) partials): no warp basis moves along that axis, so the sum stays
+// inside each warp; the warps take the row's top bits, the lanes the low
+// bits left (a warp reads whole 128-byte lines of f32), registers the rest.
+TEST(CoalescedKeepingAxes, WarpsLeaveTheSummedAxis) {
+  LinearLayout l = LinearLayout::coalescedKeepingAxes({32, 128}, 4, 4, /*keepAxes=*/1);
+  EXPECT_EQ(l.checkCovers({32, 128}), "");
+  EXPECT_EQ(l.warpBases(), (std::vector<Coord>{{0, 32}, {0, 64}}));
+  EXPECT_EQ(l.laneBases(), (std::vector<Coord>{{0, 4}, {0, 8}, {0, 16}, {1, 0}, {2, 0}}));
+  EXPECT_EQ(l.regBases(), (std::vector<Coord>{{0, 1}, {0, 2}, {4, 0}, {8, 0}, {16, 0}}));
+}
+
+// Rows too narrow to give every warp bits of their own: the warps hold
+// copies (zero bases) rather than split the summed axis.
+TEST(CoalescedKeepingAxes, NarrowRowsReplicateOverWarps) {
+  LinearLayout l = LinearLayout::coalescedKeepingAxes({64, 4}, 4, 4, /*keepAxes=*/1);
+  EXPECT_EQ(l.checkCovers({64, 4}), "");
+  EXPECT_EQ(l.warpBases(), (std::vector<Coord>{{0, 0}, {0, 0}}));
+  for (const Coord &basis : l.laneBases())
+    EXPECT_EQ(basis[1], 0);
+}
+
 // A row shorter than the vector: the vector shrinks to the row, because the
 // next row is not the next address in a strided view.
 TEST(Coalesced, VectorNeverSpansTwoRows) {

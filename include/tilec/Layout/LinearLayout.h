@@ -117,6 +117,15 @@ public:
   /// memory) while each warp's access stays as contiguous.
   static LinearLayout coalesced(const std::vector<int64_t> &shape, int64_t numWarps,
                                 int64_t vecElems, bool warpsOnRows = false);
+  /// coalesced, but no warp basis moves along the dimensions in `keepAxes`
+  /// (bit d: dimension d), so reductions along them stay inside a warp: the
+  /// warps take the most significant bits of the other dimensions (those
+  /// left after the thread's vector), the lanes then the least significant
+  /// bits left in row-major order (so a warp's access stays as contiguous
+  /// as it can), registers the rest. Warps without such bits to take hold
+  /// copies (zero bases).
+  static LinearLayout coalescedKeepingAxes(const std::vector<int64_t> &shape, int64_t numWarps,
+                                           int64_t vecElems, uint64_t keepAxes);
 
 private:
   unsigned rank_ = 0;
