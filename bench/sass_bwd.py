@@ -37,6 +37,7 @@ def main(argv=None):
     p.add_argument("--config", default="32,64,4,2,0",
                    help="block_m,block_n,warps,stages,smem_epilogue (FlashConfig)")
     p.add_argument("--warps-n", type=int, default=1)
+    p.add_argument("--dq-warps-n", type=int, default=1, help="fused: the dQᵀ dot's warps_n")
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--arch", default="sm_90", help="ptxas arch (the PTX is always sm_80's)")
@@ -57,7 +58,8 @@ def main(argv=None):
                               lowering_options=args.lowering_options)
     base = strategy.flash_bwd_config(head_dim=args.head_dim, causal=args.causal)
     if args.kernel == "fused":
-        cfg = replace(base, atomic=fc, atomic_warps_n=args.warps_n)
+        cfg = replace(base, atomic=fc, atomic_warps_n=args.warps_n,
+                      atomic_dq_warps_n=args.dq_warps_n)
     elif args.kernel == "dkdv":
         cfg = replace(base, dkdv=fc, dkdv_warps_n=args.warps_n)
     else:
@@ -73,7 +75,7 @@ def main(argv=None):
     kernel = kdq if args.kernel == "dq" else kdkdv
     ptx_text = kernel.compile("sm_80").ptx
     info, sass = assemble(ptx_text, args.arch)
-    tag = f"{fc.tag}-wn{args.warps_n}"
+    tag = f"{fc.tag}-wn{args.warps_n}" + (f"-dqwn{args.dq_warps_n}" if args.dq_warps_n != 1 else "")
     print(f"{kernel.name} {tag} {args.arch}: " + " | ".join(info))
     ptx_red = Counter(m.group(0) for m in re.finditer(r"\bred\.[\w.]+", ptx_text))
     print(f"PTX: {len(ptx_text.splitlines())} lines; " + ", ".join(f"{k} {v}" for k, v in ptx_red.items()))

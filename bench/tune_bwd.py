@@ -35,6 +35,7 @@ into python/tilec/strategy.py and record the run in bench/RESULTS.md.
 import argparse
 import concurrent.futures
 import math
+import re
 import sys
 import time
 from dataclasses import replace
@@ -108,6 +109,11 @@ DKDV_GRID = [
     # writes (5 -> 3 bar.sync per iteration, SASS otherwise the same)
     ((64, 64, 4, 2, False, "row", "region-barriers=true"), 2, (128,)),  # 224 / 252
     ((32, 64, 4, 2, False, "row", "region-barriers=true"), 2, (128,)),  # 0 / 0
+    # bwdspill: one buffer per tile, Q and dO prefetched after their last
+    # reader (tile-pipeline after-last-use): FA2's d128 blocks without the
+    # ring's spills (s2 above: 0 / 196; s1 unprefetched: 16 / -), 4 bar.sync
+    ((64, 128, 8, 1, False, "row", "region-barriers=true prefetch-after-last-use=true"), 4,
+     (128,)),                                                             # 0 / 0
 ]
 # The fused kernel (atomic dQ, 5 matmuls) with its four dK/dV dots on a warp
 # grid (FlashBwdConfig.atomic_warps_n; the dQᵀ dot stays split-Q); sm_90
@@ -116,6 +122,7 @@ DKDV_GRID = [
 # s2 were one kernel) and write dSᵀ to shared memory once; RB =
 # region-barriers (tile-insert-waits: 5 -> 3 bar.sync per iteration).
 RB = ("row", "region-barriers=true")
+ALU = ("row", "region-barriers=true prefetch-after-last-use=true")
 # Spills non-causal / causal (bytes, sm_90, bwdfast head):
 FUSED_GRID = [
     ((16, 64, 4, 2, False), 2, (128,)),       # 0 / 0
@@ -132,7 +139,33 @@ FUSED_GRID = [
     ((64, 64, 4, 1, False), 2, (64,)),
     ((64, 64, 4, 1, False), 1, (64,)),        # run 3's d64 fused winner, unprefetched
     ((64, 64, 4, 2, False, *RB), 2, (64,)),
+    # bwdspill: Kᵀ (dQᵀ's A) read transposed from K's shared tile instead of
+    # a register copy held through the loop (FA2's blocks above: 240+320 ->
+    # 16+16); a 4th field is the dQᵀ dot's own warps_n (atomic_dq_warps_n;
+    # 2: a 4 x 2 grid, 32 head-dim rows x 32 queries per warp, FA2's dQ atom
+    # layout: 0 / 80, 868 SASS instructions per iteration instead of 915).
+    ((64, 128, 8, 1, False, *RB), 4, (128,), 2),  # 0 / 80
+    ((64, 128, 8, 2, False, *RB), 4, (128,)),     # 108 / - (s2: 160 KB, fits sm_80's 163)
+    ((64, 128, 8, 2, False, *RB), 4, (128,), 2),  # 128 / 208
+    ((64, 128, 8, 1, False, *RB), 8, (128,), 2),  # 80 / -
+    ((32, 64, 4, 2, False, *RB), 2, (128,), 2),   # 24 / -
+    # d64, FA2's d64 blocks (128 x 128, 8 warps; its dQ atom layout 4 x 2 of
+    # 128 queries x 64: here dQᵀ 64 x 128 on 2 x 4) and 64 x 128 prefetched
+    ((128, 128, 8, 1, False, *RB), 4, (64,), 4),  # 0 / -
+    ((128, 128, 8, 2, False, *RB), 4, (64,), 4),  # 128 / 16
+    ((64, 128, 8, 2, False, *RB), 4, (64,), 2),   # 0 / -
+    # stages 1 with Q and dO prefetched into their own buffer after their
+    # last reader (tile-pipeline after-last-use; 4 bar.sync per iteration)
+    ((64, 128, 8, 1, False, *ALU), 4, (128,), 2),  # 48 / 48, 1-2 LDL per iteration
+    ((32, 64, 4, 1, False, *ALU), 2, (128,), 2),   # 56 / -, none in the loops
+    ((128, 128, 8, 1, False, *ALU), 4, (64,), 4),  # 72 / 120, 1-6 LDL
 ]
+
+
+def fused_grid(entries=None):
+    """FUSED_GRID as (config, warps_n, dims, dq_warps_n) tuples (the 4th field
+    defaults to 1: the dQᵀ dot split-Q)."""
+    return [(e[0], e[1], e[2], e[3] if len(e) > 3 else 1) for e in (entries or FUSED_GRID)]
 QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10],
              fused_grid=FUSED_GRID[10:11])
 
@@ -187,6 +220,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-pair", action="store_true", help="fused candidates only")
     parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
+    parser.add_argument("--columns", default=None,
+                        help="only the candidates whose label matches this regex (and the table's pair)")
     parser.add_argument("--grid", action="store_true",
                         help="only the table's pair, DKDV_GRID and FUSED_GRID (warp grids, prefetch)")
     args = parser.parse_args()
@@ -215,7 +250,8 @@ def main():
     dkdv_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dkdv"]]
     fused_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["fused"]]
     grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand["grid"]]
-    fused_grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand.get("fused_grid", [])]
+    fused_grid_cfgs = [(FlashConfig(*c), wn, dqwn, dims)
+                       for c, wn, dims, dqwn in fused_grid(cand.get("fused_grid", []) or [])]
     def base_of(d, causal):
         """The configuration flash_attn uses today (BWD_TABLE or BWD_DEFAULT)."""
         return strategy.flash_bwd_config(head_dim=d, causal=causal)
@@ -234,8 +270,11 @@ def main():
                  if d in dims and (c, wn) != (base.dkdv, base.dkdv_warps_n)]
         cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c, dims in fused_cfgs
                  if d in dims and 32 < d <= 128]
-        cols += [(f"fused {c.tag}-wn{wn}", replace(base, atomic=c, atomic_warps_n=wn), True)
-                 for c, wn, dims in fused_grid_cfgs if d in dims and 32 < d <= 128]
+        cols += [(f"fused {c.tag}-wn{wn}" + (f"-dqwn{dqwn}" if dqwn != 1 else ""),
+                  replace(base, atomic=c, atomic_warps_n=wn, atomic_dq_warps_n=dqwn), True)
+                 for c, wn, dqwn, dims in fused_grid_cfgs if d in dims and 32 < d <= 128]
+        if args.columns:
+            cols = [col for col in cols if col[0] == "pair (table)" or re.search(args.columns, col[0])]
         return cols
 
     name = "float16" if dtype == torch.float16 else "bfloat16"
@@ -296,6 +335,7 @@ def main():
         cfg = bp[1] if bp else base_of(d, causal)
         if bf:
             cfg = replace(cfg, atomic=bf[1].atomic, atomic_warps_n=bf[1].atomic_warps_n,
+                          atomic_dq_warps_n=bf[1].atomic_dq_warps_n,
                           fused=not bp or bf[0] < bp[0])
         leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
         tl_ = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
@@ -422,7 +462,12 @@ def main():
     # the seqlens; printed as one BWD_TABLE entry per (head_dim, causal), with
     # fused=True when the fused kernel's total beats the pair's.
     def fc(c):
-        return f"FlashConfig({c.block_m}, {c.block_n}, {c.num_warps}, {c.num_stages}, {c.smem_epilogue})"
+        # (copy_bounds and lowering_options too when set: the line must build
+        # the kernel that was measured, region-barriers included)
+        extra = "" if not c.lowering_options and c.copy_bounds == "row" else \
+            f", {c.copy_bounds!r}" + (f", {c.lowering_options!r}" if c.lowering_options else "")
+        return (f"FlashConfig({c.block_m}, {c.block_n}, {c.num_warps}, {c.num_stages}, "
+                f"{c.smem_epilogue}{extra})")
 
     print("\n# BWD_TABLE entries (least total time over the seqlens measured):")
     for (d, causal), per_seqlen in winners.items():
@@ -453,6 +498,8 @@ def main():
             parts.append(f"atomic={fc(fused[1].atomic)}")
             if fused[1].atomic_warps_n != 1:
                 parts.append(f"atomic_warps_n={fused[1].atomic_warps_n}")
+            if fused[1].atomic_dq_warps_n != 1:
+                parts.append(f"atomic_dq_warps_n={fused[1].atomic_dq_warps_n}")
         parts.append(f"fused={win}")
         ms = lambda b: "-" if cpu or b is None or b[0] is None else f"{b[0]:.3f} ms"
         print(f"# d{d} causal={causal}: pair {pair[2]} ({ms(pair)}), fused "

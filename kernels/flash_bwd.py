@@ -17,6 +17,9 @@ two kernels that need no atomics, so the gradients are deterministic:
   the caller, not from the dq kernel). The buffer is blocked, (batch, heads,
   cdiv(seqlen_q, BLOCK_M), D, BLOCK_M) (varlen: (total_q, heads, head_dim)).
 
+DQ_WARPS_N > 1 (ATOMIC_DQ): the dQᵀ dot on its own grid, head_dim rows x
+query columns (1: split-Q over head_dim rows).
+
 WARPS_N > 1 (dkdv): FlashAttention-2's 2-D warp grid for all four dots
 (tile.dot's warps_n): (NUM_WARPS / WARPS_N) warps along the keys, WARPS_N
 along the queries (Sᵀ, dPᵀ) or head_dim (dK, dV); K, V, Pᵀ and dSᵀ are read
@@ -295,7 +298,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
-                   WARPS_N: tl.constexpr = 1, LOWERING_OPTIONS: tl.constexpr = ""):
+                   WARPS_N: tl.constexpr = 1, DQ_WARPS_N: tl.constexpr = 1,
+                   LOWERING_OPTIONS: tl.constexpr = ""):
     tl.assume(scale > 0)
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_n = tl.program_id(0)
@@ -379,7 +383,10 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             # split over the warps), added atomically into f32 dq_accum;
             # unscaled: the caller multiplies by scale once, when it
             # converts (not BLOCK_M·D multiplies per iteration).
-            dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32))
+            # DQ_WARPS_N > 1: on a (NUM_WARPS / DQ_WARPS_N) x DQ_WARPS_N
+            # grid (FA2's dQ atom layout), Kᵀ read transposed from K's tile.
+            dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32),
+                         warps_n=DQ_WARPS_N)
             if VARLEN:
                 tl.atomic_add(dqtv, (0, row0), dqt)
             else:

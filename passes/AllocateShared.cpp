@@ -71,8 +71,9 @@ std::optional<Geometry> sharedTileGeometry(RankedTensorType type, const TargetDe
   if (!encoding || type.getRank() != 2 || type.getElementTypeBitWidth() % 8 != 0)
     return std::nullopt;
   Geometry g;
-  g.rows = type.getDimSize(0);
-  g.cols = type.getDimSize(1);
+  // A transposed view is stored as the tile it is the transpose of.
+  g.rows = type.getDimSize(encoding.getTransposed() ? 1 : 0);
+  g.cols = type.getDimSize(encoding.getTransposed() ? 0 : 1);
   g.elemBytes = type.getElementTypeBitWidth() / 8;
   int64_t chunksPerRow = g.cols * g.elemBytes / hw.chunkBytes;
   g.swizzleBits = std::min<unsigned>(encoding.getSwizzle(), std::max(0, log2Exact(chunksPerRow)));
@@ -285,6 +286,10 @@ private:
       } else if (auto g = conversionScratch(convert)) {
         place(op, Value(), *g);
       }
+    } else if (auto trans = dyn_cast<TransOp>(op)) {
+      if (isShared(trans.getInput()) && isShared(trans.getResult()))
+        if (auto it = regions.find(trans.getInput()); it != regions.end())
+          regions[trans.getResult()] = it->second; // a transposed view of the same tile
     } else if (auto store = dyn_cast<StoreOp>(op)) {
       if (smemEpilogue && !isShared(store.getValue()))
         if (auto staging = epilogueStaging(store, hw)) {

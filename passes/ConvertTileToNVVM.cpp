@@ -169,6 +169,17 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
                          },
                          op);
   }
+  if (auto trans = dyn_cast<TransOp>(op); trans && isShared(trans.getInput())) {
+    // A view: the same stored tile, read transposed (ldmatrix.trans).
+    if (!isShared(trans.getResult()) ||
+        isTransposedShared(trans.getResult()) == isTransposedShared(trans.getInput()))
+      return op->emitError() << "tile.trans of a shared tile must give the transposed shared "
+                                "view (#tile.shared<..., transposed>); run tile-partition-warps";
+    SharedTile tile = sharedTiles[trans.getInput()];
+    tile.transposed = !tile.transposed;
+    sharedTiles[trans.getResult()] = tile;
+    return success();
+  }
   if (auto trans = dyn_cast<TransOp>(op))
     return registerRemap(trans.getInput(), trans.getResult(),
                          [](tilec::Coord c) { return tilec::Coord{c[1], c[0]}; }, op);

@@ -355,6 +355,13 @@ private:
       }
       return;
     }
+    if (auto trans = dyn_cast<TransOp>(op)) {
+      // A transposed view of a shared tile: the same region and group.
+      if (isShared(trans.getInput()) && isShared(trans.getResult()))
+        if (auto it = tiles.find(trans.getInput()); it != tiles.end())
+          tiles[trans.getResult()] = it->second;
+      return;
+    }
     if (auto store = dyn_cast<StoreOp>(op)) {
       // The smem-epilogue: write, bar.sync (in the op's lowering), read.
       if (std::optional<Tile> staging = regionTile(op)) {

@@ -125,6 +125,15 @@ bool isLoadedTile(Value v) {
   return arg && isPrefetchedCarriedTile(arg);
 }
 
+/// tile.trans of a loaded tile (Kᵀ in the fused backward's dQᵀ = Kᵀ·dSᵀ):
+/// as a dot's A operand it is read from the loaded tile's shared copy with
+/// ldmatrix.trans (#tile.shared<..., transposed>), never transposed in
+/// registers.
+bool isTransposedLoadedTile(Value v) {
+  auto trans = v.getDefiningOp<TransOp>();
+  return trans && isLoadedTile(trans.getInput());
+}
+
 /// 32-bit registers a thread can have (sm_80 and sm_90).
 constexpr int64_t kRegistersPerThread = 255;
 
@@ -142,7 +151,12 @@ public:
 
 private:
   Attribute linear(const tilec::LinearLayout &layout) { return toAttr(ctx, layout); }
-  Attribute shared() { return SharedLayoutAttr::get(ctx, /*swizzle=*/3); }
+  Attribute shared(bool transposed = false) {
+    return SharedLayoutAttr::get(ctx, /*swizzle=*/3, transposed);
+  }
+  /// A dot's A operand read from shared memory: a loaded tile's copy, or its
+  /// transposed view.
+  Attribute sharedA(DotOp dot) { return shared(isTransposedLoadedTile(dot.getA())); }
 
   /// Gives `v` layout `layout` if it has none; true if it now has `layout`.
   bool demand(Value v, Attribute layout) {
@@ -197,6 +211,8 @@ private:
 /// invariant A operands would pin.
 bool LayoutAssigner::keepAInSharedMemory(DotOp dot) {
   Value a = dot.getA();
+  if (auto trans = a.getDefiningOp<TransOp>())
+    a = trans.getInput(); // Kᵀ: read transposed from K's tile
   auto loop = dot->getParentOfType<scf::ForOp>();
   if (!loop || !a.getDefiningOp<LoadOp>() || loop->isAncestor(a.getDefiningOp()))
     return false;
@@ -257,12 +273,12 @@ LogicalResult LayoutAssigner::seedDots() {
       // loaded, a computed one (P, dS of a dot in another grid, whose
       // registers split A's K over warps) is written there at the use and
       // keeps the layout it is computed in.
-      if (isLoadedTile(dot.getA()))
-        demandAt(dot.getAMutable(), shared());
+      if (isLoadedTile(dot.getA()) || isTransposedLoadedTile(dot.getA()))
+        demandAt(dot.getAMutable(), sharedA(dot));
       else
         conversions.push_back({&dot.getAMutable(), shared()});
     } else if (keepAInSharedMemory(dot)) {
-      demandAt(dot.getAMutable(), shared());
+      demandAt(dot.getAMutable(), sharedA(dot));
     } else {
       demandAt(dot.getAMutable(), linear(tilec::sm80::mmaOperandA(m, k, numWarps)));
     }
@@ -321,6 +337,12 @@ void LayoutAssigner::propagateToDefinition(Value v, Attribute layout) {
     for (OpOperand &operand : def->getOpOperands())
       if (isTile(operand.get()))
         demandAt(operand, layout);
+    return;
+  }
+  if (auto shared = dyn_cast<SharedLayoutAttr>(layout); shared && isa<TransOp>(def)) {
+    // The transposed view of a shared tile: the input is that tile.
+    demandAt(def->getOpOperand(0), SharedLayoutAttr::get(ctx, shared.getSwizzle(),
+                                                         !shared.getTransposed()));
     return;
   }
   if (linearAttr && isa<ExpandDimsOp, TransOp, BroadcastOp>(def))

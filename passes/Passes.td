@@ -49,6 +49,10 @@ def TilePipeline : Pass<"tile-pipeline", "mlir::ModuleOp"> {
     Option<"multiUse", "multi-use", "bool", /*default=*/"true",
            "stages=2: also prefetch a loaded tile that several dots read as B (Q and dO "
            "in the backward's dK/dV loop, K in its dQ loop)">,
+    Option<"afterLastUse", "after-last-use", "bool", /*default=*/"false",
+           "stages=1: also prefetch a loaded tile that several dots read as B, before the "
+           "dot that follows the last of them (its buffer is refilled in place: the fused "
+           "backward's Q and dO at sm_80's shared-memory size)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }

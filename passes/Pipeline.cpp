@@ -269,11 +269,6 @@ BodyWrites bodyWrites(scf::ForOp loop) {
   return writes;
 }
 
-bool bodyWritesMemory(scf::ForOp loop) {
-  BodyWrites writes = bodyWrites(loop);
-  return writes.any || !writes.atomicRoots.empty();
-}
-
 /// A dot's B operand loaded in the loop body for this iteration, that can be
 /// loaded for another iteration instead: used only by the dot, with an
 /// address that depends on nothing but the induction variable and values
@@ -310,21 +305,36 @@ std::optional<RotatableLoad> rotatableLoad(Block *body, DotOp dot, bool anyDots 
 /// stages = 1 (FlashAttention-2's schedule, one shared buffer per tile): the
 /// load of a dot's B operand whose only use precedes another dot moves to
 /// just before that dot and loads the next iteration's tile, so it can refill
-/// the region the dot just finished reading.
-LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
+/// the region the dot just finished reading. With `afterLastUse`, a load
+/// several dots read as B (the fused backward's Q: Sᵀ = K·Qᵀ and dK += dSᵀ·Q;
+/// dO: dV and dPᵀ) moves to just before the dot after the last of them, so
+/// the next iteration's copy overlaps the rest of this one without a second
+/// buffer (stages=2's ring needs one per tile: 32 KB more at FA2's d128
+/// backward blocks). Loops whose only writes are atomic adds rotate loads
+/// through other kernel arguments (BodyWrites).
+LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter, bool afterLastUse) {
   Block *body = loop.getBody();
-  if (bodyWritesMemory(loop))
+  BodyWrites writes = bodyWrites(loop);
+  if (writes.any)
     return success();
   SmallVector<DotOp> dots;
   for (Operation &op : *body)
     if (auto dot = dyn_cast<DotOp>(op))
       dots.push_back(dot);
   for (size_t i = 0; i + 1 < dots.size(); ++i) {
-    std::optional<RotatableLoad> rotatable = rotatableLoad(body, dots[i]);
-    if (!rotatable)
+    std::optional<RotatableLoad> rotatable = rotatableLoad(body, dots[i], afterLastUse);
+    if (!rotatable || writes.mayAlias(rotatable->load, rotatable->slice))
       continue;
     LoadOp load = rotatable->load;
-    DotOp nextDot = dots[i + 1];
+    // The dot after the last one reading the tile (dots[i] itself when it
+    // is the only reader).
+    size_t last = i;
+    for (size_t j = i + 1; j < dots.size(); ++j)
+      if (dots[j].getB() == load.getResult())
+        last = j;
+    if (last + 1 >= dots.size())
+      continue;
+    DotOp nextDot = dots[last + 1];
 
     // First iteration's tile, before the loop.
     rewriter.setInsertionPoint(loop);
@@ -350,7 +360,7 @@ LogicalResult rotateIntoNextDot(scf::ForOp loop, RewriterBase &rewriter) {
         }));
     rewriter.eraseOp(load);
     eraseDeadScalarReads(rewriter, rotatable->slice);
-    return rotateIntoNextDot(newLoop, rewriter); // further rotations see the new loop
+    return rotateIntoNextDot(newLoop, rewriter, afterLastUse); // further rotations see the new loop
   }
   return success();
 }
@@ -574,7 +584,8 @@ struct TilePipelinePass final : tilec::impl::TilePipelineBase<TilePipelinePass> 
         loops.push_back(loop);
     });
     for (scf::ForOp loop : loops)
-      if (failed(stages == 1 ? rotateIntoNextDot(loop, rewriter) : prefetchAtTop(loop, rewriter, multiUse)))
+      if (failed(stages == 1 ? rotateIntoNextDot(loop, rewriter, afterLastUse)
+                             : prefetchAtTop(loop, rewriter, multiUse)))
         return signalPassFailure();
   }
 };

@@ -92,9 +92,18 @@ def Tile_SharedLayoutAttr : Tile_Attr<"SharedLayout", "shared"> {
     XOR-swizzled with the row index (`swizzle` = number of chunk-index bits
     swizzled, 0 = none) so that the eight row addresses of an ldmatrix hit
     distinct bank groups. Example: `#tile.shared<swizzle = 3>`.
+
+    `transposed`: the tile is the transpose of the one stored, so element
+    (i, j) of an MxN tile sits at (j, i) of an NxM row-major tile: what
+    `tile.trans` of a shared tile gives, without moving data
+    (FlashAttention-2's transposed views of K and dS, read with
+    ldmatrix.trans). Example: `#tile.shared<swizzle = 3, transposed>`.
   }];
-  let parameters = (ins "unsigned":$swizzle);
-  let assemblyFormat = "`<` `swizzle` `=` $swizzle `>`";
+  let parameters = (ins "unsigned":$swizzle, DefaultValuedParameter<"bool", "false">:$transposed);
+  let builders = [
+    AttrBuilder<(ins "unsigned":$swizzle), [{ return $_get($_ctxt, swizzle, false); }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
 }
 
 def Tile_SharedRegionAttr : Tile_Attr<"SharedRegion", "smem"> {

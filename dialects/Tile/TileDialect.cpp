@@ -206,6 +206,23 @@ void LinearLayoutAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
+Attribute SharedLayoutAttr::parse(AsmParser &parser, Type) {
+  unsigned swizzle;
+  if (parser.parseLess() || parser.parseKeyword("swizzle") || parser.parseEqual() ||
+      parser.parseInteger(swizzle))
+    return {};
+  bool transposed = succeeded(parser.parseOptionalComma());
+  if (transposed && parser.parseKeyword("transposed"))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return SharedLayoutAttr::get(parser.getContext(), swizzle, transposed);
+}
+
+void SharedLayoutAttr::print(AsmPrinter &printer) const {
+  printer << "<swizzle = " << getSwizzle() << (getTransposed() ? ", transposed" : "") << ">";
+}
+
 LogicalResult LinearLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                        ArrayRef<int64_t> reg, ArrayRef<int64_t> lane,
                                        ArrayRef<int64_t> warp, unsigned rank) {

@@ -75,6 +75,12 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                                    "phases are XOR-derived: trans (V), "
                                                    "non-trans (K), all or none"),
                                     llvm::cl::init("trans")};
+  Option<bool> prefetchAfterLastUse{*this, "prefetch-after-last-use",
+                                   llvm::cl::desc("stages=1: also prefetch a loaded tile that "
+                                                  "several dots read as B, into its own buffer "
+                                                  "before the dot after the last of them "
+                                                  "(tile-pipeline after-last-use; opt-in)"),
+                                   llvm::cl::init(false)};
   Option<bool> prefetchMultiUse{*this, "prefetch-multi-use",
                                 llvm::cl::desc("stages=2: also prefetch a loaded tile that "
                                                "several dots read as B (tile-pipeline "

@@ -25,6 +25,9 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
   if (constantInt(view.strides[1]) != 1)
     return op.emitError() << "a tile loaded into shared memory needs the view's last "
                              "dimension contiguous (stride a constant 1)";
+  if (isTransposedShared(op.getResult()))
+    return op.emitError() << "a tile is loaded into shared memory as stored; its transpose is "
+                             "tile.trans of the loaded tile";
   auto reused = reuseRegion.find(op.getResult());
   SharedTile tile;
   if (reused != reuseRegion.end()) {

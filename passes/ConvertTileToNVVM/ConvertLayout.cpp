@@ -44,6 +44,9 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
   Type elemType = op.getResult().getType().getElementType();
   if (isShared(out)) {
     if (isShared(in)) {
+      if (isTransposedShared(in) != isTransposedShared(out))
+        return op.emitError() << "moving a shared tile into its transposed placement is not "
+                                 "supported (tile.trans gives the transposed view)";
       sharedTiles[out] = sharedTiles[in];
       return success();
     }
@@ -51,6 +54,7 @@ LogicalResult KernelLowering::lowerConvert(ConvertLayoutOp op) {
     if (failed(region))
       return failure();
     SharedTile tile = *region;
+    tile.transposed = isTransposedShared(out);
     // (The drain and barrier before, and the barrier after: tile-insert-waits.)
     // The A operand of a warp grid's dot (P, dS): pairs, few addresses.
     bool forGridDot = llvm::any_of(out.getUsers(), [](Operation *user) {

@@ -32,6 +32,10 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     return op.emitError() << "tile.dot operands are not in the mma.sync layouts (A and the "
                              "accumulator split-Q fragments or warps_n's grid, B in shared "
                              "memory); run tile-partition-warps first";
+  if (isTransposedShared(op.getB()))
+    return op.emitError() << "tile.dot's B operand in a transposed shared view is not "
+                             "supported (transpose_b reads B transposed)";
+  bool aTransposed = aShared && isTransposedShared(op.getA());
   Type elemType = aType.getElementType();
   bool bf16 = elemType.isBF16();
   SharedTile &bTile = sharedTiles[op.getB()];
@@ -89,11 +93,19 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   // A from shared memory (Q kept there when registers are short): the four
   // 8x8 matrices of a 16x16 fragment are (rows 0-7 | 8-15) x (k 0-7 | 8-15)
   // in a0a1, a2a3, a4a5, a6a7 order, each warp reading its own rows.
-  Value aRow;
+  // A transposed view (Aᵀ stored, K's tile read as Kᵀ): ldmatrix.trans of
+  // stored (k rows, m chunks); matrix j of a fragment holds m-half j & 1 and
+  // k-half j >> 1, so lane l addresses stored row 8·(l >> 4) + l % 8 of the
+  // k-step and chunk (l >> 3) & 1 of the warp's m rows.
+  Value aRow, aChunk;
   if (aShared) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(prologueEnd);
-    aRow = arith::AddIOp::create(b, arith::MulIOp::create(b, warpRow, i32(rowsPerWarp)), vRow);
+    if (aTransposed)
+      aChunk = arith::AddIOp::create(
+          b, arith::MulIOp::create(b, warpRow, i32(rowsPerWarp / 8)), matrixLow);
+    else
+      aRow = arith::AddIOp::create(b, arith::MulIOp::create(b, warpRow, i32(rowsPerWarp)), vRow);
   }
   int numMatrices = nTiles >= 2 ? 4 : 2;
   carryShifts = loopShortOfRegisters;
@@ -107,8 +119,10 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     for (int64_t mi = 0; mi < mTiles; ++mi) {
       if (aShared) {
         auto [base, offset] =
-            sharedChunkBase(sharedTiles[op.getA()], aRow, 16 * mi, matrixHigh, 2 * ki, true);
-        Value ld = ldmatrix(base, offset, 4, /*transpose=*/false);
+            aTransposed
+                ? sharedChunkBase(sharedTiles[op.getA()], kRow, 16 * ki, aChunk, 2 * mi, false)
+                : sharedChunkBase(sharedTiles[op.getA()], aRow, 16 * mi, matrixHigh, 2 * ki, true);
+        Value ld = ldmatrix(base, offset, 4, /*transpose=*/aTransposed);
         for (int i = 0; i < 4; ++i)
           aFrags[mi].push_back(fromLdmatrix(LLVM::ExtractValueOp::create(b, ld, i)));
         continue;

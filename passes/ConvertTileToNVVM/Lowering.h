@@ -73,6 +73,9 @@ struct SharedTile {
   Value parity;
   int64_t rows = 0, cols = 0, elemBytes = 0;
   unsigned swizzleBits = 0;
+  /// The tile read through it is the stored one transposed (a
+  /// #tile.shared<..., transposed> value): rows x cols is the storage.
+  bool transposed = false;
   int64_t bytes() const { return rows * cols * elemBytes; }
 };
 
@@ -123,6 +126,13 @@ private:
   bool isShared(Value v) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     return type && isa_and_nonnull<SharedLayoutAttr>(type.getEncoding());
+  }
+  /// A shared tile that is the transpose of the one stored (tile.trans of a
+  /// shared tile): element (i, j) is at (j, i) of the stored tile.
+  bool isTransposedShared(Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    auto shared = type ? dyn_cast_or_null<SharedLayoutAttr>(type.getEncoding()) : nullptr;
+    return shared && shared.getTransposed();
   }
   Value scalar(Value old) { return mapping.lookup(old); }
   SmallVector<Value> threadCoords(const LinearLayout &layout);

@@ -40,6 +40,8 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
   SmallVector<Value> out;
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
+    if (tile.transposed)
+      std::swap(c[0], c[1]);
     Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
     out.push_back(LLVM::LoadOp::create(b, elemType, sharedElementAddress(tile, row, c.back())));
   }
@@ -55,7 +57,7 @@ SmallVector<Value> KernelLowering::readShared(SharedTile &tile, const LinearLayo
 /// rows that keep the swizzle phase; false (nothing written) otherwise.
 bool KernelLowering::writeSharedFragments(SharedTile &tile, const LinearLayout &layout,
                                           ArrayRef<Value> values) {
-  if (layout.rank() != 2 || tile.elemBytes != 2 || values.empty())
+  if (layout.rank() != 2 || tile.elemBytes != 2 || values.empty() || tile.transposed)
     return false;
   int64_t mask = (int64_t(1) << tile.swizzleBits) - 1;
   for (unsigned d = 0; d < 2; ++d) {
@@ -113,6 +115,8 @@ void KernelLowering::writeShared(SharedTile &tile, const LinearLayout &layout, A
   SmallVector<Value> thread = threadCoords(layout);
   for (int64_t r = 0; r < layout.numRegs(); ++r) {
     SmallVector<Value> c = elementCoords(layout, thread, r);
+    if (tile.transposed)
+      std::swap(c[0], c[1]);
     Value row = c.size() == 2 ? c[0] : i32(0); // rank 1: one row
     LLVM::StoreOp::create(b, values[r], sharedElementAddress(tile, row, c.back()));
   }

@@ -32,6 +32,7 @@ void tilec::buildTileToNVVMPipeline(OpPassManager &pm, const TileToNVVMOptions &
   TilePipelineOptions pipeline;
   pipeline.stages = options.stages;
   pipeline.multiUse = options.prefetchMultiUse;
+  pipeline.afterLastUse = options.prefetchAfterLastUse;
   pm.addPass(createTilePipeline(pipeline));
   // tile -> layouts: split-Q warp partitioning assigns every tile a layout.
   TilePartitionWarpsOptions partition;

@@ -352,9 +352,11 @@ class FlashBwdConfig:
     # warp owns BLOCK_N / num_warps key rows); w > 1 splits its four dots
     # over (num_warps / w) x w warps, FlashAttention-2's backward layouts.
     dkdv_warps_n: int = 1
-    # The same for the fused kernel's four dK/dV dots (its dQᵀ dot stays
-    # split-Q over head_dim rows).
+    # The same for the fused kernel's four dK/dV dots.
     atomic_warps_n: int = 1
+    # The fused kernel's dQᵀ = Kᵀ·dSᵀ dot (head_dim x BLOCK_M): 1 splits its
+    # head_dim rows over the warps; w > 1 a (num_warps / w) x w grid.
+    atomic_dq_warps_n: int = 1
 
     def constexprs(self, which):
         cfg = getattr(self, which)
@@ -368,6 +370,12 @@ class FlashBwdConfig:
                 raise ValueError(f"{which}_warps_n ({n}) must divide the {which} kernel's "
                                  f"num_warps ({cfg.num_warps})")
             out["WARPS_N"] = n
+        if which == "atomic" and self.atomic_dq_warps_n != 1:
+            n = check_num_warps(self.atomic_dq_warps_n, "atomic_dq_warps_n")
+            if cfg.num_warps % n:
+                raise ValueError(f"atomic_dq_warps_n ({n}) must divide the atomic kernel's "
+                                 f"num_warps ({cfg.num_warps})")
+            out["DQ_WARPS_N"] = n
         if cfg.lowering_options:  # (kernels without options keep their cache keys)
             if which == "dq":
                 raise ValueError("lowering_options are taken by the dkdv and atomic kernels "
@@ -392,6 +400,10 @@ class FlashBwdConfig:
 #   d64: 64 x 16 and 128 x 16 over 4 warps (32 key rows per warp) none
 #   (64 x 16 causal sm_90a 8), 64 x 32 16-80, 64 x 64 0-28; 8 warps do not
 #   compile (dQᵀ's 64 rows over 8 warps).
+#   Warp grids (atomic_warps_n; sm_90, bwdspill, Kᵀ read transposed from
+#   K's shared tile): FA2's blocks, 64 queries x 128 keys over 8 warps, 2 x 4
+#   grid, 16 + 16 bytes (240 + 320 with Kᵀ in registers); atomic_dq_warps_n
+#   2 none; d64 128 x 128 over 8 warps, dQᵀ on 2 x 4, none.
 # bench/tune_bwd.py times them all against FA2.
 # dkdv's num_stages is 1: its Q and dO tiles (two dots read each) are then
 # not prefetched, the schedule it was tuned and spill-checked with; at 2

@@ -138,3 +138,56 @@ func.func @warps_n_not_a_power_of_two(%p: !tile.ptr<f16>, %n: i32) attributes {t
   %s = tile.dot %a, %a, %zero transpose_b {warps_n = 3 : i64} : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
   return
 }
+
+// -----
+
+// The fused backward's dQᵀ = Kᵀ·dSᵀ in its loop (split-Q, 128 keys): the
+// loop's accumulators (8 warps: dK, dV 64 registers each, dQᵀ and Sᵀ 8)
+// and K as an invariant A operand (32) pin more than the 168-register
+// budget (twice as many over 4 warps), so
+// the A operands stay in shared memory. Kᵀ is then the transposed view of
+// K's shared tile (read with ldmatrix.trans), not a register copy of K
+// transposed before the loop (32 registers held through it).
+// CHECK-LABEL: func.func @transposed_view_of_k
+// CHECK:         %[[K:.+]] = tile.load {{.*}} -> tensor<128x128xf16, #tile.shared<swizzle = 3>>
+// CHECK-NOT:     tile.convert_layout %[[K]]
+// CHECK:         scf.for
+// CHECK:         %[[KT:.+]] = tile.trans %[[K]] : tensor<128x128xf16, #tile.shared<swizzle = 3>> -> tensor<128x128xf16, #tile.shared<swizzle = 3, transposed>>
+// CHECK:         tile.dot %[[KT]], %{{.+}}, %{{.+}} : tensor<128x128xf16, #tile.shared<swizzle = 3, transposed>>
+// CHECK-NOT:     tile.convert_layout %[[K]]
+// W8-LABEL: func.func @transposed_view_of_k
+// W8:         tile.trans %{{.+}} : tensor<128x128xf16, #tile.shared<swizzle = 3>> -> tensor<128x128xf16, #tile.shared<swizzle = 3, transposed>>
+func.func @transposed_view_of_k(%kp: !tile.ptr<f16>, %qp: !tile.ptr<f16>, %dkp: !tile.ptr<f16>,
+                                %dqp: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1i = arith.constant 1 : i32
+  %c4 = arith.constant 4 : i32
+  %c16 = arith.constant 16 : i32
+  %c128 = arith.constant 128 : i32
+  %c1 = arith.constant 1 : i64
+  %s128 = arith.constant 128 : i64
+  %s16 = arith.constant 16 : i64
+  %kv = tile.view %kp sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %qv = tile.view %qp sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %dkv = tile.view %dkp sizes(%n, %c128) strides(%s128, %c1) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %dqv = tile.view %dqp sizes(%c128, %c16) strides(%s16, %c1) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+  %z16 = arith.constant dense<0.0> : tensor<128x16xf32>
+  %zacc = arith.constant dense<0.0> : tensor<128x128xf32>
+  %zt = arith.constant dense<0.0> : tensor<128x16xf32>
+  %r:2 = scf.for %i = %c0 to %c4 step %c1i iter_args(%dk = %zacc, %dv = %zacc) -> (tensor<128x128xf32>, tensor<128x128xf32>) : i32 {
+    %row = arith.muli %i, %c16 : i32
+    %q = tile.load %qv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<16x128xf16>
+    %st = tile.dot %k, %q, %z16 transpose_b : tensor<128x128xf16>, tensor<16x128xf16> -> tensor<128x16xf32>
+    %pt = arith.truncf %st : tensor<128x16xf32> to tensor<128x16xf16>
+    %dv2 = tile.dot %pt, %q, %dv : tensor<128x16xf16>, tensor<16x128xf16> -> tensor<128x128xf32>
+    %dk2 = tile.dot %pt, %q, %dk : tensor<128x16xf16>, tensor<16x128xf16> -> tensor<128x128xf32>
+    %kt = tile.trans %k : tensor<128x128xf16> -> tensor<128x128xf16>
+    %dqt = tile.dot %kt, %pt, %zt : tensor<128x128xf16>, tensor<128x16xf16> -> tensor<128x16xf32>
+    tile.atomic_add %dqt, %dqv[%c0, %c0] : tensor<128x16xf32>, !tile.view<f32, 2>
+    scf.yield %dk2, %dv2 : tensor<128x128xf32>, tensor<128x128xf32>
+  }
+  %dk16 = arith.truncf %r#0 : tensor<128x128xf32> to tensor<128x128xf16>
+  tile.store %dk16, %dkv[%c0, %c0] : tensor<128x128xf16>, !tile.view<f16, 2>
+  return
+}

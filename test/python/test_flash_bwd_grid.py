@@ -29,10 +29,13 @@ from tilec.strategy import FlashConfig  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from test_flash_bwd import check_grads, inputs, reference  # noqa: E402
-from tune_bwd import DKDV_GRID, FUSED_GRID  # noqa: E402
+from tune_bwd import DKDV_GRID, FUSED_GRID, fused_grid  # noqa: E402
 
 HAVE_CPU = compiler.available() and getattr(compiler.native(), "has_cpu_runner", False)
 HAVE_GPU = torch.cuda.is_available()
+
+
+ALU = "region-barriers=true prefetch-after-last-use=true"
 
 
 def grid_config(d, causal, dkdv, warps_n):
@@ -88,30 +91,44 @@ def test_grid_kernel_matches_float64_on_the_gpu(monkeypatch, d, causal, dkdv, wa
         check_grads([g.cpu() for g in got], refs, torch.float16, f"{dkdv.tag}-wn{warps_n} {sq}x{sk}")
 
 
-def fused_config(d, causal, atomic, warps_n):
+def fused_config(d, causal, atomic, warps_n, dq_warps_n=1):
     return replace(strategy.flash_bwd_config(head_dim=d, causal=causal), atomic=atomic,
-                   atomic_warps_n=warps_n)
+                   atomic_warps_n=warps_n, atomic_dq_warps_n=dq_warps_n)
 
 
-FUSED_CASES = [(d, causal, FlashConfig(*c), wn) for c, wn, dims in FUSED_GRID for d in dims
-               for causal in (False, True)]
+FUSED_CASES = [(d, causal, FlashConfig(*c), wn, dqwn) for c, wn, dims, dqwn in fused_grid()
+               for d in dims for causal in (False, True)]
 
 
-@pytest.mark.parametrize("d,causal,atomic,warps_n", [
-    pytest.param(*FUSED_CASES[0], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
-    pytest.param(*FUSED_CASES[-3], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
+def _cpu_case(config, warps_n, d, causal, dq_warps_n=1):
+    case = (d, causal, FlashConfig(*config), warps_n, dq_warps_n)
+    assert case in FUSED_CASES, case
+    return pytest.param(*case, marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner"))
+
+
+@pytest.mark.parametrize("d,causal,atomic,warps_n,dq_warps_n", [
+    _cpu_case((16, 64, 4, 2, False), 2, 128, False),
+    _cpu_case((64, 64, 4, 1, False), 1, 64, True),
     # (region-barriers, a GPU-lowering option: its plumbing on the CPU)
-    pytest.param(*FUSED_CASES[-1], marks=pytest.mark.skipif(not HAVE_CPU, reason="no CPU runner")),
+    _cpu_case((64, 64, 4, 2, False, "row", "region-barriers=true"), 2, 64, True),
+    # FA2's blocks with the dQᵀ dot on its own 4 x 2 grid
+    _cpu_case((64, 128, 8, 1, False, "row", "region-barriers=true"), 4, 128, True, 2),
 ] + [pytest.param(*c, marks=pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU: the warp "
                                                "grid's lowering runs only there"),
-                  id=f"gpu-d{c[0]}-{'causal' if c[1] else 'full'}-{c[2].tag}-wn{c[3]}")
+                  id=f"gpu-d{c[0]}-{'causal' if c[1] else 'full'}-{c[2].tag}-wn{c[3]}"
+                     + (f"-dqwn{c[4]}" if c[4] != 1 else ""))
      for c in FUSED_CASES])
-def test_fused_grid_kernel_matches_float64(monkeypatch, d, causal, atomic, warps_n):
-    """The fused kernel (atomic dQ) with its dK/dV dots on a warp grid: on the
-    CPU runner (plumbing) for two cases, on a GPU for every FUSED_GRID one."""
-    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", d, causal), fused_config(d, causal, atomic, warps_n))
+def test_fused_grid_kernel_matches_float64(monkeypatch, d, causal, atomic, warps_n, dq_warps_n):
+    """The fused kernel (atomic dQ) with its dK/dV dots (and its dQᵀ dot) on
+    warp grids: on the CPU runner (plumbing) for four cases, on a GPU for
+    every FUSED_GRID one."""
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", d, causal),
+                        fused_config(d, causal, atomic, warps_n, dq_warps_n))
     _, kdkdv, _ = flash_bwd_kernels("float16", d, causal, atomic_dq=True)
-    assert sum("{warps_n = %d : i64}" % warps_n in line for line in kdkdv.ir.splitlines()) == (4 if warps_n > 1 else 0)
+    assert sum("{warps_n = %d : i64}" % warps_n in line for line in kdkdv.ir.splitlines()) == \
+        (4 if warps_n > 1 else 0) + (1 if dq_warps_n == warps_n > 1 else 0)
+    if dq_warps_n != warps_n and dq_warps_n > 1:
+        assert sum("{warps_n = %d : i64}" % dq_warps_n in line for line in kdkdv.ir.splitlines()) == 1
     dev = "cuda" if HAVE_GPU else "cpu"
     torch.manual_seed(0)
     for sq, sk in ((300, 500), (500, 300)) if dev == "cuda" else ((100, 150),):
@@ -120,14 +137,16 @@ def test_fused_grid_kernel_matches_float64(monkeypatch, d, causal, atomic, warps
         q, k, v, dout = (x.to(dev) for x in (q, k, v, dout))
         got = _flash_attn_backward(dout, q, k, v, out.half().to(dev), lse.float().to(dev), None, causal,
                                    deterministic=False, atomic_dq=True)
-        check_grads([g.cpu() for g in got], refs, torch.float16, f"fused {atomic.tag}-wn{warps_n} {sq}x{sk}")
+        check_grads([g.cpu() for g in got], refs, torch.float16,
+                    f"fused {atomic.tag}-wn{warps_n}-dqwn{dq_warps_n} {sq}x{sk}")
 
 
 def sm90_spills(d, causal, dkdv, warps_n):
     _, kdkdv, _ = flash_bwd_kernels_for(d, causal, dkdv, warps_n)
     [result] = compiler.compile(kdkdv.ir, kdkdv.source_name, arch="sm_80",
                                 num_warps=kdkdv.num_warps, num_stages=kdkdv.num_stages,
-                                smem_epilogue=kdkdv.smem_epilogue, extra_sass=("sm_90",))
+                                smem_epilogue=kdkdv.smem_epilogue,
+                                lowering_options=kdkdv.strategy.lowering_options, extra_sass=("sm_90",))
     if not result["cubin"]:
         pytest.skip("ptxas (CUDA toolkit) not found: no register report")
     info = json.loads(result["manifest"])["sass"][0]["ptxas_info"]
@@ -152,14 +171,19 @@ def flash_bwd_kernels_for(d, causal, dkdv, warps_n):
     (128, False, FlashConfig(64, 128, 8, 2, False), 4, 0),
     (64, False, FlashConfig(64, 64, 4, 1, False), 2, 0),
     (64, True, FlashConfig(64, 128, 8, 2, False), 2, 0),
+    # FA2's d128 blocks, Q and dO prefetched into their one buffer after
+    # their last reader (tile-pipeline after-last-use; the s2 ring spills
+    # 196 bytes causal).
+    (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=ALU), 4, 0),
+    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=ALU), 4, 0),
 ])
 def test_grid_kernels_do_not_spill(d, causal, dkdv, warps_n, bound):
     assert sm90_spills(d, causal, dkdv, warps_n) <= bound
 
 
-def fused_ptx(d, causal, atomic, warps_n):
+def fused_ptx(d, causal, atomic, warps_n, dq_warps_n=1):
     saved = dict(strategy.BWD_TABLE)
-    strategy.BWD_TABLE[("sm_80", d, causal)] = fused_config(d, causal, atomic, warps_n)
+    strategy.BWD_TABLE[("sm_80", d, causal)] = fused_config(d, causal, atomic, warps_n, dq_warps_n)
     try:
         _, kdkdv, _ = flash_bwd_kernels("bfloat16", d, causal, atomic_dq=True)
     finally:
@@ -205,6 +229,60 @@ def test_fused_loop_prefetches_and_writes_ds_once():
             assert body.count("bar.sync") == barriers
             # Pᵀ and dSᵀ once each: 16 + 16 bf16 pairs per thread (st.shared.b32).
             assert body.count("st.shared.b32") == 16 and "st.shared.b16" not in body
+
+
+RB = "region-barriers=true"
+
+
+def fused_spills(d, causal, atomic, warps_n, gpu, dq_warps_n=1):
+    """ptxas's spill stores + loads (bytes) of the fused kernel's sm_80 PTX
+    assembled for `gpu`."""
+    kernel, _ = fused_ptx(d, causal, atomic, warps_n, dq_warps_n)
+    [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
+                                num_warps=kernel.num_warps, num_stages=kernel.num_stages,
+                                smem_epilogue=kernel.smem_epilogue,
+                                lowering_options=kernel.strategy.lowering_options,
+                                extra_sass=() if gpu == "sm_80" else (gpu,))
+    if not result["cubin"]:
+        pytest.skip("ptxas (CUDA toolkit) not found: no register report")
+    if gpu == "sm_80":
+        match = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", result["ptxas_log"])
+        assert match, f"no spill report in ptxas's log:\n{result['ptxas_log']}"
+        return int(match.group(1)) + int(match.group(2))
+    info = json.loads(result["manifest"])["sass"][0]["ptxas_info"]
+    return info["spill_stores"] + info["spill_loads"]
+
+
+@pytest.mark.skipif(not compiler.available(), reason="the _tilec extension is not built")
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("d,causal,atomic,warps_n,dq_warps_n,bound", [
+    # FA2's blocks (64 queries x 128 keys, 8 warps, 2 x 4 grid): 240 + 320
+    # bytes on sm_90 while Kᵀ (dQᵀ = Kᵀ·dSᵀ's A) was a register copy of K
+    # held through the loop (32 registers); from K's shared tile read
+    # transposed (ldmatrix.trans), 32 (56 causal) on sm_90, one LDL per
+    # iteration; 48 (72) on sm_80 (ptxas 13, 2026-12-01).
+    (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 1, 80),
+    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 1, 80),
+    # The dQᵀ dot on a 4 x 2 grid: no spills on sm_90 (80 bytes causal),
+    # 32 on sm_80.
+    (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 2, 32),
+    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 2, 96),
+    # 32 x 64 over 4 warps, 2 x 2 (sm_90): 44 + 80 bytes before, 12 + 20 after.
+    (128, False, FlashConfig(32, 64, 4, 2, False, lowering_options=RB), 2, 1, 48),
+])
+def test_fused_kernels_spill_little(d, causal, atomic, warps_n, dq_warps_n, bound, gpu):
+    assert fused_spills(d, causal, atomic, warps_n, gpu, dq_warps_n) <= bound
+
+
+def test_atomic_dq_warps_n_is_checked():
+    cfg = replace(strategy.BWD_DEFAULT, atomic=FlashConfig(64, 128, 8, 1, False))
+    assert replace(cfg, atomic_dq_warps_n=2).constexprs("atomic")["DQ_WARPS_N"] == 2
+    assert "DQ_WARPS_N" not in cfg.constexprs("atomic")  # (the split-Q kernel keeps its key)
+    with pytest.raises(ValueError, match="atomic_dq_warps_n"):
+        replace(cfg, atomic_dq_warps_n=3).constexprs("atomic")
+    with pytest.raises(ValueError, match=r"atomic_dq_warps_n \(16\) must divide the atomic kernel's "
+                                         r"num_warps \(8\)"):
+        replace(cfg, atomic_dq_warps_n=16).constexprs("atomic")
 
 
 def test_lowering_options_of_the_backward_kernels():
