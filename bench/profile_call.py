@@ -111,6 +111,9 @@ def main():
         "bwd-fused-rb": lambda: backward_region_barriers(),
         "bwd-fused-rb-causal": lambda: backward_region_barriers(causal=True),
         "bwd-grid22-rb": lambda: backward_region_barriers(atomic=False),
+        # BWD_TABLE's own fused kernel, small enough for racecheck.
+        "bwd-table-fused": lambda: backward(atomic=True, b=1, s=1024, h=4),
+        "bwd-table-fused-causal": lambda: backward(causal=True, atomic=True, b=1, s=1024, h=4),
     }[case]()
     fn()
     torch.cuda.synchronize()
