@@ -348,6 +348,8 @@ class FlashBwdConfig:
     # deterministic=False (flash_attn's default) runs the fused kernel where
     # it applies (flash_bwd.fused_applies); deterministic=True always the pair.
     fused: bool = False
+    # ... for calls of at least this many keys (shorter ones take the pair).
+    fused_min_seqlen_k: int = 0
     # dkdv's warp grid (its WARPS_N, tile.dot's warps_n): 1 is split-Q (each
     # warp owns BLOCK_N / num_warps key rows); w > 1 splits its four dots
     # over (num_warps / w) x w warps, FlashAttention-2's backward layouts.
@@ -442,7 +444,11 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 # tune_bwd, non-causal/causal: 277/267 TFLOP/s against the pair's 244/241
 # and FA2's 313/318 (session 11 run 12). ptxas sm_90: 48+80 bytes of spills
 # (causal 68+140), bounded in test_flash_registers. deterministic=True keeps
-# the pair (0.88x / 0.90x of it).
+# the pair (0.88x / 0.90x of it). The public API, same run (session 11 run
+# 13, bench_bwd, fused / pair): non-causal 2k 243 / 241, 16k 277 / 245;
+# causal 16k 267 / 244 but 2k 204 / 219 (the short causal rows' uneven work
+# per key block: the pair's dq kernel splits it finer), so causal calls of
+# fewer than 4096 keys keep the pair (fused_min_seqlen_k).
 _FUSED_D128 = FlashConfig(64, 128, 8, 2, False, "row", "region-barriers=true")
 BWD_TABLE = {
     ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
@@ -458,7 +464,7 @@ BWD_TABLE = {
     ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                          atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
-                                         fused=True),
+                                         fused=True, fused_min_seqlen_k=4096),
 }
 
 

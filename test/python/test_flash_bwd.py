@@ -332,6 +332,29 @@ def test_deterministic_selects_the_form(monkeypatch):
     tilec.flash_attn_func(*leaves, softmax_scale=0.125, causal=True,
                           deterministic=True).backward(dout)
     assert calls == [True, False]
+    # A table entry's fused_min_seqlen_k: fewer keys keep the pair.
+    calls.clear()
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, True),
+                        replace(strategy.BWD_DEFAULT, fused=True, fused_min_seqlen_k=141))
+    _flash_attn_backward(*args, deterministic=False)
+    k2, v2 = (torch.cat([t, t[:, :1]], 1) for t in (k, v))   # 141 keys
+    out2, lse2, *_ = reference(q, k2, v2, dout, 0.125, True)
+    _flash_attn_backward(dout, q, k2, v2, out2.half(), lse2.float(), 0.125, True, deterministic=False)
+    assert calls == [False, True]
+
+
+def test_d128_table_takes_the_fused_kernel_from_4096_keys():
+    """BWD_TABLE's d128 entries run the fused kernel (H200 session 11: 277 /
+    267 TFLOP/s against the pair's 244 / 241 at 16k), causal ones from 4096
+    keys (at 2k causal the pair measured faster)."""
+    from tilec import strategy
+
+    for causal in (False, True):
+        cfg = strategy.flash_bwd_config(head_dim=128, causal=causal)
+        assert cfg.fused and (cfg.atomic.block_m, cfg.atomic.block_n, cfg.atomic.num_warps) == (64, 128, 8)
+        assert cfg.atomic_warps_n == 4 and cfg.atomic_dq_warps_n == 2
+        assert "region-barriers=true" in cfg.atomic.lowering_options
+        assert cfg.fused_min_seqlen_k == (4096 if causal else 0)
 
 
 def test_atomic_dq_errors():
