@@ -258,12 +258,15 @@ CPU_BLOCK_M = None
 # block_table row (max(cache_seqlens) + new keys <= pages per row × page
 # size; flash-attention PR 2711, its test_flash_attn_kvcache_paged_block_
 # table_bounds), at the price of one device-to-host read and sync per call.
-# True (the default) does the same for CUDA tensors when CHECK_VALUES does
-# not already read every value (the CPU always does); never while a CUDA
-# graph is captured. False skips it: the kernel then clamps each length to
-# the capacity (a wrong answer for a too-long sequence, never a fault), and
-# a paged call stays asynchronous.
-CHECK_PAGED_CAPACITY = True
+# True does the same for CUDA tensors when CHECK_VALUES does not already
+# read every value (the CPU always does), never while a CUDA graph is
+# captured. Off by default: the sync serializes the host and the GPU, and
+# on the H200 (session 11 run 13, bench_decode, GQA 32/8 d128 b1 kv 32k)
+# pages of 16 went from 3,028 to 1,106 GB/s, pages of 256 from 3,161 to
+# 1,384 (b16 mixed p16 4,070 -> 3,116). Unchecked, the kernel clamps each
+# length to the capacity (a wrong answer for a too-long sequence, never a
+# fault); TILEC_CHECK_VALUES=1 or this flag turns the check on.
+CHECK_PAGED_CAPACITY = False
 
 
 def _check_paged(torch):

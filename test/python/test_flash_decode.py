@@ -430,15 +430,18 @@ def test_bad_arguments_are_refused_before_anything_runs(kwargs, match, exc):
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("append", [False, True])
-def test_paged_cache_overflow_is_a_runtime_error_naming_block_table(append, device):
+def test_paged_cache_overflow_is_a_runtime_error_naming_block_table(append, device, monkeypatch):
     # upstream's test_flash_attn_kvcache_paged_block_table_bounds: one page of
     # 256, cache_seqlens past it (or at it plus one new key) must raise a
     # RuntimeError matching "block_table"; exactly at capacity must run. On
-    # CUDA too (flash_decode.CHECK_PAGED_CAPACITY: the one read-back
-    # flash_attn 2.8 also does on its paged path), fast path and general.
+    # CUDA with flash_decode.CHECK_PAGED_CAPACITY (opt-in: the one read-back
+    # flash_attn 2.8 does on its paged path), fast path and general.
     torch = pytest.importorskip("torch")
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA GPU: the CUDA paged-capacity check needs one (the CPU case runs)")
+    from tilec import flash_decode
+
+    monkeypatch.setattr(flash_decode, "CHECK_PAGED_CAPACITY", True)
     z = lambda *s: torch.randn(*s, dtype=torch.float16, device=device)
     q, kc, vc = z(1, 1, 1, 64), z(4, 256, 1, 64), z(4, 256, 1, 64)
     table = torch.zeros(1, 1, dtype=torch.int32, device=device)
@@ -1013,8 +1016,9 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
     monkeypatch.setattr(fd, "_FAST_PLANS", None)
     monkeypatch.setattr(fd, "_COUNTERS", {})
     monkeypatch.setattr(fd, "FUSED_COMBINE", fused)
-    # Paged calls read max(cache_seqlens) back (CHECK_PAGED_CAPACITY) unless
-    # a graph is being captured, which the posing tensors cannot ask CUDA.
+    # With CHECK_PAGED_CAPACITY paged calls read max(cache_seqlens) back
+    # unless a graph is being captured, which the posing tensors cannot ask CUDA.
+    monkeypatch.setattr(fd, "CHECK_PAGED_CAPACITY", True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     out = tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     fast = caught[:]
