@@ -208,10 +208,11 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
 
         _raise_sequence_errors("flash_attn backward")
     if atomic_dq is None:
-        table = strategy.flash_bwd_config(head_dim=q.shape[-1], causal=causal)
-        atomic_dq = (not deterministic and fused_applies(q.shape[-1], window_size, softcap,
-                                                         alibi_slopes, varlen, dropout_p)
-                     and table.fused and k.shape[-3] >= table.fused_min_seqlen_k)
+        atomic_dq = not deterministic and fused_applies(q.shape[-1], window_size, softcap,
+                                                        alibi_slopes, varlen, dropout_p)
+        if atomic_dq:
+            table = strategy.flash_bwd_config(head_dim=q.shape[-1], causal=causal)
+            atomic_dq = table.fused and k.shape[-3] >= table.fused_min_seqlen_k
     if atomic_dq and deterministic:
         raise TilecValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
                               "deterministic=False with it")

@@ -696,6 +696,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # Never while a CUDA graph is captured (a read-back cannot be captured).
     check_values = _check_values(on_gpu) and not (on_gpu and ops.t.cuda.is_current_stream_capturing())
     lens_host = None if per_batch else [int(cache_seqlens)] * batch
+    pad_v = None
     if check_values:
         lens_v, bidx_v, pad_v = _read_ints(ops, cache_seqlens if per_batch else None, cache_batch_idx,
                                            cache_leftpad)
@@ -703,6 +704,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         bad = [i for i in bidx_v or () if not 0 <= i < batch_cache]
         if bad:
             _fail(f"cache_batch_idx holds {bad[0]}, outside the cache's batch 0..{batch_cache - 1}")
+    if lens_host is not None:  # read back, or an int: known on the host, checked for free
         for b, (n, p) in enumerate(zip(lens_host, pad_v or [0] * batch)):
             if n < 0:
                 _fail(f"cache_seqlens[{b}] = {n} is negative")
@@ -711,14 +713,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                       f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
             if not 0 <= p <= n:
                 _fail(f"cache_leftpad[{b}] = {p} is outside 0..cache_seqlens[{b}] = {n}")
-    elif not per_batch:
-        # An int is known on the host: checked for free.
-        if lens_host and lens_host[0] < 0:
-            _fail(f"cache_seqlens = {lens_host[0]} is negative")
-        if lens_host and lens_host[0] + seqlen_new > capacity:
-            _fail(f"cache_seqlens = {lens_host[0]} plus {seqlen_new} new keys exceeds the cache capacity "
-                  f"{capacity}" + (" (block_table pages × page size)" if paged else ""))
-    elif paged and on_gpu and _check_paged(ops.t):
+    elif not check_values and paged and on_gpu and batch and _check_paged(ops.t):
         _check_paged_capacity(cache_seqlens, seqlen_new, capacity)
     if paged and check_values and not on_gpu:
         # Page numbers in the pool (the CPU path only: on CUDA it would copy the table every call).

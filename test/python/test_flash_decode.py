@@ -467,9 +467,9 @@ def test_unchecked_int_cache_seqlens_past_the_capacity_is_refused(monkeypatch):
 
     monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
     q, kc, vc = _small()
-    with pytest.raises(ValueError, match="cache_seqlens = 33 plus 0 new keys exceeds the cache capacity 32"):
+    with pytest.raises(ValueError, match=r"cache_seqlens\[0\] = 33 plus 0 new keys exceeds the cache capacity 32"):
         tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=33)
-    with pytest.raises(ValueError, match="cache_seqlens = -1 is negative"):
+    with pytest.raises(ValueError, match=r"cache_seqlens\[0\] = -1 is negative"):
         tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=-1)
 
 
