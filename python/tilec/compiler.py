@@ -217,17 +217,30 @@ def run_pipeline(text, pipeline, source_name="<tilec>"):
 
 def default_arch(device=None):
     """$TILEC_ARCH, else the arch of GPU `device` (an index; default the
-    current one), else sm_80."""
+    current one; arch_for_capability), else sm_80."""
     if os.environ.get("TILEC_ARCH"):
         return os.environ["TILEC_ARCH"]
     try:
         import torch
 
         if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability(device)
-            return "sm_90a" if major >= 9 else "sm_80"
+            return arch_for_capability(*torch.cuda.get_device_capability(device))
     except ImportError:
         pass
+    return "sm_80"
+
+
+def arch_for_capability(major, minor=0):
+    """The arch tilec compiles for on a GPU of compute capability
+    (major, minor): sm_90a on Hopper (9.x); sm_90 on data-center Blackwell
+    (10.x: sm_90a code does not run there, plain sm_90 PTX is JIT-compiled
+    forward, and it has Hopper's 227 KB of shared memory per block, which
+    the strategy tables' sm_90 entries take); sm_80 on the others (8.x, and
+    12.x with its 99 KB), whose PTX the driver JIT-compiles for them."""
+    if major == 9:
+        return "sm_90a"
+    if major == 10:
+        return "sm_90"
     return "sm_80"
 
 

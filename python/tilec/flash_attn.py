@@ -516,9 +516,18 @@ def _build_gpu_launch(key):
     if len(variant) == 10:
         *variant, dropout, probs = variant
         kernel, _ = _select(*variant, dropout=dropout, probs=probs)
-    else:
-        kernel, _ = _select(*variant)
+    else:  # the config for the arch the kernel compiles for (Hopper's entries need its shared memory)
+        kernel, _ = _select(*variant, arch=compile_arch(device))
     return kernel.launcher(device=device)
+
+
+def compile_arch(device):
+    """The arch a kernel for GPU `device` is compiled for (compiler.default_arch
+    where this process can compile, jit.Kernel.launcher's choice), else "sm_80":
+    prebuilt artifacts are sm_80 code with sm_80's configurations."""
+    from . import compiler
+
+    return compiler.default_arch(device) if compiler.can_compile() else "sm_80"
 
 
 #: (dtype, padded head_dim, causal, window, softcap, alibi, varlen, device index) -> ready launcher.

@@ -227,12 +227,53 @@ DEFAULT = FlashConfig(64, 64, _D.num_warps)
 # multiply, on by default where O holds >= 128 registers per thread, i.e.
 # both head_dim-128 entries) measured +5-7% non-causal and +4-7% causal
 # (Session 4, 12:27 and the 12:36 run); with it the causal kernel is fastest with 'row'.
+# Head dims without an entry of their own take the entry of their tile width
+# (tile_width: the power of two the kernel's tiles are padded to; d96 runs
+# 128-wide tiles, so d128's blocks), and an "sm_90" entry (Hopper: 227 KB of
+# shared memory per block) wins over the "sm_80" one when the kernel is
+# compiled for sm_90/sm_90a (table_lookup). Measured on the H200, bf16, 16k
+# tokens, seqlen 4k, public API, same run as FA2 (bench/bench_head_dims.py,
+# bench/RESULTS.md session 12 run 1; TFLOP/s over the true head dim,
+# non-causal / causal):
+# - width 32 (d32): 128x128 over 4 warps 222 / 208 (128x32 221 / 204, 128x64
+#   212 / 203, DEFAULT's 64x64 186 / 177; FA2 218 / 201);
+# - d96 (width 128) on d128's 128x64 4-warp entry: 291 / 256 (DEFAULT 201 /
+#   206; FA2 342 / 306: the padded columns are a third of the matmuls).
 TABLE = {
+    ("sm_80", 32, False): FlashConfig(128, 128, 4, 2, False),
+    ("sm_80", 32, True): FlashConfig(128, 128, 4, 2, False),
     ("sm_80", 64, False): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 64, True): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False),
     ("sm_80", 128, True): FlashConfig(128, 64, 4, 2, False),
 }
+
+
+def tile_width(head_dim):
+    """The width of the kernels' head-dim tiles: head_dim rounded up to a
+    power of two, at least 16 (kernels/flash_fwd.py's D; the view's bounds
+    zero the padding)."""
+    return max(16, 1 << (int(head_dim) - 1).bit_length())
+
+
+def arch_family(arch):
+    """The tables' arch key: "sm_90" for sm_90 and sm_90a (227 KB of shared
+    memory per block), "sm_80" for everything else (its entries fit sm_80's
+    163 KB)."""
+    return "sm_90" if str(arch).startswith("sm_90") else "sm_80"
+
+
+def table_lookup(table, arch, head_dim, *rest):
+    """table's entry for (arch, head_dim, *rest): the head dim's own entry,
+    else its tile width's; at each, the arch family's entry before sm_80's.
+    None if neither has one."""
+    families = dict.fromkeys((arch_family(arch), "sm_80"))
+    for d in dict.fromkeys((int(head_dim), tile_width(head_dim))):
+        for family in families:
+            hit = table.get((family, d, *rest))
+            if hit is not None:
+                return hit
+    return None
 
 
 # Variants with more live values per score than the dense kernels (WINDOW's
@@ -295,19 +336,21 @@ DROPOUT_BLOCKS = (64, 64, 4)
 
 def flash_fwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, window=False,
                      softcap=False, alibi=False, dropout=False):
-    """The configuration to compile flash_fwd with (dtype does not change the
-    choice today; it is an argument so it can). The dense kernels (causal or
-    not) come from TABLE; with a window WINDOW_TABLE's entry for the head
-    dim wins, then (window, softcap or ALiBi) VARIANT_TABLE's, where there
-    is one."""
-    # Every arch runs the mma.sync (sm_80) code path today.
+    """The configuration to compile flash_fwd with for `arch` (the arch the
+    kernel is compiled for; dtype does not change the choice today; it is an
+    argument so it can). The dense kernels (causal or not) come from TABLE;
+    with a window WINDOW_TABLE's entry for the head dim wins, then (window,
+    softcap or ALiBi) VARIANT_TABLE's, where there is one; each looked up by
+    table_lookup (the head dim, else its tile width)."""
+    # Every arch runs the mma.sync (sm_80) code path today; the arch picks
+    # entries by shared memory (table_lookup).
     config = None
     if window:
-        config = WINDOW_TABLE.get(("sm_80", int(head_dim)))
+        config = table_lookup(WINDOW_TABLE, arch, head_dim)
     if config is None and (window or softcap or alibi):
-        config = VARIANT_TABLE.get(("sm_80", int(head_dim)))
+        config = table_lookup(VARIANT_TABLE, arch, head_dim)
     if config is None:
-        config = TABLE.get(("sm_80", int(head_dim), bool(causal)), DEFAULT)
+        config = table_lookup(TABLE, arch, head_dim, bool(causal)) or DEFAULT
     if dropout and int(head_dim) <= 128:
         bm, bn, nw = DROPOUT_BLOCKS
         config = replace(config, block_m=bm, block_n=bn, num_warps=nw)
@@ -471,11 +514,12 @@ BWD_TABLE = {
 def flash_bwd_config(arch="sm_80", dtype=None, head_dim=128, causal=False, dropout=False,
                      variant=False):
     """The configuration of the backward kernels. BWD_TABLE holds what the
-    tuner measured, the plain and causal masks; `variant` (window, softcap,
+    tuner measured, the plain and causal masks (table_lookup: the head dim's
+    entry, else its tile width's); `variant` (window, softcap,
     ALiBi, varlen) and dropout keep BWD_DEFAULT's blocks, whose spills were
     checked with them. Dropout: the dq kernel's 64x64 blocks spilled 72-172
     bytes at d64/d128 (its Philox numbers), 64 queries x 32 keys none."""
-    config = None if variant or dropout else BWD_TABLE.get(("sm_80", int(head_dim), bool(causal)))
+    config = None if variant or dropout else table_lookup(BWD_TABLE, arch, head_dim, bool(causal))
     if config is None:
         config = BWD_WIDE if int(head_dim) > 128 else BWD_DEFAULT
     if dropout and int(head_dim) <= 128:

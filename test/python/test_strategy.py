@@ -85,3 +85,58 @@ def test_driver_refuses_owned_options_in_lowering_options():
         _tilec.compile(kernel.ir, kernel.source_name, lowering_options="num-warps=8")
     with pytest.raises(_tilec.Error, match=r"copy-bounds must be row, tile or chunk, got 'rows'"):
         _tilec.compile(kernel.ir, kernel.source_name, copy_bounds="rows")
+
+
+# -- the tables' lookup (strategy.table_lookup) --------------------------------
+
+def test_tile_width_is_the_padded_power_of_two():
+    from tilec.strategy import tile_width
+    assert [tile_width(d) for d in (1, 8, 16, 17, 32, 40, 64, 80, 96, 128, 129, 192, 256)] == \
+        [16, 16, 16, 32, 32, 64, 64, 128, 128, 128, 256, 256, 256]
+
+
+def test_table_lookup_head_dim_then_tile_width_then_sm80():
+    from tilec.strategy import table_lookup
+    a, b, c, d = (FlashConfig(64, 64, 4), FlashConfig(128, 64, 4), FlashConfig(128, 64, 8),
+                  FlashConfig(64, 32, 4))
+    table = {("sm_80", 128, False): a, ("sm_80", 96, False): b, ("sm_90", 256, False): c,
+             ("sm_80", 256, False): d}
+    assert table_lookup(table, "sm_80", 96, False) is b          # its own entry first
+    assert table_lookup(table, "sm_80", 80, False) is a          # else its tile width's
+    assert table_lookup(table, "sm_80", 80, True) is None
+    assert table_lookup(table, "sm_90a", 192, False) is c        # Hopper's entry on sm_90/sm_90a
+    assert table_lookup(table, "sm_90", 256, False) is c
+    assert table_lookup(table, "sm_80", 192, False) is d         # others take sm_80's
+    assert table_lookup(table, "sm_86", 256, False) is d
+    assert table_lookup(table, "sm_90a", 96, False) is b         # no sm_90 entry: sm_80's
+
+
+def test_head_dims_without_an_entry_take_their_tile_widths():
+    # The forward at d96 ran 201 TFLOP/s on DEFAULT's 64x64 blocks and 291 on
+    # d128's entry (H200, session 12 run 1): a head dim between table entries
+    # takes the entry of the width its tiles are padded to.
+    from tilec import strategy
+    for causal in (False, True):
+        assert strategy.flash_fwd_config(head_dim=96, causal=causal) == \
+            strategy.flash_fwd_config(head_dim=128, causal=causal)
+        assert strategy.flash_fwd_config(head_dim=48, causal=causal) == \
+            strategy.flash_fwd_config(head_dim=64, causal=causal)
+        assert strategy.flash_bwd_config(head_dim=80, causal=causal) == \
+            strategy.flash_bwd_config(head_dim=128, causal=causal)
+    # Every entry's blocks fit sm_80's 163 KB unless the entry is Hopper's.
+    for (arch, d, _), cfg in strategy.TABLE.items():
+        stages = cfg.num_stages
+        q = cfg.block_m * d * 2
+        kv = 2 * cfg.block_n * d * 2 * stages
+        if arch == "sm_80":
+            assert q + kv <= 163 * 1024, (arch, d, cfg)
+
+
+def test_arch_for_capability():
+    # sm_90a code runs on Hopper only: Blackwell takes plain sm_90 PTX (JIT-
+    # compiled forward), consumer parts and Ampere/Ada sm_80's.
+    assert compiler.arch_for_capability(9, 0) == "sm_90a"
+    assert compiler.arch_for_capability(10, 0) == "sm_90"
+    assert compiler.arch_for_capability(12, 0) == "sm_80"
+    assert compiler.arch_for_capability(8, 6) == "sm_80"
+    assert compiler.arch_for_capability(8, 0) == "sm_80"
