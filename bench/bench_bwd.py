@@ -49,8 +49,9 @@ COLUMNS = ["dtype", "d", "causal", "seqlen", "tilec bwd", "tilec atomic bwd", "F
 
 
 def sdpa_runs(backend, q, k, v, dout, scale, causal):
-    """(bwd-only fn, fwd+bwd fn, grads) for one SDPA backend on (b, h, s, d)
-    views, or None if the backend refuses the configuration."""
+    """(bwd-only fn, fwd+bwd fn, grads, fwd-only fn, out) for one SDPA
+    backend on (b, h, s, d) views, or None if the backend refuses the
+    configuration (grads and out in q's (b, s, h, d) layout)."""
     leaves = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
     dout_t = dout.transpose(1, 2)
     try:
@@ -68,7 +69,11 @@ def sdpa_runs(backend, q, k, v, dout, scale, causal):
             o = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
         torch.autograd.grad(o, leaves, dout_t)
 
-    return bwd, fwd_bwd, [x.transpose(1, 2) for x in g]
+    def fwd():
+        with sdpa_kernel([backend]):
+            F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
+
+    return bwd, fwd_bwd, [x.transpose(1, 2) for x in g], fwd, out.transpose(1, 2)
 
 
 def main():
@@ -126,7 +131,7 @@ def main():
                         if runs is None:
                             row[f"{label} bwd"] = row[f"{label} f+b"] = None
                             continue
-                        bwd, fwd_bwd, theirs = runs
+                        bwd, fwd_bwd, theirs = runs[:3]
                         row[f"{label} bwd"] = tf(median_ms(bwd, args.iters, args.warmup), 2.5)
                         row[f"{label} f+b"] = tf(median_ms(fwd_bwd, args.iters, args.warmup), 3.5)
                         if label == "FA2":

@@ -340,6 +340,7 @@ def markdown(rows, ceiling, pages, tile, paged_tile=None):
 
 
 def main():
+    global D  # --head-dim sets the module's head_dim for every case
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", metavar="DIR", help="compile the kernels into DIR and exit (no GPU)")
     parser.add_argument("--arch", default="sm_80")
@@ -363,8 +364,11 @@ def main():
     parser.add_argument("--fused", type=int, choices=(0, 1), default=None,
                         help="flash_decode.FUSED_COMBINE (default: the module's, 1): split calls merge "
                              "inside the decode kernel instead of a combine launch")
+    parser.add_argument("--head-dim", type=int, default=D,
+                        help=f"head_dim of every case (default {D}, issue 17's table)")
     args = parser.parse_args()
     args.pages = tuple(int(p) for p in args.pages.split(",") if p)
+    D = args.head_dim
     from tilec import flash_decode
 
     if args.fused is not None:

@@ -35,12 +35,12 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "python"), str(REPO / "bench")]
 
+from bench_bwd import sdpa_runs  # noqa: E402
 from bench_flash import median_ms  # noqa: E402
 
 TOKENS = 16384
@@ -96,30 +96,6 @@ def with_table(d, causal, cfg, fn):
                 strategy.TABLE[key] = old
         fa._KERNELS.clear()
         fa._GPU_LAUNCHES.clear()
-
-
-def sdpa(backend, q, k, v, dout, scale, causal):
-    """(fwd, bwd, f+b) callables and (out, grads) of one SDPA backend, or None."""
-    leaves = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
-    dout_t = dout.transpose(1, 2)
-    try:
-        with sdpa_kernel([backend]):
-            out = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
-            grads = torch.autograd.grad(out, leaves, dout_t, retain_graph=True)
-    except RuntimeError:
-        return None
-
-    def fwd():
-        with sdpa_kernel([backend]):
-            F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
-
-    def fwd_bwd():
-        with sdpa_kernel([backend]):
-            o = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
-        torch.autograd.grad(o, leaves, dout_t)
-
-    calls = (fwd, lambda: torch.autograd.grad(out, leaves, dout_t, retain_graph=True), fwd_bwd)
-    return calls, out.transpose(1, 2), [g.transpose(1, 2) for g in grads]
 
 
 def main():
@@ -193,10 +169,10 @@ def main():
                         torch.autograd.grad(o, leaves, dout)
                     row["tilec f+b"] = tf(median_ms(f_b, args.iters, args.warmup), 3.5)
                 for label, backend in PEERS:
-                    got = sdpa(backend, q, k, v, dout, scale, causal)
+                    got = sdpa_runs(backend, q, k, v, dout, scale, causal)
                     if got is None:
                         continue
-                    (fwd, bwd, fwd_bwd), theirs, grads = got
+                    bwd, fwd_bwd, grads, fwd, theirs = got
                     row[f"{label} fwd"] = tf(median_ms(fwd, args.iters, args.warmup), 1)
                     if not args.no_bwd:
                         row[f"{label} bwd"] = tf(median_ms(bwd, args.iters, args.warmup), 2.5)
