@@ -27,7 +27,7 @@ TFLOP/s by flash_attn's convention (backward = 2.5x the forward's
     python3 bench/tune_bwd.py [--head-dims 64,128] [--seqlens 2048,16384] [--iters 20]
     python3 bench/tune_bwd.py --device cpu --quick     # smoke test, CPU runner, < 1 min
     python3 bench/tune_bwd.py --grid       # the table pair beside DKDV_GRID (dkdv warp grids)
-    python3 bench/tune_bwd.py --head-dims 32,256 --seqlens 4096 --columns 'wide'   # D 32 / 256
+    python3 bench/tune_bwd.py --head-dims 32,256 --seqlens 4096 --list   # the columns, no GPU
 
 --device cpu runs the same candidates' kernels on the CPU runner at a tiny
 shape and checks them against a float64 reference (the times there mean
