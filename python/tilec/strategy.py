@@ -274,9 +274,23 @@ DEFAULT = FlashConfig(64, 64, _D.num_warps)
 #   212 / 203, DEFAULT's 64x64 186 / 177; FA2 218 / 201);
 # - d96 (width 128) on d128's 128x64 4-warp entry: 291 / 256 (DEFAULT 201 /
 #   206; FA2 342 / 306: the padded columns are a third of the matmuls).
+# - d96 (head-dim pieces 64 + 32, kernels/flash_fwd.py) on 128x64 over 4
+#   warps with O stored through shared memory (the epilogue keeps the
+#   pieces' spills out of the loop): 320 / 289 (registers: 309 / 272; 8 warps
+#   260 / 236; FA2 333 / 307) (session 12 run 2);
+# - width 256: 128x64 over 8 warps. d256 at s2 (192 KB of shared memory:
+#   Hopper's entry) 308 / 264, s1 (128 KB, sm_80's) 302 / 257, 128x32 s2 271
+#   / 235, 64x32 over 4 warps 293 / 264; FA2 325 / 282. d192 (pieces 128 +
+#   64) s2 313 / 273, s1 302 / 265; FA2 319 / 275 (session 12 run 2).
 TABLE = {
     ("sm_80", 32, False): FlashConfig(128, 128, 4, 2, False),
     ("sm_80", 32, True): FlashConfig(128, 128, 4, 2, False),
+    ("sm_80", 96, False): FlashConfig(128, 64, 4, 2, True),
+    ("sm_80", 96, True): FlashConfig(128, 64, 4, 2, True),
+    ("sm_80", 256, False): FlashConfig(128, 64, 8, 1, False),
+    ("sm_80", 256, True): FlashConfig(128, 64, 8, 1, False),
+    ("sm_90", 256, False): FlashConfig(128, 64, 8, 2, False),
+    ("sm_90", 256, True): FlashConfig(128, 64, 8, 2, False),
     ("sm_80", 64, False): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 64, True): FlashConfig(128, 64, 4, 2, True),
     ("sm_80", 128, False): FlashConfig(128, 64, 4, 2, False),
@@ -531,12 +545,16 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 # per key block: the pair's dq kernel splits it finer), so causal calls of
 # fewer than 4096 keys keep the pair (fused_min_seqlen_k).
 _FUSED_D128 = FlashConfig(64, 128, 8, 2, False, "row", "region-barriers=true")
-# D = 32 and D = 256 (keyed by the padded tile width D: head_dim 192 runs
-# D = 256's, 17-32 D = 32's once flash_bwd_config looks D up), UNMEASURED
-# (bwdwide, 2026-12-03: chosen from ptxas sm_90a PTX -> sm_90a, bf16;
-# bench/tune_bwd.py's bwdwide candidates are to confirm them on the H200).
-# Before: d32 BWD_DEFAULT's pair 127 / 133 TFLOP/s (FA2 215 / 185), d256
-# BWD_WIDE's 137 / 123 (FA2 253 / 231).
+# D = 32 and D = 256 (keyed by the padded tile width D: head_dims 17-32
+# take D = 32's, 129-256 D = 256's; table_lookup), chosen from ptxas (sm_90a,
+# bf16) and measured on the H200 (session 12 run 2, bench/tune_bwd.py
+# --head-dims 32,256 --seqlens 4096, bf16, 16k tokens, TFLOP/s non-causal /
+# causal): d32 fused 160 / 146, the pair with dq 128x64 162 / 119 (table's
+# dq 64x64: 149 / 112), FA2 213 / 185; before: BWD_DEFAULT's pair 127 / 133.
+# d256 fused 199 / 185, the pair 194 / 183 (its dK/dV kernel at s2, 208 KB
+# of shared memory, Hopper only: 204 / 187), FA2 253 / 230; before:
+# BWD_WIDE's 137 / 123. Causal's 4096-key threshold is d128's (at 4096 keys
+# the fused kernel led at both widths).
 # D = 256, FA2's d256 blocks: 64 queries x 64 keys over 8 warps, the dK/dV
 # dots on a 2 x 4 grid (atomic_warps_n 4), dQᵀ on 4 x 2 (atomic_dq_warps_n
 # 2), unsplit (5 matmuls' HMMAs: 320 per iteration), s1: 144 KB of shared
@@ -548,12 +566,13 @@ _FUSED_D128 = FlashConfig(64, 128, 8, 2, False, "row", "region-barriers=true")
 # D = 32, FA2's d32 blocks: 128 x 128 over 8 warps, dK/dV dots on 4 x 2
 # (atomic_warps_n 2), dQᵀ's 32 rows on 2 x 4 (atomic_dq_warps_n 4; split-Q
 # cannot place them), s2: no spills, 112 KB; the pair: d64's dkdv (128 keys
-# x 32 queries over 4 warps, no spills) and BWD_DEFAULT's dq.
+# x 32 queries over 4 warps, no spills) and dq 128 queries x 64 keys over 4
+# warps (32 rows per warp).
 _FUSED_D256 = FlashConfig(64, 64, 8, 1, False, "row", "region-barriers=true")
 _FUSED_D32 = FlashConfig(128, 128, 8, 2, False, "row", "region-barriers=true")
 _PAIR_D256 = dict(dq=FlashConfig(64, 32, 4, 2, False), dkdv=_FUSED_D256, dkdv_warps_n=4,
                   atomic=_FUSED_D256, atomic_warps_n=4, atomic_dq_warps_n=2, fused=True)
-_PAIR_D32 = dict(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 128, 4, 1, False),
+_PAIR_D32 = dict(dq=FlashConfig(128, 64, 4, 2, False), dkdv=FlashConfig(32, 128, 4, 1, False),
                  atomic=_FUSED_D32, atomic_warps_n=2, atomic_dq_warps_n=4, fused=True)
 BWD_TABLE = {
     ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
@@ -570,7 +589,7 @@ BWD_TABLE = {
                                          dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                          atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
                                          fused=True, fused_min_seqlen_k=4096),
-    # UNMEASURED (see above); causal's 4096-key threshold copied from d128's.
+    # D = 32 and D = 256 (see above, session 12 run 2).
     ("sm_80", 32, False): FlashBwdConfig(**_PAIR_D32),
     ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),
     ("sm_80", 256, False): FlashBwdConfig(**_PAIR_D256),

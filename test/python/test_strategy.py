@@ -117,8 +117,14 @@ def test_head_dims_without_an_entry_take_their_tile_widths():
     # takes the entry of the width its tiles are padded to.
     from tilec import strategy
     for causal in (False, True):
-        assert strategy.flash_fwd_config(head_dim=96, causal=causal) == \
+        assert strategy.flash_fwd_config(head_dim=80, causal=causal) == \
             strategy.flash_fwd_config(head_dim=128, causal=causal)
+        assert strategy.flash_fwd_config(head_dim=192, causal=causal) == \
+            strategy.flash_fwd_config(head_dim=256, causal=causal)
+        # Hopper's entry (two K/V buffers at width 256: 192 KB) only where it fits.
+        hopper = strategy.flash_fwd_config("sm_90a", head_dim=256, causal=causal)
+        assert hopper.num_stages == 2
+        assert strategy.flash_fwd_config("sm_80", head_dim=256, causal=causal).num_stages == 1
         assert strategy.flash_fwd_config(head_dim=48, causal=causal) == \
             strategy.flash_fwd_config(head_dim=64, causal=causal)
         assert strategy.flash_bwd_config(head_dim=80, causal=causal) == \
