@@ -39,20 +39,21 @@ from __future__ import annotations
 
 import tilec
 from tilec import language as tl
-from tilec.strategy import Strategy
+from tilec.strategy import Strategy, head_dim_pieces
 
 _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 
 def _name(DTYPE, HEAD_DIM, CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False,
-          SCORE_MOD=None, MASK_MOD=None, DROPOUT=False, RETURN_PROBS=False, **_):
+          SCORE_MOD=None, MASK_MOD=None, DROPOUT=False, RETURN_PROBS=False, SPLIT_HEAD_DIM=True, **_):
     from tilec.frontend import static_key  # a digest per user hook: two hooks, two names
 
     mods = "".join(f"_{what}_{static_key(f)[-17:-1]}" for what, f in (("score", SCORE_MOD), ("mask", MASK_MOD))
                    if f is not None)
     return (f"flash_fwd_{DTYPE.name}_d{HEAD_DIM}" + "_causal" * CAUSAL + "_window" * WINDOW
             + "_softcap" * SOFTCAP + "_alibi" * ALIBI + "_varlen" * VARLEN + "_dropout" * DROPOUT
-            + "_probs" * RETURN_PROBS + mods)
+            + "_probs" * RETURN_PROBS + "_padded" * (not SPLIT_HEAD_DIM and len(head_dim_pieces(HEAD_DIM)) > 1)
+            + mods)
 
 
 # Helpers shared with the backward (kernels/flash_bwd.py), inlined where they
@@ -80,12 +81,21 @@ def visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW):
     return mask
 
 
-def scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
+def dot_pieces(qs, ks):
+    """Q·Kᵀ from head-dim pieces (tuples of tiles, piece i of Q and of K
+    holding the same columns): Σ_i q_i·k_iᵀ, accumulated into one S."""
+    s = tl.dot(qs[0], ks[0], trans_b=True)
+    for qt, kt in zip(qs[1:], ks[1:]):
+        s = tl.dot(qt, kt, s, trans_b=True)
+    return s
+
+
+def scores(qs, ks, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
            window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD):
-    """The forward's scores of one K/V block: S = scale·Q·Kᵀ, capped,
-    biased, hooked, and -inf where masked (rows/diag/slope None when the
-    switches do not use them)."""
-    s = tl.dot(qt, kt, trans_b=True)
+    """The forward's scores of one K/V block: S = scale·Q·Kᵀ (Q and K as
+    tuples of head-dim pieces), capped, biased, hooked, and -inf where
+    masked (rows/diag/slope None when the switches do not use them)."""
+    s = dot_pieces(qs, ks)
     unit = softcap if SOFTCAP else scale                    # the scores' last factor (> 0)
     if SOFTCAP:                                             # S = softcap · tanh(scale · Q·Kᵀ / softcap)
         s = tl.tanh(s * (scale / softcap))
@@ -218,7 +228,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
               SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False, VARLEN: tl.constexpr = False,
               SCORE_MOD: tl.constexpr = None, MASK_MOD: tl.constexpr = None,
               DROPOUT: tl.constexpr = False, RETURN_PROBS: tl.constexpr = False,
-              PROBS_BLOCK_N: tl.constexpr = 64,
+              PROBS_BLOCK_N: tl.constexpr = 64, SPLIT_HEAD_DIM: tl.constexpr = True,
               BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
               NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
               SMEM_EPILOGUE: tl.constexpr = _S.smem_epilogue, COPY_BOUNDS: tl.constexpr = _S.copy_bounds,
@@ -241,11 +251,17 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     vv = tl.view(v + (bk * stride_vb + hk * stride_vh), (seqlen_k, HEAD_DIM), (stride_vs, 1))
     ov = tl.view(o + (bq * stride_ob + h * stride_oh), (seqlen_q, HEAD_DIM), (stride_os, 1))
     lsev = tl.view(lse + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    D = max(16, tl.next_power_of_2(HEAD_DIM))               # tile width; the views bound it
-    qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
+    # The head dim in power-of-two column pieces (c, w) (strategy.head_dim_pieces:
+    # d96 = 64 + 32, d192 = 128 + 64; a power of two is one piece): Q, K, V
+    # and O are loaded/stored per piece at its column offset, S sums the
+    # pieces' dots, O keeps one accumulator per piece. The views bound the
+    # columns, so a last piece past HEAD_DIM reads zeros and stores nothing there.
+    D = max(16, tl.next_power_of_2(HEAD_DIM))
+    PIECES = head_dim_pieces(HEAD_DIM) if SPLIT_HEAD_DIM else ((0, D),)
+    qs = [tl.load(qv, (row0, c), (BLOCK_M, w)) for c, w in PIECES]
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
-    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    accs = [tl.zeros((BLOCK_M, w), tl.float32) for c, w in PIECES]
     rows, diag, slope = None, None, None
     if CAUSAL or WINDOW or ALIBI or SCORE_MOD or MASK_MOD:
         rows = (row0 + tl.arange(0, BLOCK_M))[:, None]      # query rows, for masks and ALiBi
@@ -261,9 +277,9 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     nblocks = tl.cdiv(seqlen_k, BLOCK_N)
     for j in range(0, nblocks):
         col0 = (nblocks - 1 - j if REVERSED else j) * BLOCK_N
-        kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
-        vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
-        s = scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
+        ks = [tl.load(kv, (col0, c), (BLOCK_N, w)) for c, w in PIECES]
+        vs = [tl.load(vv, (col0, c), (BLOCK_N, w)) for c, w in PIECES]
+        s = scores(qs, ks, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
                    window_left, window_right, BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
                    MASK_MOD)
         m_new = tl.maximum(m, tl.max(s, 1))                 # online softmax
@@ -276,16 +292,18 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
             cols = (col0 + tl.arange(0, BLOCK_N))[None, :]
             p = tl.where(dropout_keep(seed, rng_offset, dropout_p, b * num_heads + h,
                                       (row0 + tl.arange(0, BLOCK_M))[:, None], cols, max_q, max_k), p, 0.0)
-        acc = tl.dot(p.to(DTYPE), vt, acc * alpha[:, None])
+        accs = [tl.dot(p.to(DTYPE), vt, acc * alpha[:, None]) for vt, acc in zip(vs, accs)]
         m = m_new
-    out, lse_rows = acc / l[:, None], m + tl.log(l)         # O = diag(l)⁻¹·acc, lse = m + log(l)
+    outs = [acc / l[:, None] for acc in accs]               # O = diag(l)⁻¹·acc (per piece)
+    lse_rows = m + tl.log(l)                                # lse = m + log(l)
     if DROPOUT:
-        out = out * (1.0 / (1.0 - dropout_p))               # the kept elements, scaled by 1/(1-p)
+        outs = [out * (1.0 / (1.0 - dropout_p)) for out in outs]  # the kept elements, scaled by 1/(1-p)
     if CAUSAL or WINDOW or VARLEN or MASK_MOD:  # rows that saw no key: out 0, lse +inf (a causal one is empty in every block)
         empty = l == 0 if WINDOW or MASK_MOD or REVERSED else m == float("-inf")
-        out = tl.where(empty[:, None], 0.0, out)
+        outs = [tl.where(empty[:, None], 0.0, out) for out in outs]
         lse_rows = tl.where(empty, float("inf"), lse_rows)
-    tl.store(ov, (row0, 0), out.to(DTYPE))
+    for (c, w), out in zip(PIECES, outs):
+        tl.store(ov, (row0, c), out.to(DTYPE))
     tl.store(lsev, (row0,), lse_rows)
     if RETURN_PROBS:  # testing only (return_attn_probs): S_dmask, a second pass over the keys
         # FlashAttention-2's layout: its key loop runs from the last block to
@@ -297,8 +315,8 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
         nblocks = tl.cdiv(seqlen_k, PROBS_BLOCK_N)
         for jj in range(0, nblocks):
             col0 = (nblocks - 1 - jj) * PROBS_BLOCK_N
-            kt = tl.load(kv, (col0, 0), (PROBS_BLOCK_N, D))
-            s = scores(qt, kt, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
+            ks = [tl.load(kv, (col0, c), (PROBS_BLOCK_N, w)) for c, w in PIECES]
+            s = scores(qs, ks, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, slope,
                        window_left, window_right, PROBS_BLOCK_N, CAUSAL, WINDOW, SOFTCAP, ALIBI,
                        SCORE_MOD, MASK_MOD)
             m_run = tl.maximum(m_run, tl.max(s, 1))

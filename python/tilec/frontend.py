@@ -224,7 +224,12 @@ def _const_math(name, x):
 
 # Safe Python builtins usable on compile-time constants.
 _PY_FUNCS = {"float": float, "int": int, "bool": bool, "min": min, "max": max,
-             "abs": abs, "len": len}
+             "abs": abs, "len": len, "range": range}
+# Builtins over tuples, which may hold tiles (a tuple of tiles is a Python
+# value of the generated code, e.g. one tile per head-dim piece): they run at
+# generation time and give tuples.
+_PY_TUPLE_FUNCS = {"zip": zip, "enumerate": enumerate, "tuple": tuple, "list": tuple,
+                   "reversed": reversed}
 # Ops with no side effects that cannot fault: they are placed in the outermost
 # block their operands allow (loop-invariant code motion at generation time)
 # and reused when the same op is asked for again.
@@ -864,6 +869,10 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             if isinstance(value, Value) and value.hint is None:
                 value.hint = target.id
+            if isinstance(value, tuple):  # tiles in a tuple: named after it (qs0, qs1, ...)
+                for i, e in enumerate(value):
+                    if isinstance(e, Value) and e.hint is None:
+                        e.hint = f"{target.id}{i}"
             self.env[target.id] = value
             self.assign_site[target.id] = node
             return
@@ -989,11 +998,15 @@ class CodeGen(ast.NodeVisitor):
 
     def visit_For(self, node):
         it = node.iter
-        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
-                and not it.keywords and 1 <= len(it.args) <= 3):
-            self.error(it, "a tilec loop is 'for i in range(start, stop[, step])'")
         if node.orelse:
             self.error(node, "'for ... else' is not supported")
+        is_range = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+        if not (is_range and not it.keywords and 1 <= len(it.args) <= 3):
+            seq = None if is_range else self.visit(it)
+            if not isinstance(seq, tuple):
+                self.error(it, "a tilec loop is 'for i in range(start, stop[, step])' (a run-time "
+                               "loop) or 'for x in <tuple>' (unrolled at compile time)")
+            return self.unrolled_for(node, seq)
         if not isinstance(node.target, ast.Name):
             self.error(node.target, "the loop variable must be a single name")
         bounds = [self.visit(a) for a in it.args]
@@ -1012,36 +1025,59 @@ class CodeGen(ast.NodeVisitor):
         lb, ub, step = (self.coerce(it, b, iv_ty, ()) for b in bounds)
 
         # Dry walk: names the body assigns that already hold a value are
-        # carried, in the order they were first defined.
+        # carried, in the order they were first defined. A tuple holding
+        # tiles is carried element by element (`arity`: its length).
         assigned = {sub.id for sub in ast.walk(ast.Module(body=node.body, type_ignores=[]))
                     if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store)}
         carried = [n for n, v in self.env.items()
                    if n in assigned and n != node.target.id
-                   and (isinstance(v, Value) or _kind_of_const(v) is not None)]
+                   and (isinstance(v, Value) or _kind_of_const(v) is not None
+                        or isinstance(v, tuple) and any(isinstance(e, Value) for e in v))]
+        arity = {n: len(self.env[n]) for n in carried if isinstance(self.env[n], tuple)}
+        leaves = [(n, e) for n in carried
+                  for e in (self.env[n] if n in arity else (self.env[n],))]
         inits = []
-        for n in carried:
-            v = self.env[n]
+        for n, v in leaves:
             if not isinstance(v, Value):
                 kind = _kind_of_const(v)
+                if kind is None:
+                    self.error(self.assign_site.get(n, node),
+                               f"loop-carried tuple '{n}' holds {_describe(v)}; only numbers and "
+                               "tiles can be carried")
                 v = self.constant(node, v, {"bool": tl.int1, "int": tl.int32, "float": tl.float32}[kind])
             if not _is_numeric(v.type):
                 self.error(self.assign_site.get(n, node),
                            f"loop-carried variable '{n}' must be a number or a tile, not {v.type}")
             inits.append(v)
 
+        def pack(values):  # carried name -> its value(s), from the flat list
+            out, it = {}, iter(values)
+            for n in carried:
+                out[n] = tuple(next(it) for _ in range(arity[n])) if n in arity else next(it)
+            return out
+
         env_before = dict(self.env)
         sites_before = dict(self.assign_site)
         self.blocks.append(_Block(len(self.blocks)))
         iv = self.new_value(iv_ty, hint=node.target.id)
-        args = [self.new_value(v.type, hint=n) for n, v in zip(carried, inits)]
+        args = [self.new_value(v.type, hint=n) for (n, _), v in zip(leaves, inits)]
         self.env[node.target.id] = iv
-        for n, a in zip(carried, args):
-            self.env[n] = a
+        self.env.update(pack(args))
         for stmt in node.body:
             self.visit(stmt)
-        yields = []
-        for n, init in zip(carried, inits):
+        ys = []
+        for n in carried:
             y = self.env[n]
+            if n in arity:
+                if not isinstance(y, tuple) or len(y) != arity[n]:
+                    self.error(self.assign_site.get(n, node),
+                               f"loop-carried tuple '{n}' changes inside the loop: {arity[n]} "
+                               f"elements before the loop, {_describe(y) if not isinstance(y, tuple) else len(y)} here")
+                ys.extend(y)
+            else:
+                ys.append(y)
+        yields = []
+        for (n, _), init, y in zip(leaves, inits, ys):
             if not isinstance(y, Value):
                 y = self.coerce(self.assign_site.get(n, node), y, init.dtype, init.shape)
             if y.type != init.type:
@@ -1055,7 +1091,7 @@ class CodeGen(ast.NodeVisitor):
         self.assign_site = sites_before
 
         types = ", ".join(str(v.type) for v in inits)
-        results = [self.new_value(v.type, hint=n) for n, v in zip(carried, inits)]
+        results = [self.new_value(v.type, hint=n) for (n, _), v in zip(leaves, inits)]
         head = f"scf.for {iv.ref} = {lb.ref} to {ub.ref} step {step.ref}"
         if carried:
             head = (", ".join(r.ref for r in results) + " = " + head + " iter_args("
@@ -1066,8 +1102,17 @@ class CodeGen(ast.NodeVisitor):
         out.append(f"{head} : {iv_ty} {{")
         out.extend("  " + line for line in body.lines)
         out.append(f"}} {self.loc(node)}")
-        for n, r in zip(carried, results):
-            self.env[n] = r
+        self.env.update(pack(results))
+
+    def unrolled_for(self, node, seq):
+        """`for x in <tuple>`: the body once per item, at compile time (the
+        tuple may hold tiles: one per head-dim piece); names it assigns keep
+        their last values, as in Python."""
+        for item in seq:
+            self.bind(node.target, item, node)
+            self.visit_stmts(node.body)
+            if self.frames and self.frames[-1].returned:
+                return
 
     # -- expressions ---------------------------------------------------------
 
@@ -1084,6 +1129,8 @@ class CodeGen(ast.NodeVisitor):
             return self.globals[name]
         if name in _PY_FUNCS:
             return _PY_FUNCS[name]
+        if name in _PY_TUPLE_FUNCS:
+            return _PY_TUPLE_FUNCS[name]
         self.error(node, f"name '{name}' is not defined")
 
     def visit_Name(self, node):
@@ -1096,6 +1143,49 @@ class CodeGen(ast.NodeVisitor):
         return tuple(self.visit(e) for e in node.elts)
 
     visit_List = visit_Tuple
+
+    def visit_Slice(self, node):
+        parts = [None if x is None else self.visit(x) for x in (node.lower, node.upper, node.step)]
+        if not all(x is None or _kind_of_const(x) == "int" for x in parts):
+            self.error(node, "a slice needs compile-time integer bounds")
+        return slice(*parts)
+
+    def visit_ListComp(self, node):
+        """A comprehension over compile-time tuples, unrolled: a tuple (also
+        for [...] and generator expressions). Its variables are local to it."""
+        env_before, sites_before = dict(self.env), dict(self.assign_site)
+        out = []
+
+        def generate(i):
+            if i == len(node.generators):
+                out.append(self.visit(node.elt))
+                return
+            gen = node.generators[i]
+            for item in self.unrolled_items(gen.iter):
+                self.bind(gen.target, item, node)
+                conds = [self.visit(c) for c in gen.ifs]
+                if any(isinstance(c, Value) for c in conds):
+                    self.error(node, "a comprehension's 'if' needs a compile-time condition")
+                if all(conds):
+                    generate(i + 1)
+
+        try:
+            generate(0)
+        finally:
+            self.env, self.assign_site = env_before, sites_before
+        return tuple(out)
+
+    visit_GeneratorExp = visit_ListComp
+
+    def unrolled_items(self, iter_node):
+        """The items of an unrolled loop or comprehension: a compile-time
+        tuple (which may hold tiles), or range() of constants."""
+        seq = self.visit(iter_node)
+        if isinstance(seq, range):
+            return tuple(seq)
+        if not isinstance(seq, tuple):
+            self.error(iter_node, f"an unrolled loop runs over a tuple, got {_describe(seq)}")
+        return seq
 
     def visit_IfExp(self, node):
         cond = self.visit(node.test)
@@ -1144,6 +1234,11 @@ class CodeGen(ast.NodeVisitor):
         index = self.visit(idx)
         if _is_tensor(base):
             return self.captured_load(node, base, index)
+        if isinstance(base, tuple) and (_kind_of_const(index) == "int" or isinstance(index, slice)):
+            try:  # a tuple (of constants or tiles) indexed or sliced at compile time
+                return base[index]
+            except IndexError:
+                self.error(node, f"index {index} is out of range for a tuple of {len(base)}")
         if _is_const(base) and _is_const(index) and isinstance(base, (tuple, str)):
             return base[index]
         self.error(node, f"cannot index {_describe(base)}")
@@ -1234,6 +1329,15 @@ class CodeGen(ast.NodeVisitor):
             return getattr(self, "tl_" + name)(node, args, kwargs)
         if fn is builtins.abs and any(isinstance(a, Value) for a in args):
             return self.tl_abs(node, args, kwargs)
+        if fn is len and len(args) == 1 and isinstance(args[0], tuple) and not kwargs:
+            return len(args[0])
+        if any(fn is f for f in _PY_TUPLE_FUNCS.values()):
+            if kwargs or not all(isinstance(a, tuple) or _kind_of_const(a) == "int" for a in args):
+                self.error(node, f"{fn.__name__}() takes tuples inside a kernel (and enumerate a "
+                                 "compile-time start)")
+            return tuple(fn(*args))
+        if getattr(fn, "__tilec_constexpr_function__", False):
+            return self.call_constexpr_function(node, fn, args, kwargs)
         if any(fn is f for f in _PY_FUNCS.values()):
             if not all(_is_const(a) for a in args + list(kwargs.values())):
                 self.error(node, f"{fn.__name__}() needs compile-time arguments inside a kernel")
@@ -1247,6 +1351,22 @@ class CodeGen(ast.NodeVisitor):
         self.error(node, f"unsupported call to '{what}' in a tilec kernel "
                          "(only tl.* builtins, plain Python functions, and "
                          "float/int/min/max/abs/len on constants)")
+
+    def call_constexpr_function(self, node, fn, args, kwargs):
+        """A @tl.constexpr_function: run in Python on compile-time arguments
+        (its result must be a compile-time value too)."""
+        if not all(_is_const(a) for a in args + list(kwargs.values())):
+            bad = next(a for a in args + list(kwargs.values()) if not _is_const(a))
+            self.error(node, f"'{fn.__qualname__}' is a constexpr function: its arguments must be "
+                             f"compile-time values, got {_describe(bad)}")
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            self.error(node, f"'{fn.__qualname__}' failed: {type(e).__name__}: {e}")
+        if not _is_const(result):
+            self.error(node, f"'{fn.__qualname__}' is a constexpr function and must return a "
+                             f"compile-time value, got {type(result).__name__}")
+        return result
 
     # -- plain Python functions, inlined -------------------------------------
 

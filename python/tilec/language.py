@@ -26,7 +26,10 @@ Type promotion in arithmetic (``+ - * / // % & | ^``, comparisons,
   dimension explicitly.
 
 Control flow: ``for i in range(start, stop[, step])`` is a loop (names it
-reassigns are carried). ``if`` on a compile-time value keeps one branch; on a
+reassigns are carried; a name holding a tuple of tiles is carried element by
+element). ``for x in <tuple>`` and comprehensions over tuples are unrolled at
+compile time; tuples may hold tiles (one per head-dim piece, say) and are
+indexed, sliced, ``zip``-ped and ``enumerate``-d with compile-time indices. ``if`` on a compile-time value keeps one branch; on a
 run-time scalar (a parameter, a program id, a value read with
 ``tl.load(ptr + i)``) it is a branch taken by the whole program: a name
 assigned in a branch that exists before the ``if``, or in both branches, has
@@ -143,6 +146,16 @@ def _builtin(fn):
     stub.__doc__ = fn.__doc__
     stub.__name__ = fn.__name__
     return stub
+
+
+def constexpr_function(fn):
+    """Marks a plain Python function that a kernel calls on compile-time
+    values: the compiler runs it in Python (any Python is allowed) instead of
+    inlining it, and its result (a compile-time value: a number, a tuple of
+    them, ...) is a constant of the kernel. Outside kernels it is `fn`
+    (e.g. tilec.strategy.head_dim_pieces)."""
+    fn.__tilec_constexpr_function__ = True
+    return fn
 
 
 @_builtin

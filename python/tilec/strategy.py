@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .language import constexpr_function
+
 COPY_BOUNDS = ("row", "tile", "chunk")
 # Warps per program: a power of two up to 16 (tile-partition-warps; the C++
 # side refuses other values too). Pipeline stages: 1 or 2 (tile-pipeline).
@@ -99,6 +101,39 @@ class Strategy:
         import dataclasses
 
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+# The forward's head-dim split (kernels/flash_fwd.py). Tiles have
+# power-of-two widths; a head dim that is not one is computed as a few
+# power-of-two column pieces instead of one padded tile (d96 as 64 + 32, not
+# 128: QKᵀ's k-dim and P·V's n-dim lose nothing to padding).
+HEAD_DIM_PIECE_MIN = 16     # an mma k-step: narrower pieces round up to it
+HEAD_DIM_PIECES_MAX = 3     # more pieces than this (d240 = 128+64+32+16): one padded tile
+
+
+@constexpr_function
+def head_dim_pieces(head_dim):
+    """The (column offset, width) pieces a forward kernel of this head dim
+    computes, widest first: head_dim rounded up to a multiple of 16, split
+    into its powers of two (96 -> (0, 64), (64, 32); 80 -> 64 + 16; 192 ->
+    128 + 64; 224 -> 128 + 64 + 32). A power of two (or a head dim that
+    rounds up to one: 59 -> 64, 120 -> 128) is one piece, today's padded
+    tile; so is a split of more than HEAD_DIM_PIECES_MAX pieces (240). The
+    view's bounds zero-fill the columns of the last piece past head_dim."""
+    head_dim = int(head_dim)
+    if head_dim < 1:
+        raise ValueError(f"head_dim must be positive, got {head_dim}")
+    width = -(-max(head_dim, HEAD_DIM_PIECE_MIN) // HEAD_DIM_PIECE_MIN) * HEAD_DIM_PIECE_MIN
+    pieces, col = [], 0
+    w = 1 << (width.bit_length() - 1)
+    while col < width:
+        if width - col >= w:
+            pieces.append((col, w))
+            col += w
+        w //= 2
+    if len(pieces) > HEAD_DIM_PIECES_MAX:
+        return ((0, 1 << (width - 1).bit_length()),)
+    return tuple(pieces)
 
 
 _D = Strategy()

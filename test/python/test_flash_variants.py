@@ -109,6 +109,31 @@ DENSE = [
     (2, 50, 80, 4, 2, 64, dict(softmax_scale=-0.1, softcap=4.0, alibi="h")),   # scale < 0: (-q, 0.1)
     (1, 50, 80, 2, 1, 64, dict(softmax_scale=0.0, causal=True)),              # every score 0
 ]
+# Head dims computed in power-of-two column pieces (strategy.head_dim_pieces:
+# 80 = 64 + 16, 96 = 64 + 32, 160 = 128 + 32, 192 = 128 + 64, 224 = 128 + 64
+# + 32; 40 = 32 + 16 and 72 = 64 + 16 with the last piece past head_dim),
+# each variant over more than one key block and row block, GQA and MQA.
+SPLIT = [
+    (2, 77, 131, 4, 2, 80, {}),
+    (1, 150, 140, 4, 1, 80, dict(causal=True)),
+    (1, 130, 150, 2, 1, 80, dict(window_size=(20, 5))),
+    (2, 70, 90, 4, 4, 80, dict(alibi="bh", softcap=6.0)),
+    (2, 140, 131, 4, 2, 96, {}),
+    (1, 150, 200, 4, 1, 96, dict(causal=True)),
+    (1, 300, 200, 2, 1, 96, dict(window_size=(40, 10))),
+    (1, 90, 120, 4, 4, 96, dict(softcap=6.0)),
+    (2, 60, 90, 4, 2, 96, dict(alibi="h", causal=True)),
+    (1, 70, 150, 4, 1, 160, dict(window_size=(20, 0), causal=True)),
+    (2, 50, 80, 4, 2, 160, dict(alibi="bh")),
+    (1, 140, 150, 4, 2, 160, dict(softcap=3.0)),
+    (1, 140, 150, 4, 2, 192, {}),
+    (1, 130, 70, 2, 1, 192, dict(softcap=5.0, causal=True)),
+    (1, 60, 90, 2, 1, 192, dict(window_size=(30, 30), alibi="h")),
+    (1, 70, 140, 4, 2, 224, dict(causal=True)),
+    (1, 40, 70, 2, 1, 224, dict(alibi="h", softcap=4.0)),
+    (1, 50, 90, 2, 1, 40, dict(causal=True)),
+    (1, 50, 90, 2, 1, 72, dict(window_size=(10, 10))),
+]
 
 
 def slopes_for(rng, kind, batch, heads):
@@ -123,7 +148,7 @@ def case_id(case):
 
 
 @needs_cpu
-@pytest.mark.parametrize("case", DENSE, ids=case_id)
+@pytest.mark.parametrize("case", DENSE + SPLIT, ids=case_id)
 def test_flash_attn_func_variants(case):
     b, sq, sk, hq, hk, d, opts = case
     rng = np.random.default_rng()
@@ -214,6 +239,11 @@ VARLEN = [
     # 129-token sequences exit early (and must not skip the long one's rows).
     ([1, 300, 0, 129], [50, 300, 7, 200], 4, 2, 64, dict(causal=True)),
     ([1, 300, 0, 129], [50, 300, 7, 200], 4, 1, 64, dict(window_size=(30, 0))),
+    # head dims in pieces (64 + 32, 64 + 16, 128 + 64, 128 + 32)
+    ([5, 0, 70, 130], [9, 3, 0, 200], 4, 2, 96, dict(causal=True)),
+    ([40, 80], [90, 30], 2, 2, 80, dict(window_size=(12, 4), softcap=6.0)),
+    ([1, 17, 100], [100, 17, 1], 2, 1, 192, dict(causal=True, alibi="bh")),
+    ([30, 0, 140], [30, 5, 64], 4, 1, 160, {}),
 ]
 
 

@@ -140,3 +140,37 @@ def test_arch_for_capability():
     assert compiler.arch_for_capability(12, 0) == "sm_80"
     assert compiler.arch_for_capability(8, 6) == "sm_80"
     assert compiler.arch_for_capability(8, 0) == "sm_80"
+
+
+@pytest.mark.parametrize("head_dim, pieces", [
+    (8, ((0, 16),)), (32, ((0, 32),)), (40, ((0, 32), (32, 16))), (59, ((0, 64),)),
+    (64, ((0, 64),)), (72, ((0, 64), (64, 16))), (80, ((0, 64), (64, 16))),
+    (96, ((0, 64), (64, 32))), (111, ((0, 64), (64, 32), (96, 16))), (120, ((0, 128),)),
+    (128, ((0, 128),)), (160, ((0, 128), (128, 32))), (192, ((0, 128), (128, 64))),
+    (224, ((0, 128), (128, 64), (192, 32))), (240, ((0, 256),)), (256, ((0, 256),)),
+])
+def test_head_dim_pieces(head_dim, pieces):
+    from tilec.strategy import head_dim_pieces
+
+    assert head_dim_pieces(head_dim) == pieces
+
+
+def test_head_dim_pieces_cover_every_head_dim():
+    """Every head dim 1..256: contiguous power-of-two pieces of at least 16
+    columns, widest first, covering head_dim with less than 16 columns of
+    padding, at most HEAD_DIM_PIECES_MAX of them, or else one padded tile
+    (next_power_of_2, today's width)."""
+    from tilec import strategy
+
+    for d in range(1, 257):
+        pieces = strategy.head_dim_pieces(d)
+        widths = [w for _, w in pieces]
+        assert [c for c, _ in pieces] == [sum(widths[:i]) for i in range(len(widths))], d
+        assert all(w >= 16 and w & (w - 1) == 0 for w in widths), d
+        assert widths == sorted(widths, reverse=True), d
+        if len(pieces) == 1:
+            assert widths[0] == max(16, 1 << (d - 1).bit_length()), d
+        else:
+            assert len(pieces) <= strategy.HEAD_DIM_PIECES_MAX and 0 <= sum(widths) - d < 16, d
+    with pytest.raises(ValueError):
+        strategy.head_dim_pieces(0)
