@@ -14,7 +14,7 @@ Each gradient is compared with torch autograd of a float64 naive attention:
 ‖g − ref‖/‖ref‖ < 2e-3 (f16) or 1.5e-2 (bf16), and no worse than twice the
 error of the same naive attention computed in the input dtype (flash_attn's
 own test rule) plus 1e-4 · ‖ref‖. Each kernels case also runs twice and
-must be bitwise identical (no atomics), and for head_dim <= 128 through the
+must be bitwise identical (no atomics), and where its dQᵀ fits (atomic_dq_fits) through the
 fused atomic-dQ kernel (atomic_dq=True). GQA: 8 query heads over 2 KV heads.
 
 Then the variants (unless --no-variants), through the public functions'
@@ -109,7 +109,8 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: needs a CUDA GPU (or --device cpu)")
     import tilec
-    from tilec.flash_bwd import _flash_attn_backward
+    from tilec import strategy
+    from tilec.flash_bwd import _flash_attn_backward, atomic_dq_fits
 
     art = REPO / "build" / "artifacts"
     head_dims = [64, 128]
@@ -145,7 +146,8 @@ def main():
                         if not all(torch.equal(x, y) for x, y in zip(got, again)):
                             bad.append("two runs differ (not deterministic)")
                         worst = max([worst] + [rel(g, r) for g, r in zip(got, ref) if r.norm() > 0])
-                        if 32 < d <= 128:  # the fused kernel with atomic dQ (atomic_dq=True)
+                        # the fused kernel with atomic dQ (atomic_dq=True), where its dQᵀ fits
+                        if atomic_dq_fits(strategy.flash_bwd_config(head_dim=d, causal=causal), d):
                             fused = _flash_attn_backward(dout, q, k, v, out64.to(dtype), lse64.float(),
                                                          scale, causal, deterministic=False,
                                                          atomic_dq=True)

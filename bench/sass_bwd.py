@@ -11,6 +11,15 @@ MUFU.EX2, LDL/STL.
     python3 bench/sass_bwd.py fused --config 32,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dkdv --config 64,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dq --config 64,64,4,2,0 [--causal] [--dump DIR]
+    python3 bench/sass_bwd.py fused --config 64,64,8,1,0 --warps-n 2 --dq-warps-n 2 \
+        --head-dim 256 --split 2 --ptx-arch sm_90a --lowering-options region-barriers=true
+
+--split N is the kernel's SPLIT_D (FlashBwdConfig.atomic_split / dkdv_split /
+dq_split: N programs per block, each 1/N of the head_dim columns). The PTX
+is sm_80's by default (the prebuilt artifacts': 163 KB of shared memory per
+block); --ptx-arch sm_90a compiles what the H200 runs in process (227 KB)
+and assembles it for sm_90a. The first line also gives the kernel's shared
+memory (its manifest's shared_bytes).
 """
 import argparse
 import re
@@ -40,12 +49,18 @@ def main(argv=None):
     p.add_argument("--dq-warps-n", type=int, default=1, help="fused: the dQᵀ dot's warps_n")
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--arch", default="sm_90", help="ptxas arch (the PTX is always sm_80's)")
+    p.add_argument("--arch", default=None,
+                   help="ptxas arch (default sm_90; sm_90a with --ptx-arch sm_90a)")
+    p.add_argument("--ptx-arch", default="sm_80",
+                   help="the PTX's arch: sm_80 (prebuilt artifacts, default) or sm_90a (in process)")
+    p.add_argument("--split", type=int, default=1, help="SPLIT_D (head_dim split over programs)")
     p.add_argument("--dump", default=None, help="folder to write the .ptx and .sass into")
     p.add_argument("--lowering-options", default="",
                    help="tile-to-nvvm options of the dkdv/fused kernel (e.g. region-barriers=true)")
     p.add_argument("--all-ops", action="store_true", help="print every opcode's count per loop")
     args = p.parse_args(argv)
+    if args.arch is None:
+        args.arch = "sm_90a" if args.ptx_arch == "sm_90a" else "sm_90"
     from dataclasses import replace
 
     from tilec import strategy
@@ -59,11 +74,11 @@ def main(argv=None):
     base = strategy.flash_bwd_config(head_dim=args.head_dim, causal=args.causal)
     if args.kernel == "fused":
         cfg = replace(base, atomic=fc, atomic_warps_n=args.warps_n,
-                      atomic_dq_warps_n=args.dq_warps_n)
+                      atomic_dq_warps_n=args.dq_warps_n, atomic_split=args.split)
     elif args.kernel == "dkdv":
-        cfg = replace(base, dkdv=fc, dkdv_warps_n=args.warps_n)
+        cfg = replace(base, dkdv=fc, dkdv_warps_n=args.warps_n, dkdv_split=args.split)
     else:
-        cfg = replace(base, dq=fc)
+        cfg = replace(base, dq=fc, dq_split=args.split)
     saved = dict(strategy.BWD_TABLE)
     strategy.BWD_TABLE[("sm_80", args.head_dim, args.causal)] = cfg
     try:
@@ -73,10 +88,14 @@ def main(argv=None):
         strategy.BWD_TABLE.clear()
         strategy.BWD_TABLE.update(saved)
     kernel = kdq if args.kernel == "dq" else kdkdv
-    ptx_text = kernel.compile("sm_80").ptx
+    art = kernel.compile(args.ptx_arch)
+    ptx_text = art.ptx
     info, sass = assemble(ptx_text, args.arch)
-    tag = f"{fc.tag}-wn{args.warps_n}" + (f"-dqwn{args.dq_warps_n}" if args.dq_warps_n != 1 else "")
-    print(f"{kernel.name} {tag} {args.arch}: " + " | ".join(info))
+    tag = (f"{fc.tag}-wn{args.warps_n}" + (f"-dqwn{args.dq_warps_n}" if args.dq_warps_n != 1 else "")
+           + (f"-split{args.split}" if args.split != 1 else ""))
+    smem = art.manifest.get("shared_bytes", 0)
+    print(f"{kernel.name} {tag} {args.ptx_arch} PTX -> {args.arch}: shared {smem} bytes "
+          f"({smem / 1024:.0f} KB) | " + " | ".join(info))
     ptx_red = Counter(m.group(0) for m in re.finditer(r"\bred\.[\w.]+", ptx_text))
     print(f"PTX: {len(ptx_text.splitlines())} lines; " + ", ".join(f"{k} {v}" for k, v in ptx_red.items()))
     if args.dump:

@@ -9,7 +9,9 @@ candidate configuration of its two forms,
   fused   FA2's single kernel (atomic_dq=True, deterministic=False: dK/dV
           plus dQ added with tile.atomic_add, 5 matmuls)
 
-at d64/d128, causal or not, 2k and 16k tokens per batch (bench_bwd's shapes:
+at d64/d128 (--head-dims: any; a candidate's head dims name the tile
+width D = max(16, next_power_of_2(head_dim)) it applies to, so d96 takes
+d128's and d192 d256's), causal or not, 2k and 16k tokens per batch (bench_bwd's shapes:
 batch = 16384 / seqlen, heads = 2048 / head_dim), bf16, beside torch SDPA's
 FLASH (FA2) backward in the same run; then forward+backward through
 flash_attn_func's autograd with the row's winners, deterministic=False (the
@@ -25,6 +27,7 @@ TFLOP/s by flash_attn's convention (backward = 2.5x the forward's
     python3 bench/tune_bwd.py [--head-dims 64,128] [--seqlens 2048,16384] [--iters 20]
     python3 bench/tune_bwd.py --device cpu --quick     # smoke test, CPU runner, < 1 min
     python3 bench/tune_bwd.py --grid       # the table pair beside DKDV_GRID (dkdv warp grids)
+    python3 bench/tune_bwd.py --head-dims 32,256 --seqlens 4096 --list   # the columns, no GPU
 
 --device cpu runs the same candidates' kernels on the CPU runner at a tiny
 shape and checks them against a float64 reference (the times there mean
@@ -53,6 +56,9 @@ HIDDEN = 2048
 # each with the head dims it is tried at (ptxas sm_90a/sm_80 spills, f16,
 # 2026-12-01: the others spill hundreds of bytes or do not compile: 8 warps
 # cannot split the fused kernel's 64 dQᵀ rows at d64).
+# An optional third field is the kernel's SPLIT_D (FlashBwdConfig.dq_split,
+# dkdv_split, atomic_split: programs per block, each 1/split of the head_dim
+# columns; default 1).
 # dq: BLOCK_M query rows per program, loop over BLOCK_N keys.
 DQ = [
     ((64, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT
@@ -61,6 +67,10 @@ DQ = [
     ((128, 32, 8, 2, False), (64, 128)),
     ((128, 32, 4, 2, False), (64,)),      # 32 rows per warp: half the B-operand traffic
     ((64, 128, 4, 2, False), (64,)),      # run 2's d64 winner beside dkdv 64x64
+    # bwdwide (ptxas sm_90a PTX -> sm_90a, bf16, non-causal / causal spills,
+    # shared memory; unmeasured): D = 32 and 256
+    ((128, 64, 4, 2, False), (32,)),      # 32 query rows per warp
+    ((128, 32, 8, 2, False), (256,)),     # 0 / -, 192 KB (over sm_80's 163: sm_90a only)
 ]
 # dkdv and fused: BLOCK_N key rows per program, loop over BLOCK_M queries.
 # dkdv at num_stages 1: the schedule these were tuned with (Q and dO not
@@ -73,6 +83,9 @@ DKDV = [
     ((32, 128, 8, 1, False), (64, 128)),
     ((16, 128, 4, 1, False), (64,)),      # 32 key rows per warp
     ((32, 128, 4, 1, False), (64,)),
+    # bwdwide: BWD_WIDE's dK/dV (head_dim split over 2 programs): 0 / -, 112 KB
+    ((16, 64, 4, 2, False), (256,), 2),
+    ((32, 128, 4, 1, False), (32,)),      # the d64 table's: 0 / -, 4 KB
 ]
 FUSED = [
     ((16, 64, 4, 2, False), (64, 128)),   # BWD_DEFAULT.atomic
@@ -84,6 +97,10 @@ FUSED = [
     # 650 bytes of spills, yet 181 TFLOP/s in run 2; num_stages 1 since Q and dO are
     # prefetched across the dQ atomics (stages 2: 180 KB of shared, over sm_80's 163)
     ((64, 128, 8, 1, False), (128,)),
+    # bwdwide: BWD_WIDE's blocks with the head_dim split over 2 programs
+    # (each adds its half of dQᵀ): 0 / -, 106 KB; 7 matmuls' HMMAs per block
+    # pair instead of 5
+    ((16, 64, 4, 1, False), (256,), 2),
 ]
 # dkdv with a 2-D warp grid (FlashBwdConfig.dkdv_warps_n, the kernel's
 # WARPS_N): (config, warps_n, head dims). num_stages 2 prefetches Q and dO
@@ -114,6 +131,14 @@ DKDV_GRID = [
     # ring's spills (s2 above: 0 / 196; s1 unprefetched: 16 / -), 4 bar.sync
     ((64, 128, 8, 1, False, "row", "region-barriers=true prefetch-after-last-use=true"), 4,
      (128,)),                                                             # 0 / 0
+    # bwdwide, unmeasured (sm_90a PTX -> sm_90a spills non-causal / causal,
+    # shared memory): D = 256 at FA2's d256 blocks (64 x 64, 8 warps, 2 x 4),
+    # unsplit (BWD_WIDE splits the head_dim over 2 programs)
+    ((64, 64, 8, 1, False, "row", "region-barriers=true"), 4, (256,)),   # 0 / 4+4, 144 KB
+    ((64, 64, 8, 2, False, "row", "region-barriers=true"), 4, (256,)),   # 0 / -, 208 KB (sm_90a)
+    # D = 32
+    ((64, 128, 8, 2, False, "row", "region-barriers=true"), 2, (32,)),   # 0 / -, 64 KB
+    ((128, 128, 8, 2, False, "row", "region-barriers=true"), 4, (32,)),  # 0 / -, 112 KB
 ]
 # The fused kernel (atomic dQ, 5 matmuls) with its four dK/dV dots on a warp
 # grid (FlashBwdConfig.atomic_warps_n; the dQᵀ dot stays split-Q); sm_90
@@ -159,6 +184,22 @@ FUSED_GRID = [
     ((64, 128, 8, 1, False, *ALU), 4, (128,), 2),  # 48 / 48, 1-2 LDL per iteration
     ((32, 64, 4, 1, False, *ALU), 2, (128,), 2),   # 56 / -, none in the loops
     ((128, 128, 8, 1, False, *ALU), 4, (64,), 4),  # 72 / 120, 1-6 LDL
+    # bwdwide, unmeasured: D = 256 (head_dim 192 and 256) at FA2's d256
+    # blocks, 64 queries x 64 keys over 8 warps (its AtomLayoutMSdP 4, NdKV 2,
+    # MdQ 2: dK/dV dots on 2 x 4, dQᵀ on 4 x 2), unsplit: 5 matmuls' HMMAs
+    # (320 per iteration), 144 KB (fits sm_80's 163). sm_90a PTX -> sm_90a,
+    # spills non-causal / causal bytes (stores + loads), SASS per iteration:
+    ((64, 64, 8, 1, False, *RB), 4, (256,), 2),   # 24+28 / 8+8, 800 (LDL 2-4)
+    ((64, 64, 8, 1, False, *RB), 2, (256,), 2),   # 32+44 / 0, 873 (LDSM 192 vs 168)
+    ((64, 64, 8, 2, False, *RB), 4, (256,), 2),   # 52+80 / -, 208 KB (sm_90a only)
+    # D = 32: dQᵀ's 32 rows need a grid (atomic_dq_warps_n 2 at 4 warps, 4
+    # at 8; split-Q is refused, atomic_dq_fits). FA2's d32 blocks are 128 x
+    # 128 over 8 warps. All spill-free on sm_90a:
+    ((128, 128, 8, 2, False, *RB), 2, (32,), 4),  # 0 / 0, 112 KB
+    ((128, 128, 8, 2, False, *RB), 4, (32,), 4),  # 0 / -, 112 KB
+    ((64, 128, 8, 2, False, *RB), 2, (32,), 4),   # 0 / -, 64 KB
+    ((128, 64, 4, 2, False, *RB), 2, (32,), 2),   # 0 / -, 72 KB
+    ((64, 64, 4, 2, False, *RB), 2, (32,), 2),    # 0 / -, 40 KB
 ]
 
 
@@ -168,6 +209,28 @@ def fused_grid(entries=None):
     return [(e[0], e[1], e[2], e[3] if len(e) > 3 else 1) for e in (entries or FUSED_GRID)]
 QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10],
              fused_grid=FUSED_GRID[10:11])
+
+
+def tile_width(head_dim):
+    """D, the kernels' tile width: what a candidate's head dims name."""
+    return max(16, 1 << (int(head_dim) - 1).bit_length())
+
+
+def quick_lists(head_dims):
+    """--quick: QUICK, or where a head dim's D has none of QUICK's
+    candidates, the first two of each list that apply to it (one of the
+    grid lists)."""
+    lists = dict(dq=DQ, dkdv=DKDV, fused=FUSED, grid=DKDV_GRID, fused_grid=FUSED_GRID)
+    out = {k: list(v) for k, v in QUICK.items()}
+    dims_of = dict(dq=1, dkdv=1, fused=1, grid=2, fused_grid=2)
+    for d in head_dims:
+        D = tile_width(d)
+        for key, entries in lists.items():
+            if any(D in e[dims_of[key]] for e in out[key]):
+                continue
+            n = 1 if key in ("grid", "fused_grid") else 2
+            out[key] += [e for e in entries if D in e[dims_of[key]]][:n]
+    return out
 
 
 def flops(b, h, s, d, causal):
@@ -222,11 +285,13 @@ def main():
     parser.add_argument("--no-fused", action="store_true", help="pair candidates only")
     parser.add_argument("--columns", default=None,
                         help="only the candidates whose label matches this regex (and the table's pair)")
+    parser.add_argument("--list", action="store_true",
+                        help="print each (head dim, causal)'s columns (after --columns) and exit")
     parser.add_argument("--grid", action="store_true",
                         help="only the table's pair, DKDV_GRID and FUSED_GRID (warp grids, prefetch)")
     args = parser.parse_args()
     cpu = args.device == "cpu"
-    if not cpu and not torch.cuda.is_available():
+    if not cpu and not args.list and not torch.cuda.is_available():
         sys.exit("error: --device cuda needs a CUDA GPU (or pass --device cpu)")
     import tilec
     from tilec import flash_bwd as fb
@@ -238,17 +303,20 @@ def main():
                  .split(",")]
     causals = [bool(int(x)) for x in args.causal.split(",")]
     seqlens = [int(x) for x in args.seqlens.split(",")]
-    cand = QUICK if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED, grid=DKDV_GRID,
-                                         fused_grid=FUSED_GRID)
+    cand = quick_lists(head_dims) if args.quick else dict(dq=DQ, dkdv=DKDV, fused=FUSED,
+                                                          grid=DKDV_GRID, fused_grid=FUSED_GRID)
     if args.grid:
         cand = dict(dq=[], dkdv=[], fused=[], grid=cand["grid"], fused_grid=cand["fused_grid"])
     if args.no_pair:
         cand = dict(cand, dq=[], dkdv=[], grid=[])
     if args.no_fused:
         cand = dict(cand, fused=[], fused_grid=[])
-    dq_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dq"]]
-    dkdv_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["dkdv"]]
-    fused_cfgs = [(FlashConfig(*c), dims) for c, dims in cand["fused"]]
+    def split_list(entries):  # (FlashConfig, dims, split)
+        return [(FlashConfig(*e[0]), e[1], e[2] if len(e) > 2 else 1) for e in entries]
+
+    dq_cfgs = split_list(cand["dq"])
+    dkdv_cfgs = split_list(cand["dkdv"])
+    fused_cfgs = split_list(cand["fused"])
     grid_cfgs = [(FlashConfig(*c), wn, dims) for c, wn, dims in cand["grid"]]
     fused_grid_cfgs = [(FlashConfig(*c), wn, dqwn, dims)
                        for c, wn, dims, dqwn in fused_grid(cand.get("fused_grid", []) or [])]
@@ -256,28 +324,47 @@ def main():
         """The configuration flash_attn uses today (BWD_TABLE or BWD_DEFAULT)."""
         return strategy.flash_bwd_config(head_dim=d, causal=causal)
 
+    sp = lambda n: f"-split{n}" if n != 1 else ""
+
+    def fused_ok(cfg, d):
+        # the kernel's dQᵀ must split over its warps (fb.atomic_dq_fits);
+        # fb.fused_applies: head_dim <= 256
+        return fb.fused_applies(d) and fb.atomic_dq_fits(cfg, d)
+
     # Each candidate as (column, FlashBwdConfig, fused?): the table's pair,
     # then one kernel's blocks varied around it, then the fused kernel's.
+    # Candidates match by tile width D (a d96 call takes d128's, d192 d256's).
     def columns(d, causal):
         base = base_of(d, causal)
+        D = tile_width(d)
         cols = [("pair (table)", base, False)]
-        cols += [(f"dq {c.tag}", replace(base, dq=c), False) for c, dims in dq_cfgs
-                 if d in dims and c != base.dq]
-        cols += [(f"dkdv {c.tag}", replace(base, dkdv=c), False) for c, dims in dkdv_cfgs
-                 if d in dims and c != base.dkdv]
-        cols += [(f"dkdv {c.tag}-wn{wn}", replace(base, dkdv=c, dkdv_warps_n=wn), False)
+        cols += [(f"dq {c.tag}{sp(n)}", replace(base, dq=c, dq_split=n), False)
+                 for c, dims, n in dq_cfgs if D in dims and (c, n) != (base.dq, base.dq_split)]
+        cols += [(f"dkdv {c.tag}{sp(n)}", replace(base, dkdv=c, dkdv_split=n, dkdv_warps_n=1), False)
+                 for c, dims, n in dkdv_cfgs
+                 if D in dims and (c, n, 1) != (base.dkdv, base.dkdv_split, base.dkdv_warps_n)]
+        cols += [(f"dkdv {c.tag}-wn{wn}", replace(base, dkdv=c, dkdv_warps_n=wn, dkdv_split=1), False)
                  for c, wn, dims in grid_cfgs
-                 if d in dims and (c, wn) != (base.dkdv, base.dkdv_warps_n)]
-        cols += [(f"fused {c.tag}", replace(base, atomic=c), True) for c, dims in fused_cfgs
-                 if d in dims and 32 < d <= 128]
-        cols += [(f"fused {c.tag}-wn{wn}" + (f"-dqwn{dqwn}" if dqwn != 1 else ""),
-                  replace(base, atomic=c, atomic_warps_n=wn, atomic_dq_warps_n=dqwn), True)
-                 for c, wn, dqwn, dims in fused_grid_cfgs if d in dims and 32 < d <= 128]
+                 if D in dims and (c, wn, 1) != (base.dkdv, base.dkdv_warps_n, base.dkdv_split)]
+        cols += [(f"fused {c.tag}{sp(n)}", cfg, True) for c, dims, n in fused_cfgs
+                 for cfg in [replace(base, atomic=c, atomic_split=n, atomic_warps_n=1,
+                                     atomic_dq_warps_n=1)]
+                 if D in dims and fused_ok(cfg, d)]
+        cols += [(f"fused {c.tag}-wn{wn}" + (f"-dqwn{dqwn}" if dqwn != 1 else ""), cfg, True)
+                 for c, wn, dqwn, dims in fused_grid_cfgs
+                 for cfg in [replace(base, atomic=c, atomic_warps_n=wn, atomic_dq_warps_n=dqwn,
+                                     atomic_split=1)]
+                 if D in dims and fused_ok(cfg, d)]
         if args.columns:
             cols = [col for col in cols if col[0] == "pair (table)" or re.search(args.columns, col[0])]
         return cols
 
     name = "float16" if dtype == torch.float16 else "bfloat16"
+    if args.list:
+        for d in head_dims:
+            for causal in causals:
+                print(f"d{d} causal={causal}: " + "; ".join(c[0] for c in columns(d, causal)))
+        return 0
 
     def kernels(d, causal, cfg, fused):
         saved = dict(strategy.BWD_TABLE)
@@ -336,6 +423,7 @@ def main():
         if bf:
             cfg = replace(cfg, atomic=bf[1].atomic, atomic_warps_n=bf[1].atomic_warps_n,
                           atomic_dq_warps_n=bf[1].atomic_dq_warps_n,
+                          atomic_split=bf[1].atomic_split,
                           fused=not bp or bf[0] < bp[0])
         leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
         tl_ = [x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v)]
@@ -429,20 +517,22 @@ def main():
                     cells.append(txt)
                 # The best dq with the best dkdv (the table's where none was varied).
                 base = base_of(d, causal)
-                best_dq = min(((t, c.dq) for col, (t, c, f) in times.items()
-                               if col.startswith("dq ") or col == "pair (table)"),
-                              default=(None, base.dq), key=lambda x: x[0] or 0)[1]
-                best_dkdv, best_wn = min(((t, (c.dkdv, c.dkdv_warps_n)) for col, (t, c, f)
-                                          in times.items()
-                                          if col.startswith("dkdv ") or col == "pair (table)"),
-                                         default=(None, (base.dkdv, base.dkdv_warps_n)),
-                                         key=lambda x: x[0] or 0)[1]
-                pair = replace(base, dq=best_dq, dkdv=best_dkdv, dkdv_warps_n=best_wn)
+                best_dq, best_dqs = min(((t, (c.dq, c.dq_split)) for col, (t, c, f) in times.items()
+                                         if col.startswith("dq ") or col == "pair (table)"),
+                                        default=(None, (base.dq, base.dq_split)),
+                                        key=lambda x: x[0] or 0)[1]
+                best_dkdv, best_wn, best_dkdvs = min(
+                    ((t, (c.dkdv, c.dkdv_warps_n, c.dkdv_split)) for col, (t, c, f) in times.items()
+                     if col.startswith("dkdv ") or col == "pair (table)"),
+                    default=(None, (base.dkdv, base.dkdv_warps_n, base.dkdv_split)),
+                    key=lambda x: x[0] or 0)[1]
+                pair = replace(base, dq=best_dq, dq_split=best_dqs, dkdv=best_dkdv,
+                               dkdv_warps_n=best_wn, dkdv_split=best_dkdvs)
                 if (dq_cfgs or dkdv_cfgs or grid_cfgs) and not cpu:
                     txt, bad = run("pair best", pair, False)
                     bad_any |= bad
-                    cells.append(f"{txt} dq {best_dq.tag} dkdv {best_dkdv.tag}"
-                                 + (f"-wn{best_wn}" if best_wn != 1 else ""))
+                    cells.append(f"{txt} dq {best_dq.tag}{sp(best_dqs)} dkdv {best_dkdv.tag}"
+                                 + (f"-wn{best_wn}" if best_wn != 1 else "") + sp(best_dkdvs))
                 else:
                     cells.append("n/a")
                 if fa2_t and times:
@@ -492,10 +582,16 @@ def main():
         win = fused is not None and (pair[0] is None or fused[0] < pair[0])
         cfg = pair[1]
         parts = [f"dq={fc(cfg.dq)}", f"dkdv={fc(cfg.dkdv)}"]
+        if cfg.dq_split != 1:
+            parts.append(f"dq_split={cfg.dq_split}")
+        if cfg.dkdv_split != 1:
+            parts.append(f"dkdv_split={cfg.dkdv_split}")
         if cfg.dkdv_warps_n != 1:
             parts.append(f"dkdv_warps_n={cfg.dkdv_warps_n}")
         if fused:
             parts.append(f"atomic={fc(fused[1].atomic)}")
+            if fused[1].atomic_split != 1:
+                parts.append(f"atomic_split={fused[1].atomic_split}")
             if fused[1].atomic_warps_n != 1:
                 parts.append(f"atomic_warps_n={fused[1].atomic_warps_n}")
             if fused[1].atomic_dq_warps_n != 1:

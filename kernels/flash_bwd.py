@@ -344,6 +344,9 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         c0 = tl.program_id(2) * DS
     dk_acc = tl.zeros((BLOCK_N, DS), tl.float32)
     dv_acc = tl.zeros((BLOCK_N, DS), tl.float32)
+    kts = kt                                                # dQᵀ's A operand is Kᵀ of these columns
+    if ATOMIC_DQ and SPLIT_D > 1:
+        kts = tl.load(kv, (col0, c0), (BLOCK_N, DS))
     kq = (col0 - diag + tl.arange(0, BLOCK_N))[:, None]     # this program's keys (rows of Sᵀ), aligned
     if DROPOUT:
         keys = (col0 + tl.arange(0, BLOCK_N))[:, None]
@@ -385,10 +388,12 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             # converts (not BLOCK_M·D multiplies per iteration).
             # DQ_WARPS_N > 1: on a (NUM_WARPS / DQ_WARPS_N) x DQ_WARPS_N
             # grid (FA2's dQ atom layout), Kᵀ read transposed from K's tile.
-            dqt = tl.dot(tl.trans(kt), dst.to(DTYPE), tl.zeros((D, BLOCK_M), tl.float32),
+            # SPLIT_D > 1: this program adds dQᵀ's rows [c0, c0 + DS) only
+            # (Kᵀ of its columns), so the SPLIT_D programs add each element once.
+            dqt = tl.dot(tl.trans(kts), dst.to(DTYPE), tl.zeros((DS, BLOCK_M), tl.float32),
                          warps_n=DQ_WARPS_N)
             if VARLEN:
-                tl.atomic_add(dqtv, (0, row0), dqt)
+                tl.atomic_add(dqtv, (c0, row0), dqt)
             else:
                 # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), D, BLOCK_M):
                 # query block i's dQᵀ as one row-major D x BLOCK_M tile, so
@@ -398,6 +403,6 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                 # columns past head_dim are padding the caller drops).
                 blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * D),
                               (D, BLOCK_M), (BLOCK_M, 1))
-                tl.atomic_add(blk, (0, 0), dqt)
+                tl.atomic_add(blk, (c0, 0), dqt)
     tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
     tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))

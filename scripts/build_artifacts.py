@@ -161,14 +161,17 @@ def build_variants(out, fixed, head_dims, args, tilec, compiler, tl, strategy, f
 def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
     """flash_bwd_dq_* and flash_bwd_dkdv_* for every (dtype, head_dim, causal),
     with the configuration tilec.flash_bwd would launch."""
-    from tilec.flash_bwd import flash_bwd_kernels, preprocess_kernel
+    from tilec import strategy
+    from tilec.flash_bwd import atomic_dq_fits, flash_bwd_kernels, preprocess_kernel
 
     failed = 0
     for dtype in ("float16", "bfloat16"):
         for head_dim in head_dims:
             for causal in (False, True):
                 kernels = list(flash_bwd_kernels(dtype, head_dim, causal)[:2])
-                if 32 < head_dim <= 128:  # the fused atomic-dQ kernel (atomic_dq=True)
+                # the fused atomic-dQ kernel (atomic_dq=True), where its dQᵀ fits
+                if atomic_dq_fits(strategy.flash_bwd_config(head_dim=head_dim, causal=causal),
+                                  head_dim):
                     kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
                     if not causal:  # and its preprocess (Delta, lse2)
                         kernels.append(preprocess_kernel(dtype, head_dim))

@@ -49,6 +49,14 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
                                                 ("ALIBI", alibi), ("VARLEN", varlen),
                                                 ("DROPOUT", dropout)) if on})
     if atomic_dq:
+        if not atomic_dq_fits(cfg, head_dim):
+            a = cfg.atomic
+            raise TilecValueError(
+                f"flash_attn backward: atomic_dq at head_dim {head_dim}: the fused kernel's dQᵀ "
+                f"({_tile_width(head_dim) // cfg.atomic_split} head-dim rows per program) does not "
+                f"split into 16-row blocks over its {a.num_warps // cfg.atomic_dq_warps_n} rows "
+                f"of warps ({a.num_warps} warps, atomic_dq_warps_n {cfg.atomic_dq_warps_n}); "
+                "strategy.flash_bwd_config has no fused configuration for this head_dim")
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True)
     else:
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv"))
@@ -184,9 +192,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     with f32 atomics in no fixed order into a blocked f32 buffer
     (kernels/flash_bwd.py): atomic_dq=None (the default) takes it where
     strategy's table says it is faster (FlashBwdConfig.fused) and it applies
-    (fused_applies: head_dim 40 to 128, no window, softcap, ALiBi, varlen or
-    dropout); atomic_dq=True forces it (deterministic=False; head_dim 40 to
-    128), False forces the pair. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
+    (fused_applies: head_dim up to 256, no window, softcap, ALiBi, varlen or
+    dropout; atomic_dq_fits: the entry's dQᵀ splits over its warps);
+    atomic_dq=True forces it (deterministic=False; an error where the
+    configuration's dQᵀ does not fit), False forces the pair. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
     forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
     mask from them (out must be the dropped forward's output).
     """
@@ -212,14 +221,11 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                                                         alibi_slopes, varlen, dropout_p)
         if atomic_dq:
             table = strategy.flash_bwd_config(head_dim=q.shape[-1], causal=causal)
-            atomic_dq = table.fused and k.shape[-3] >= table.fused_min_seqlen_k
+            atomic_dq = (table.fused and k.shape[-3] >= table.fused_min_seqlen_k
+                         and atomic_dq_fits(table, q.shape[-1]))
     if atomic_dq and deterministic:
         raise TilecValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
                               "deterministic=False with it")
-    if atomic_dq and not 32 < q.shape[-1] <= 128:
-        # dQᵀ's rows are the head_dim (padded to 64 or 128), split over 4 warps.
-        raise TilecValueError("flash_attn backward: atomic_dq supports head_dim 40 to 128, got "
-                              f"{q.shape[-1]}")
     hq, d = q.shape[-2:]
     hk = k.shape[-2]
     if varlen:
@@ -389,10 +395,28 @@ def _preprocess(dout, out, lse, dtype, head_dim, on_gpu):
 def fused_applies(head_dim, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, varlen=False,
                   dropout_p=0.0):
     """Whether deterministic=False may take the fused atomic-dQ kernel by
-    default: head_dim 40 to 128 (dQᵀ's rows over the warps), and the plain or
-    causal mask only (the variants keep the pair until timed)."""
-    return (32 < int(head_dim) <= 128 and tuple(window_size) == (-1, -1) and not softcap
+    default: any head_dim up to 256 whose table entry says fused (and whose
+    configuration fits, atomic_dq_fits), and the plain or causal mask only
+    (the variants keep the pair until timed)."""
+    return (int(head_dim) <= 256 and tuple(window_size) == (-1, -1) and not softcap
             and alibi_slopes is None and not varlen and not dropout_p)
+
+
+def _tile_width(head_dim):
+    """D: head_dim padded to a power of two, at least 16 (the kernels' tiles)."""
+    return max(16, 1 << (int(head_dim) - 1).bit_length())
+
+
+def atomic_dq_fits(cfg, head_dim):
+    """Whether FlashBwdConfig `cfg`'s fused kernel can place its dQᵀ dot at
+    `head_dim`: dQᵀ has D / atomic_split head-dim rows per program (D the
+    padded tile width), split over num_warps / atomic_dq_warps_n rows of
+    warps in blocks of 16 (mma's m). Split-Q over 4 warps needs D >= 64 (the
+    old 40-to-128 rule); D = 32 needs a grid (atomic_dq_warps_n 2 at 4
+    warps, 4 at 8)."""
+    rows = _tile_width(head_dim) // cfg.atomic_split
+    warp_rows = cfg.atomic.num_warps // cfg.atomic_dq_warps_n
+    return rows >= 16 * warp_rows and rows % (16 * warp_rows) == 0
 
 
 def _dq_from_accum(dq_accum, like, varlen, scale):

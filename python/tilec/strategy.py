@@ -493,8 +493,11 @@ class FlashBwdConfig:
 # feed one dot each and were always prefetched. dq's 2 prefetches K and V
 # (K feeds two dots too).
 BWD_DEFAULT = FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 64, 4, 1, False))
+# BWD_WIDE's fused kernel (atomic_dq=True forced, deterministic=False) splits
+# the head_dim over 2 programs as its dkdv does, each adding its half of dQᵀ
+# (64 keys x 16 queries over 4 warps, s1: sm_90a 0 bytes of spills, 106 KB).
 BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(16, 64, 4, 2, False),
-                          dkdv_split=2)
+                          dkdv_split=2, atomic=FlashConfig(16, 64, 4, 1, False), atomic_split=2)
 # Tuned on the H200 (bench/tune_bwd.py, runs 2-3 of session 8, bf16, 16k
 # tokens; whole output: bench/RESULTS.md "Backward tuning"). The pair: dkdv
 # 128 keys x 32 queries over 4 warps (32 key rows per warp: half the
@@ -528,6 +531,30 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 # per key block: the pair's dq kernel splits it finer), so causal calls of
 # fewer than 4096 keys keep the pair (fused_min_seqlen_k).
 _FUSED_D128 = FlashConfig(64, 128, 8, 2, False, "row", "region-barriers=true")
+# D = 32 and D = 256 (keyed by the padded tile width D: head_dim 192 runs
+# D = 256's, 17-32 D = 32's once flash_bwd_config looks D up), UNMEASURED
+# (bwdwide, 2026-12-03: chosen from ptxas sm_90a PTX -> sm_90a, bf16;
+# bench/tune_bwd.py's bwdwide candidates are to confirm them on the H200).
+# Before: d32 BWD_DEFAULT's pair 127 / 133 TFLOP/s (FA2 215 / 185), d256
+# BWD_WIDE's 137 / 123 (FA2 253 / 231).
+# D = 256, FA2's d256 blocks: 64 queries x 64 keys over 8 warps, the dK/dV
+# dots on a 2 x 4 grid (atomic_warps_n 4), dQᵀ on 4 x 2 (atomic_dq_warps_n
+# 2), unsplit (5 matmuls' HMMAs: 320 per iteration), s1: 144 KB of shared
+# memory (inside sm_80's 163), 255 registers, spills 24+28 bytes (causal
+# 8+8), 2-4 LDL per iteration, 800 SASS instructions per iteration; the
+# pair's dK/dV kernel on the same grid: no spills (causal 4+4), 144 KB; dq
+# BWD_WIDE's 64 x 32 (no spills, 128 KB). BWD_WIDE's pair split the head_dim
+# over 2 programs (S and dP computed twice).
+# D = 32, FA2's d32 blocks: 128 x 128 over 8 warps, dK/dV dots on 4 x 2
+# (atomic_warps_n 2), dQᵀ's 32 rows on 2 x 4 (atomic_dq_warps_n 4; split-Q
+# cannot place them), s2: no spills, 112 KB; the pair: d64's dkdv (128 keys
+# x 32 queries over 4 warps, no spills) and BWD_DEFAULT's dq.
+_FUSED_D256 = FlashConfig(64, 64, 8, 1, False, "row", "region-barriers=true")
+_FUSED_D32 = FlashConfig(128, 128, 8, 2, False, "row", "region-barriers=true")
+_PAIR_D256 = dict(dq=FlashConfig(64, 32, 4, 2, False), dkdv=_FUSED_D256, dkdv_warps_n=4,
+                  atomic=_FUSED_D256, atomic_warps_n=4, atomic_dq_warps_n=2, fused=True)
+_PAIR_D32 = dict(dq=FlashConfig(64, 64, 4, 2, False), dkdv=FlashConfig(32, 128, 4, 1, False),
+                 atomic=_FUSED_D32, atomic_warps_n=2, atomic_dq_warps_n=4, fused=True)
 BWD_TABLE = {
     ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(32, 128, 4, 1, False),
@@ -543,6 +570,11 @@ BWD_TABLE = {
                                          dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                          atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
                                          fused=True, fused_min_seqlen_k=4096),
+    # UNMEASURED (see above); causal's 4096-key threshold copied from d128's.
+    ("sm_80", 32, False): FlashBwdConfig(**_PAIR_D32),
+    ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),
+    ("sm_80", 256, False): FlashBwdConfig(**_PAIR_D256),
+    ("sm_80", 256, True): FlashBwdConfig(**_PAIR_D256, fused_min_seqlen_k=4096),
 }
 
 

@@ -362,9 +362,76 @@ def test_atomic_dq_errors():
     lse = torch.zeros(1, 2, 8)
     with pytest.raises(ValueError, match=r"atomic_dq adds dQ in no fixed order; pass deterministic=False"):
         _flash_attn_backward(dout, q, k, v, q, lse, atomic_dq=True)
-    q, k, v, dout = inputs(1, 8, 8, 2, 2, 160)
-    with pytest.raises(ValueError, match=r"atomic_dq supports head_dim 40 to 128, got 160"):
+    # head_dim 16: BWD_DEFAULT's fused blocks split dQᵀ's 16 rows over 4 warps
+    q, k, v, dout = inputs(1, 8, 8, 2, 2, 16)
+    with pytest.raises(ValueError, match=r"atomic_dq at head_dim 16: the fused kernel's dQᵀ \(16 "
+                                         r"head-dim rows per program\) does not split"):
         _flash_attn_backward(dout, q, k, v, q, lse, deterministic=False, atomic_dq=True)
+
+
+def test_atomic_dq_fits():
+    """Which fused configurations can place dQᵀ (D / atomic_split rows over
+    num_warps / atomic_dq_warps_n rows of warps, 16 each)."""
+    from dataclasses import replace
+
+    from tilec import strategy
+    from tilec.flash_bwd import atomic_dq_fits, fused_applies
+
+    cfg = strategy.BWD_DEFAULT                        # 4 warps, split-Q
+    assert [atomic_dq_fits(cfg, d) for d in (16, 32, 40, 64, 128, 256)] == \
+        [False, False, True, True, True, True]
+    eight = replace(cfg, atomic=strategy.FlashConfig(64, 128, 8, 2, False))
+    assert not atomic_dq_fits(eight, 64) and atomic_dq_fits(eight, 128)
+    assert atomic_dq_fits(replace(eight, atomic_dq_warps_n=4), 32)
+    assert not atomic_dq_fits(replace(eight, atomic_dq_warps_n=2), 32)
+    assert atomic_dq_fits(replace(eight, atomic_split=2), 256)
+    assert not atomic_dq_fits(replace(eight, atomic_split=2), 128)
+    assert fused_applies(32) and fused_applies(256) and not fused_applies(288)
+    assert not fused_applies(256, softcap=1.0)
+
+
+@pytest.mark.parametrize("head_dim", [32, 192, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_d32_d256_table_entries_match_float64(monkeypatch, head_dim, causal):
+    """BWD_TABLE's D = 32 and D = 256 entries (bwdwide; head_dim 192 given
+    D = 256's, as flash_bwd_config's lookup by tile width does): the fused
+    kernel (FA2's blocks on warp grids, dQᵀ's 32 rows on a 2 x 4 grid at
+    D = 32) and the pair, against float64, both orders of seqlen_q !=
+    seqlen_k, GQA. The CPU runner ignores layouts: it checks the kernels'
+    tiles and plumbing; tests/python/test_flash_bwd_grid.py runs the warp
+    grids on a GPU."""
+    from tilec import strategy
+    from tilec.flash_bwd import _tile_width
+
+    cfg = strategy.flash_bwd_config(head_dim=_tile_width(head_dim), causal=causal)
+    assert cfg.fused and cfg.atomic_split == 1
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", head_dim, causal), cfg)
+    for sq, sk in ((70, 100), (100, 70)):
+        q, k, v, dout = inputs(1, sq, sk, 2, 1, head_dim)
+        out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(head_dim), causal)
+        for fused in (False, True):
+            got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal,
+                                       deterministic=not fused, atomic_dq=fused)
+            check_grads(got, refs, torch.float16,
+                        f"d{head_dim} causal={causal} {sq}x{sk} {'fused' if fused else 'pair'}")
+
+
+@pytest.mark.parametrize("head_dim", [160, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_kernel_split_over_programs_adds_each_dq_once(monkeypatch, head_dim, causal):
+    """The fused kernel with the head_dim split over programs (atomic_split
+    2, BWD_WIDE.atomic: what atomic_dq=True runs above 128 without a table
+    entry): each of the two programs of a key block adds its own half of
+    dQᵀ's rows (before bwdwide both added all of them: dQ twice)."""
+    from tilec import strategy
+
+    assert strategy.BWD_WIDE.atomic_split == 2
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", head_dim, causal), strategy.BWD_WIDE)
+    q, k, v, dout = inputs(1, 70, 90, 2, 1, head_dim)
+    out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(head_dim), causal)
+    got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal,
+                               deterministic=False, atomic_dq=True)
+    check_grads(got, refs, torch.float16, f"d{head_dim} causal={causal} split 2")
 
 
 def _leaves(*tensors):

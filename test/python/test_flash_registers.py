@@ -187,3 +187,38 @@ def test_d64_window_config_does_not_spill(causal, gpu):
         spills = image["ptxas_info"]["spill_stores"] + image["ptxas_info"]["spill_loads"]
     bound = 16 if gpu == "sm_90" and not causal else 0
     assert spills <= bound, f"{kernel.name} on {gpu}: {spills} bytes of spills"
+
+
+def _bwd_spills(kernel):
+    """{arch: spill stores + loads} of a backward kernel's sm_80 PTX
+    assembled for sm_80 and sm_90."""
+    [result] = compiler.compile(kernel.ir, kernel.source_name, arch="sm_80",
+                                num_warps=kernel.num_warps, num_stages=kernel.num_stages,
+                                smem_epilogue=kernel.smem_epilogue,
+                                lowering_options=kernel.strategy.lowering_options,
+                                extra_sass=("sm_90",))
+    if not result["cubin"]:
+        pytest.skip("ptxas (CUDA toolkit) not found: no register report")
+    manifest = json.loads(result["manifest"])
+    infos = (("sm_80", manifest["ptxas_info"]), ("sm_90", manifest["sass"][0]["ptxas_info"]))
+    return {gpu: info["spill_stores"] + info["spill_loads"] for gpu, info in infos}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [32, 256])
+def test_backward_d32_d256_table_kernels_spill_little(head_dim, causal):
+    """BWD_TABLE's D = 32 and D = 256 entries (bwdwide, unmeasured on a GPU
+    yet): the pair's dq and dkdv and the fused kernel (FA2's d32 / d256
+    blocks on warp grids), sm_80 PTX for sm_80 and sm_90 (ptxas 13,
+    2026-12-03): nothing spills on sm_80; on sm_90 the d256 fused kernel
+    8+8 bytes (causal 0) and d256's causal dkdv 4+4. (The sm_90a PTX the
+    H200 compiles in process: fused 24+28 / 8+8.) Bounds keep a lowering
+    change from growing them unnoticed."""
+    from tilec.flash_bwd import flash_bwd_kernels
+
+    kdq, kdkdv, _ = flash_bwd_kernels("bfloat16", head_dim, causal)
+    fused = flash_bwd_kernels("bfloat16", head_dim, causal, atomic_dq=True)[1]
+    bound = {32: 0, 256: 32}[head_dim]
+    for kernel, limit in ((kdq, 0), (kdkdv, bound), (fused, bound)):
+        spills = _bwd_spills(kernel)
+        assert max(spills.values()) <= limit, f"{kernel.name}: {spills} bytes of spills"
