@@ -15,7 +15,14 @@ two kernels that need no atomics, so the gradients are deterministic:
   buffer with tl.atomic_add (unscaled: the caller's conversion multiplies by
   scale; not deterministic; Delta and lse2 then come from
   the caller, not from the dq kernel). The buffer is blocked, (batch, heads,
-  cdiv(seqlen_q, BLOCK_M), D, BLOCK_M) (varlen: (total_q, heads, head_dim)).
+  cdiv(seqlen_q, BLOCK_M), R, BLOCK_M) (varlen: (total_q, heads, head_dim)),
+  R the head-dim rows: D, or the pieces' total below.
+
+Head dims that are not powers of two are computed in power-of-two column
+pieces, as the forward's (strategy.bwd_head_dim_pieces: d96 = 64 + 32,
+d192 = 128 + 64): per-piece loads, S/dP (and their transposes) summed over
+the pieces' dots, one dQ/dK/dV accumulator and one fused dQᵀ dot per piece.
+SPLIT_D > 1 keeps one padded tile (its columns start at a run-time offset).
 
 DQ_WARPS_N > 1 (ATOMIC_DQ): the dQᵀ dot on its own grid, head_dim rows x
 query columns (1: split-Q over head_dim rows).
@@ -68,7 +75,7 @@ import math
 import tilec
 from tilec import kernel_files
 from tilec import language as tl
-from tilec.strategy import Strategy
+from tilec.strategy import Strategy, bwd_head_dim_pieces, dot_warps_n
 
 _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
@@ -115,6 +122,24 @@ def probabilities(s, mask, l2, c, scale, softcap, slope, rows, kq, CAUSAL, SOFTC
     return tl.exp2(s * c - l2), t
 
 
+def dot_sum(a_pieces, b_pieces, warps_n=1):
+    """A·Bᵀ from head-dim pieces (tuples of tiles, piece i of A and of B
+    holding the same columns): Σ_i a_i·b_iᵀ into one accumulator (S, dP and
+    their transposes: the head dim is their k-dim)."""
+    acc = tl.dot(a_pieces[0], b_pieces[0], trans_b=True, warps_n=warps_n)
+    for a, b in zip(a_pieces[1:], b_pieces[1:]):
+        acc = tl.dot(a, b, acc, trans_b=True, warps_n=warps_n)
+    return acc
+
+
+def rowsum_product(x_pieces, y_pieces):
+    """rowsum(X ∘ Y) in f32 over head-dim pieces (Delta = rowsum(dO ∘ O))."""
+    acc = tl.sum(x_pieces[0].to(tl.float32) * y_pieces[0].to(tl.float32), 1)
+    for x, y in zip(x_pieces[1:], y_pieces[1:]):
+        acc = acc + tl.sum(x.to(tl.float32) * y.to(tl.float32), 1)
+    return acc
+
+
 def _pre_name(DTYPE, HEAD_DIM, **_):
     return f"flash_bwd_preprocess_{DTYPE.name}_d{HEAD_DIM}"
 
@@ -143,10 +168,10 @@ def flash_bwd_preprocess(o: tl.ptr(DTYPE), do: tl.ptr(DTYPE), lse: tl.ptr(tl.flo
     lsev = tl.view(lse + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     deltav = tl.view(delta + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     lse2v = tl.view(lse2 + (b * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
-    D = max(16, tl.next_power_of_2(HEAD_DIM))
-    ot = tl.load(ov, (row0, 0), (BLOCK_M, D))
-    dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
-    tl.store(deltav, (row0,), tl.sum(dot.to(tl.float32) * ot.to(tl.float32), 1))
+    PIECES = bwd_head_dim_pieces(HEAD_DIM)                  # as the forward's (d96 = 64 + 32)
+    ots = [tl.load(ov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
+    dots = [tl.load(dov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
+    tl.store(deltav, (row0,), rowsum_product(dots, ots))
     li = tl.load(lsev, (row0,), (BLOCK_M,))
     li = tl.where(li == float("-inf"), float("inf"), li)
     tl.store(lse2v, (row0,), li * LOG2E)
@@ -211,14 +236,20 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     deltav = tl.view(delta + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     lse2v = tl.view(lse2 + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     D = max(16, tl.next_power_of_2(HEAD_DIM))
+    # The head dim in power-of-two column pieces (pc, pw), as the forward's
+    # (strategy.bwd_head_dim_pieces: d96 = 64 + 32, d192 = 128 + 64; a power
+    # of two, or SPLIT_D > 1, is one tile of width D): Q, dO, O, K, V are
+    # loaded per piece, S and dP sum the pieces' dots, dQ keeps one
+    # accumulator per piece. The views bound the columns past HEAD_DIM.
+    PIECES = bwd_head_dim_pieces(HEAD_DIM, SPLIT_D)
     slope = None
     if ALIBI:
         slope = tl.load(alibi + (b * stride_alibi_b + h))
-    qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
-    dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
+    qts = [tl.load(qv, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
+    dots = [tl.load(dov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
     # Delta_i = rowsum(dO_i ∘ O_i), in f32 (the preprocess of Algorithm 2).
-    ot = tl.load(ov, (row0, 0), (BLOCK_M, D))
-    di = tl.sum(dot.to(tl.float32) * ot.to(tl.float32), 1)
+    ots = [tl.load(ov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
+    di = rowsum_product(dots, ots)
     tl.store(deltav, (row0,), di)
     li = tl.load(lsev, (row0,), (BLOCK_M,))
     li = tl.where(li == float("-inf"), float("inf"), li)    # a row with no key: P = 0
@@ -231,22 +262,22 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     c0 = 0
     if SPLIT_D > 1:
         c0 = tl.program_id(2) * DS
-    acc = tl.zeros((BLOCK_M, DS), tl.float32)
+    accs = [tl.zeros((BLOCK_M, pw // SPLIT_D), tl.float32) for pc, pw in PIECES]
     rows = (row0 + tl.arange(0, BLOCK_M))[:, None]
     if DROPOUT:
         rp = 1.0 / (1.0 - dropout_p)
     for j in range(0, tl.cdiv(seqlen_k, BLOCK_N)):
         col0 = j * BLOCK_N
-        kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
-        vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
-        s = tl.dot(qt, kt, trans_b=True)                    # S = Q·Kᵀ
+        kts = [tl.load(kv, (col0, pc), (BLOCK_N, pw)) for pc, pw in PIECES]
+        vts = [tl.load(vv, (col0, pc), (BLOCK_N, pw)) for pc, pw in PIECES]
+        s = dot_sum(qts, kts)                               # S = Q·Kᵀ
         kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
         mask = kq < seqlen_q                                # keys past seqlen_k do not exist
         if CAUSAL or WINDOW:
             mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
         p, t = probabilities(s, mask, l2[:, None], c, scale, softcap, slope, rows, kq,
                              CAUSAL, SOFTCAP, ALIBI)        # P = exp(scale·S − lse)
-        dp = tl.dot(dot, vt, trans_b=True)                  # dP = dO·Vᵀ
+        dp = dot_sum(dots, vts)                             # dP = dO·Vᵀ
         if DROPOUT:  # the forward's mask, regenerated: dP of P ∘ Z, Z = keep / (1 - p)
             keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows,
                                 (col0 + tl.arange(0, BLOCK_N))[None, :], max_q, max_k)
@@ -254,11 +285,12 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         ds = p * (dp - di[:, None])                         # dS = P ∘ (dP − Delta)
         if SOFTCAP:                                         # through softcap·tanh(·/softcap)
             ds = ds * (1.0 - t * t)
-        ks = kt
+        ks = kts
         if SPLIT_D > 1:
-            ks = tl.load(kv, (col0, c0), (BLOCK_N, DS))
-        acc = tl.dot(ds.to(DTYPE), ks, acc)                 # dQ += dS·K
-    tl.store(dqv, (row0, c0), (acc * scale).to(DTYPE))
+            ks = [tl.load(kv, (col0, c0), (BLOCK_N, DS))]
+        accs = [tl.dot(ds.to(DTYPE), kt, acc) for kt, acc in zip(ks, accs)]  # dQ += dS·K
+    for (pc, pw), acc in zip(PIECES, accs):
+        tl.store(dqv, (row0, c0 if SPLIT_D > 1 else pc), (acc * scale).to(DTYPE))
 
 
 @tilec.jit(grid=("cdiv(seqlen_k, BLOCK_N)", "batch * num_heads", "SPLIT_D"), name=_dkdv_name,
@@ -325,6 +357,22 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     lse2v = tl.view(lse2 + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     deltav = tl.view(delta + (bq * stride_lseb + h * stride_lseh), (seqlen_q,), (1,))
     D = max(16, tl.next_power_of_2(HEAD_DIM))
+    # The head dim in power-of-two column pieces (pc, pw), as the forward's
+    # (strategy.bwd_head_dim_pieces: d96 = 64 + 32, d192 = 128 + 64; a power
+    # of two, SPLIT_D > 1, or a piece whose dots have no warp grid: one tile
+    # of width D): K, V, Q, dO are loaded per piece, Sᵀ and dPᵀ sum the
+    # pieces' dots, dK and dV keep one accumulator per piece, and the fused
+    # kernel adds one dQᵀ per piece (its head-dim rows). WN, DQWN: each
+    # piece's warp grid for its dK/dV and dQᵀ dots (strategy.dot_warps_n:
+    # WARPS_N / DQ_WARPS_N where the piece's width allows).
+    PIECES = bwd_head_dim_pieces(HEAD_DIM, SPLIT_D, NUM_WARPS, BLOCK_N, WARPS_N,
+                                 BLOCK_M if ATOMIC_DQ else 0, DQ_WARPS_N)
+    WN = [dot_warps_n(BLOCK_N, pw // SPLIT_D, NUM_WARPS, WARPS_N) for pc, pw in PIECES]
+    DQWN = [dot_warps_n(pw // SPLIT_D, BLOCK_M, NUM_WARPS, DQ_WARPS_N) if ATOMIC_DQ else 1
+            for pc, pw in PIECES]
+    # The fused kernel's blocked dq_accum: R head-dim rows per query block
+    # (the pieces' total: head_dim rounded up to 16, or D for one tile).
+    R = PIECES[-1][0] + PIECES[-1][1]
     if ATOMIC_DQ and VARLEN:
         # dQᵀ of this (sequence, head): element (d, i) is dq_accum[bq + i, h, d].
         dqtv = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah), (HEAD_DIM, seqlen_q),
@@ -332,8 +380,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     slope = None
     if ALIBI:
         slope = tl.load(alibi + (b * stride_alibi_b + h))
-    kt = tl.load(kv, (col0, 0), (BLOCK_N, D))
-    vt = tl.load(vv, (col0, 0), (BLOCK_N, D))
+    kps = [tl.load(kv, (col0, pc), (BLOCK_N, pw)) for pc, pw in PIECES]
+    vps = [tl.load(vv, (col0, pc), (BLOCK_N, pw)) for pc, pw in PIECES]
     c = scale * LOG2E
     # SPLIT_D > 1 (head_dim > 128): program_id(2) owns head_dim columns
     # [c0, c0 + DS) of dK and dV, so its accumulators stay 2·BLOCK_N·DS f32;
@@ -342,45 +390,46 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     c0 = 0
     if SPLIT_D > 1:
         c0 = tl.program_id(2) * DS
-    dk_acc = tl.zeros((BLOCK_N, DS), tl.float32)
-    dv_acc = tl.zeros((BLOCK_N, DS), tl.float32)
-    kts = kt                                                # dQᵀ's A operand is Kᵀ of these columns
+    dk_accs = [tl.zeros((BLOCK_N, pw // SPLIT_D), tl.float32) for pc, pw in PIECES]
+    dv_accs = [tl.zeros((BLOCK_N, pw // SPLIT_D), tl.float32) for pc, pw in PIECES]
+    kts = kps                                               # dQᵀ's A operands are Kᵀ of these columns
     if ATOMIC_DQ and SPLIT_D > 1:
-        kts = tl.load(kv, (col0, c0), (BLOCK_N, DS))
+        kts = [tl.load(kv, (col0, c0), (BLOCK_N, DS))]
     kq = (col0 - diag + tl.arange(0, BLOCK_N))[:, None]     # this program's keys (rows of Sᵀ), aligned
     if DROPOUT:
         keys = (col0 + tl.arange(0, BLOCK_N))[:, None]
         rp = 1.0 / (1.0 - dropout_p)
     for i in range(0, tl.cdiv(seqlen_q, BLOCK_M)):
         row0 = i * BLOCK_M
-        qt = tl.load(qv, (row0, 0), (BLOCK_M, D))
-        dot = tl.load(dov, (row0, 0), (BLOCK_M, D))
+        qps = [tl.load(qv, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
+        dops = [tl.load(dov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
         l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
         di = tl.load(deltav, (row0,), (BLOCK_M,))
-        st = tl.dot(kt, qt, trans_b=True, warps_n=WARPS_N)  # Sᵀ = K·Qᵀ
+        st = dot_sum(kps, qps, WARPS_N)                     # Sᵀ = K·Qᵀ
         rows = (row0 + tl.arange(0, BLOCK_M))[None, :]      # the queries: columns of Sᵀ
         mask = rows < seqlen_q
         if CAUSAL or WINDOW:
             mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
         pt, tt = probabilities(st, mask, l2[None, :], c, scale, softcap, slope, rows, kq,
                                CAUSAL, SOFTCAP, ALIBI)      # Pᵀ
-        qs, dos = qt, dot
+        qs, dos = qps, dops
         if SPLIT_D > 1:
-            qs = tl.load(qv, (row0, c0), (BLOCK_M, DS))
-            dos = tl.load(dov, (row0, c0), (BLOCK_M, DS))
+            qs = [tl.load(qv, (row0, c0), (BLOCK_M, DS))]
+            dos = [tl.load(dov, (row0, c0), (BLOCK_M, DS))]
         if DROPOUT:  # the forward's mask, regenerated (transposed counters)
             keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows, keys, max_q, max_k)
-            dv_acc = tl.dot(tl.where(keep, pt * rp, 0.0).to(DTYPE), dos, dv_acc,
-                            warps_n=WARPS_N)                # dV += (P∘Z)ᵀ·dO
+            ptd = tl.where(keep, pt * rp, 0.0).to(DTYPE)    # dV += (P∘Z)ᵀ·dO
         else:
-            dv_acc = tl.dot(pt.to(DTYPE), dos, dv_acc, warps_n=WARPS_N)  # dV += Pᵀ·dO
-        dpt = tl.dot(vt, dot, trans_b=True, warps_n=WARPS_N)  # dPᵀ = V·dOᵀ
+            ptd = pt.to(DTYPE)                              # dV += Pᵀ·dO
+        dv_accs = [tl.dot(ptd, dop, acc, warps_n=wn) for dop, acc, wn in zip(dos, dv_accs, WN)]
+        dpt = dot_sum(vps, dops, WARPS_N)                   # dPᵀ = V·dOᵀ
         if DROPOUT:
             dpt = tl.where(keep, dpt * rp, 0.0)
         dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
         if SOFTCAP:
             dst = dst * (1.0 - tt * tt)
-        dk_acc = tl.dot(dst.to(DTYPE), qs, dk_acc, warps_n=WARPS_N)  # dK += dSᵀ·Q
+        dk_accs = [tl.dot(dst.to(DTYPE), qp, acc, warps_n=wn)
+                   for qp, acc, wn in zip(qs, dk_accs, WN)]  # dK += dSᵀ·Q
         if ATOMIC_DQ:
             # FA2's dQ: dQ_iᵀ += Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
             # split over the warps), added atomically into f32 dq_accum;
@@ -390,19 +439,23 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
             # grid (FA2's dQ atom layout), Kᵀ read transposed from K's tile.
             # SPLIT_D > 1: this program adds dQᵀ's rows [c0, c0 + DS) only
             # (Kᵀ of its columns), so the SPLIT_D programs add each element once.
-            dqt = tl.dot(tl.trans(kts), dst.to(DTYPE), tl.zeros((DS, BLOCK_M), tl.float32),
-                         warps_n=DQ_WARPS_N)
-            if VARLEN:
-                tl.atomic_add(dqtv, (c0, row0), dqt)
-            else:
-                # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), D, BLOCK_M):
-                # query block i's dQᵀ as one row-major D x BLOCK_M tile, so
-                # each thread's accumulator pairs are adjacent (one
-                # red.global.add.v2.f32 on sm_90) and the tile lies inside
-                # its view (no bounds predicates; rows past seqlen_q and
-                # columns past head_dim are padding the caller drops).
-                blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * D),
-                              (D, BLOCK_M), (BLOCK_M, 1))
-                tl.atomic_add(blk, (c0, 0), dqt)
-    tl.store(dkv, (col0, c0), (dk_acc * scale).to(DTYPE))
-    tl.store(dvv, (col0, c0), dv_acc.to(DTYPE))
+            # Pieces: one dQᵀ dot per piece, adding its rows [pc, pc + pw).
+            for (pc, pw), ktp, dqwn in zip(PIECES, kts, DQWN):
+                dqt = tl.dot(tl.trans(ktp), dst.to(DTYPE),
+                             tl.zeros((pw // SPLIT_D, BLOCK_M), tl.float32), warps_n=dqwn)
+                if VARLEN:
+                    tl.atomic_add(dqtv, (c0 if SPLIT_D > 1 else pc, row0), dqt)
+                else:
+                    # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), R, BLOCK_M):
+                    # query block i's dQᵀ as one row-major R x BLOCK_M tile, so
+                    # each thread's accumulator pairs are adjacent (one
+                    # red.global.add.v2.f32 on sm_90) and the tile lies inside
+                    # its view (no bounds predicates; rows past seqlen_q and
+                    # columns past head_dim are padding the caller drops).
+                    blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * R),
+                                  (R, BLOCK_M), (BLOCK_M, 1))
+                    tl.atomic_add(blk, (c0 if SPLIT_D > 1 else pc, 0), dqt)
+    for (pc, pw), acc in zip(PIECES, dk_accs):
+        tl.store(dkv, (col0, c0 if SPLIT_D > 1 else pc), (acc * scale).to(DTYPE))
+    for (pc, pw), acc in zip(PIECES, dv_accs):
+        tl.store(dvv, (col0, c0 if SPLIT_D > 1 else pc), acc.to(DTYPE))

@@ -280,9 +280,9 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         if varlen:
             delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
             dq_accum = _zeros_f32(q, q.shape)
-        else:  # blocked: query block i's dQᵀ is a row-major (D, BLOCK_M) tile
+        else:  # blocked: query block i's dQᵀ is a row-major (R, BLOCK_M) tile
             delta, lse2 = _preprocess(dout, out, lse, dtype, d, on_gpu)
-            dq_accum = _zeros_f32(q, (b, hq, -(-sq // bm), max(16, 1 << (d - 1).bit_length()), bm))
+            dq_accum = _zeros_f32(q, (b, hq, -(-sq // bm), _dq_accum_rows(cfg, d), bm))
     else:
         delta = _empty(q, lse.shape, "float32")
         lse2 = _empty(q, lse.shape, "float32")
@@ -413,18 +413,37 @@ def atomic_dq_fits(cfg, head_dim):
     padded tile width), split over num_warps / atomic_dq_warps_n rows of
     warps in blocks of 16 (mma's m). Split-Q over 4 warps needs D >= 64 (the
     old 40-to-128 rule); D = 32 needs a grid (atomic_dq_warps_n 2 at 4
-    warps, 4 at 8)."""
+    warps, 4 at 8). A head dim the kernel computes in pieces
+    (strategy.bwd_head_dim_pieces: only where every piece's dots have a
+    warp grid, each piece's dQᵀ its own) fits."""
+    if len(_atomic_pieces(cfg, head_dim)) > 1:
+        return True
     rows = _tile_width(head_dim) // cfg.atomic_split
     warp_rows = cfg.atomic.num_warps // cfg.atomic_dq_warps_n
     return rows >= 16 * warp_rows and rows % (16 * warp_rows) == 0
+
+
+def _atomic_pieces(cfg, head_dim):
+    """The head-dim pieces of `cfg`'s fused kernel (its PIECES)."""
+    a = cfg.atomic
+    return strategy.bwd_head_dim_pieces(head_dim, cfg.atomic_split, a.num_warps, a.block_n,
+                                        cfg.atomic_warps_n, a.block_m, cfg.atomic_dq_warps_n)
+
+
+def _dq_accum_rows(cfg, head_dim):
+    """R, the head-dim rows of one query block of the fused kernel's blocked
+    dq_accum: its pieces' total (head_dim rounded up to 16: d96 96, not the
+    tile width 128), or the tile width D where it runs one tile."""
+    pc, pw = _atomic_pieces(cfg, head_dim)[-1]
+    return pc + pw
 
 
 def _dq_from_accum(dq_accum, like, varlen, scale):
     """dq (like's dtype and shape (batch, seqlen_q, heads, head_dim), or
     varlen's (total_q, heads, head_dim)) from the fused kernel's f32
     accumulator of Kᵀ·dSᵀ, times `scale` (the kernel adds it unscaled):
-    varlen's has dq's shape; else it is blocked, (batch, heads, blocks, D,
-    BLOCK_M) with D >= head_dim, and is transposed back in one copy (rows
+    varlen's has dq's shape; else it is blocked, (batch, heads, blocks, R,
+    BLOCK_M) with R >= head_dim (_dq_accum_rows), and is transposed back in one copy (rows
     past seqlen_q and columns past head_dim dropped). The scale is applied in
     that conversion (torch: one pass, writing dq), not to the whole buffer."""
     if varlen:

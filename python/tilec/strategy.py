@@ -136,6 +136,54 @@ def head_dim_pieces(head_dim):
     return tuple(pieces)
 
 
+@constexpr_function
+def dot_warps_n(m, n, num_warps, warps_n):
+    """The warps_n (tile.dot's warp grid: num_warps / warps_n warp rows x
+    warps_n warp columns) an m x n dot runs on: `warps_n` when m splits into
+    16-row blocks over the warp rows and n into 8-column blocks over the warp
+    columns, else the nearest power of two that does (a narrow head-dim
+    piece: the fused kernel's dQᵀ of d96's 32-row piece on 8 warps takes a
+    2 x 4 grid where the 64-row piece takes 4 x 2). ValueError if none does."""
+    m, n, num_warps, warps_n = int(m), int(n), int(num_warps), int(warps_n)
+    cands = [1 << i for i in range(num_warps.bit_length()) if num_warps % (1 << i) == 0]
+    cands.sort(key=lambda c: (abs(c.bit_length() - warps_n.bit_length()), -c))
+    for c in cands:
+        if m % (16 * (num_warps // c)) == 0 and n % (8 * c) == 0:
+            return c
+    raise ValueError(f"no warp grid of {num_warps} warps places a {m} x {n} dot (16-row blocks "
+                     "over warp rows, 8-column blocks over warp columns)")
+
+
+@constexpr_function
+def bwd_head_dim_pieces(head_dim, split_d=1, num_warps=4, block_n=64, warps_n=1, block_m=0,
+                        dq_warps_n=1):
+    """The head-dim pieces (column offset, width) of a backward kernel
+    (kernels/flash_bwd.py): head_dim_pieces, as the forward, unless
+    - split_d > 1 (the head_dim split over programs: program_id(2) owns a
+      run-time column range of the accumulators): one padded tile, as before;
+    - a piece's dK/dV dot (block_n key rows x its width, on warps_n warp
+      columns) or, for the fused kernel (block_m > 0), its dQᵀ dot (its width
+      in head-dim rows x block_m queries, dq_warps_n) has no warp grid
+      (dot_warps_n): one padded tile (e.g. d40 = 32 + 16 at the default
+      fused blocks, 16 queries: a 16-row piece over 4 warps needs 4 warp
+      columns of 8 queries).
+    The fused kernel's blocked dq_accum has the pieces' total rows per block
+    (flash_bwd._dq_accum_rows): head_dim rounded up to 16, or the tile width."""
+    d = max(16, 1 << (int(head_dim) - 1).bit_length())
+    if int(split_d) > 1:
+        return ((0, d),)
+    pieces = head_dim_pieces(head_dim)
+    if len(pieces) > 1:
+        try:
+            for _, w in pieces:
+                dot_warps_n(block_n, w, num_warps, warps_n)
+                if block_m:
+                    dot_warps_n(w, block_m, num_warps, dq_warps_n)
+        except ValueError:
+            return ((0, d),)
+    return pieces
+
+
 _D = Strategy()
 
 
@@ -594,6 +642,22 @@ BWD_TABLE = {
     ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),
     ("sm_80", 256, False): FlashBwdConfig(**_PAIR_D256),
     ("sm_80", 256, True): FlashBwdConfig(**_PAIR_D256, fused_min_seqlen_k=4096),
+    # d96 non-causal (bwdpieces, UNMEASURED): d128's entry, computed in
+    # pieces (64 + 32), the fused kernel with smem-epilogue: sm_90a 0 bytes
+    # of spills, no LDL in its loops (without it 16+28 bytes, 4 LDL per
+    # iteration; the padded kernel 0). d96 causal keeps d128's (4+12 bytes,
+    # padded 72+144; smem-epilogue there 40+40).
+    ("sm_80", 96, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
+                                         dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
+                                         atomic=FlashConfig(64, 128, 8, 2, True, "row",
+                                                            "region-barriers=true"),
+                                         atomic_warps_n=4, atomic_dq_warps_n=2, fused=True),
+    # d192 causal (bwdpieces, UNMEASURED): D = 256's blocks, computed in
+    # pieces (128 + 64); dQᵀ on a 2 x 4 grid: sm_90a 0 bytes of spills (4 x 2:
+    # 4+8 bytes, the padded kernel's 0). d192 non-causal keeps D = 256's
+    # entry (4 x 2: 0 bytes; 2 x 4: 4+4).
+    ("sm_80", 192, True): FlashBwdConfig(**dict(_PAIR_D256, atomic_dq_warps_n=4),
+                                         fused_min_seqlen_k=4096),
 }
 
 

@@ -416,7 +416,75 @@ def test_d32_d256_table_entries_match_float64(monkeypatch, head_dim, causal):
                         f"d{head_dim} causal={causal} {sq}x{sk} {'fused' if fused else 'pair'}")
 
 
-@pytest.mark.parametrize("head_dim", [160, 256])
+@pytest.mark.parametrize("head_dim", [80, 96, 160, 192, 224])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_pieces_match_float64(head_dim, causal):
+    """Head dims that are not powers of two, computed in power-of-two column
+    pieces (strategy.bwd_head_dim_pieces: 80 = 64 + 16, 96 = 64 + 32,
+    160 = 128 + 32, 192 = 128 + 64, 224 = 128 + 64 + 32) at the blocks the
+    strategy picks (their tile width's table entries: d96 d128's, d192
+    d256's): the pair and the fused kernel (one dQᵀ dot per piece into the
+    blocked dq_accum, head_dim rows per query block, not the tile width's),
+    both orders of seqlen_q != seqlen_k, GQA 2:1."""
+    from tilec import strategy
+    from tilec.flash_bwd import _atomic_pieces, _dq_accum_rows
+
+    cfg = strategy.flash_bwd_config(head_dim=head_dim, causal=causal)
+    pieces = strategy.head_dim_pieces(head_dim)
+    assert len(pieces) > 1 and cfg.fused and cfg.atomic_split == 1
+    assert _atomic_pieces(cfg, head_dim) == pieces and _dq_accum_rows(cfg, head_dim) == head_dim
+    for sq, sk in ((70, 100), (100, 70)):
+        q, k, v, dout = inputs(1, sq, sk, 2, 1, head_dim)
+        out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(head_dim), causal)
+        for fused in (False, True):
+            got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal,
+                                       deterministic=not fused, atomic_dq=fused)
+            check_grads(got, refs, torch.float16,
+                        f"d{head_dim} causal={causal} {sq}x{sk} {'fused' if fused else 'pair'}")
+
+
+def test_head_dim_pieces_shape_the_backward_tiles():
+    """d96 = 64 + 32 in all three kernels and the preprocess: tiles 64 and 32
+    wide, none 128 wide (the padded tile); per loop iteration the dq kernel
+    has 6 dots (S and dP from two pieces each, dQ per piece), the dK/dV
+    kernel 8 (Sᵀ, dPᵀ, dV, dK), the fused one 10 (a dQᵀ per piece, its
+    32-row piece on a 2 x 4 warp grid where the 64-row one keeps the
+    table's 4 x 2). Powers of two and split head dims keep one tile."""
+    from tilec import strategy
+    from tilec.flash_bwd import flash_bwd_kernels, preprocess_kernel
+
+    kdq, kdkdv, _ = flash_bwd_kernels("bfloat16", 96, False)
+    _, kfused, _ = flash_bwd_kernels("bfloat16", 96, False, atomic_dq=True)
+    # The padded tiles: Q/dO 64 x 128 (dq, dkdv), K/V 128 x 128 (fused).
+    for kernel, dots, pad in ((kdq, 6, "64x128"), (kdkdv, 8, "64x128"), (kfused, 10, "128x128")):
+        ir = kernel.ir
+        assert "x32xbf16>" in ir and "x64xbf16>" in ir, kernel.name
+        assert f"tensor<{pad}xbf16>" not in ir, kernel.name
+        loop = ir[ir.index("scf.for"):ir.index("scf.yield")]
+        assert loop.count("tile.dot") == dots, kernel.name
+    assert "warps_n = 4" in kfused.ir and "warps_n = 2" in kfused.ir
+    pre = preprocess_kernel("bfloat16", 96).ir
+    assert "64x32xbf16>" in pre and "64x128xbf16>" not in pre
+    assert strategy.bwd_head_dim_pieces(96, 2) == ((0, 128),)
+    assert strategy.bwd_head_dim_pieces(128) == ((0, 128),)
+    # d40 = 32 + 16 at 16-query fused blocks on 4 warps: the 16-row dQᵀ
+    # piece has no grid (4 warp columns of 4 queries): one 64-wide tile.
+    assert strategy.bwd_head_dim_pieces(40, 1, 4, 64, 1, 16, 1) == ((0, 64),)
+    assert strategy.bwd_head_dim_pieces(40, 1, 4, 64, 1, 64, 1) == ((0, 32), (32, 16))
+
+
+def test_dot_warps_n():
+    from tilec.strategy import dot_warps_n
+
+    assert dot_warps_n(64, 64, 8, 2) == 2         # the table's d128 dQᵀ (4 x 2)
+    assert dot_warps_n(32, 64, 8, 2) == 4         # d96's 32-row piece: 2 x 4
+    assert dot_warps_n(16, 64, 8, 2) == 8         # d80's 16-row piece: 1 x 8
+    assert dot_warps_n(128, 16, 8, 4) == 2        # a 16-column dK piece: 4 x 2
+    with pytest.raises(ValueError, match="no warp grid"):
+        dot_warps_n(16, 16, 4, 1)
+
+
+@pytest.mark.parametrize("head_dim", [160, 192, 256])
 @pytest.mark.parametrize("causal", [False, True])
 def test_fused_kernel_split_over_programs_adds_each_dq_once(monkeypatch, head_dim, causal):
     """The fused kernel with the head_dim split over programs (atomic_split

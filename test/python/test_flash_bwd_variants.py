@@ -168,10 +168,11 @@ def test_alibi_gradients(slopes_shape, causal):
           f"alibi {slopes_shape}", scale=0.125, causal=causal, slopes=slopes)
 
 
-@pytest.mark.parametrize("head_dim", [8, 40, 96, 136, 256])
+@pytest.mark.parametrize("head_dim", [8, 40, 80, 96, 136, 160, 192, 224, 256])
 def test_head_dims_with_variants(head_dim):
-    """Every head dim (padded as the forward; > 128 split over programs),
-    causal window + softcap + ALiBi together."""
+    """Every head dim (in power-of-two pieces as the forward, 96 = 64 + 32;
+    dK/dV split over programs above 128: one padded tile there), causal
+    window + softcap + ALiBi together."""
     q, k, v, dout = inputs((1, 37, 2, head_dim), (1, 52, 1, head_dim), seed=head_dim)
     slopes = torch.rand(2)
     kw = dict(window_size=(9, 3), softcap=5.0, alibi_slopes=slopes)
@@ -301,3 +302,34 @@ def test_varlen_atomic_dq():
                                       deterministic=False, atomic_dq=True)
     check((in_sequences(out, cu_q), dq, dk, dv), q, k, v, dout, "varlen atomic_dq",
           cu=(cu_q, cu_k, 31, 40), scale=0.125, causal=True)
+
+
+@pytest.mark.parametrize("head_dim", [96, 192])
+@pytest.mark.parametrize("atomic_dq", [False, True])
+def test_varlen_head_dim_pieces(head_dim, atomic_dq):
+    """Varlen at head dims computed in pieces (96 = 64 + 32, 192 = 128 + 64),
+    the pair and the fused kernel (one dQᵀ per piece into the packed
+    (total_q, heads, head_dim) accumulator), causal, GQA 2:1."""
+    lens_q, lens_k = [20, 0, 31, 8], [25, 10, 40, 30]
+    q, k, v, dout, cu_q, cu_k = packed(lens_q, lens_k, 2, 1, head_dim, seed=head_dim)
+    from tilec.flash_attn import _flash_attn_forward
+
+    scale = 1 / math.sqrt(head_dim)
+    out, lse = _flash_attn_forward(q, k, v, scale, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                   max_seqlen_q=31, max_seqlen_k=40)
+    dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, scale, True, cu_seqlens_q=cu_q,
+                                      cu_seqlens_k=cu_k, max_seqlen_q=31, max_seqlen_k=40,
+                                      deterministic=not atomic_dq, atomic_dq=atomic_dq)
+    check((in_sequences(out, cu_q), dq, dk, dv), q, k, v, dout,
+          f"varlen d{head_dim} atomic_dq={atomic_dq}", cu=(cu_q, cu_k, 31, 40), scale=scale,
+          causal=True)
+
+
+@pytest.mark.parametrize("head_dim", [96, 192])
+def test_window_softcap_head_dim_pieces(head_dim):
+    """A window (non-causal) and softcap at head dims computed in pieces."""
+    q, k, v, dout = inputs((2, 57, 2, head_dim), (2, 83, 1, head_dim), seed=head_dim + 1)
+    for kw, ref in ((dict(window_size=(11, 4)), dict(window=(11, 4))),
+                    (dict(softcap=3.0, causal=True), dict(softcap=3.0, causal=True))):
+        check(tilec_dense(q, k, v, dout, **kw), q, k, v, dout, f"d{head_dim} {kw}",
+              scale=1 / math.sqrt(head_dim), **ref)

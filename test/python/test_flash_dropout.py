@@ -194,8 +194,9 @@ def test_same_generator_state_same_result():
 
 
 @pytest.mark.parametrize("kw", [dict(window_size=(10, 3), head_dim=40),
-                                dict(softcap=5.0, causal=True, alibi=True), dict(head_dim=256)],
-                         ids=["window-d40", "softcap-causal-alibi", "d256"])
+                                dict(softcap=5.0, causal=True, alibi=True), dict(head_dim=256),
+                                dict(head_dim=96, causal=True), dict(head_dim=192)],
+                         ids=["window-d40", "softcap-causal-alibi", "d256", "d96-causal", "d192"])
 def test_dropout_with_variants(kw):
     """Dropout composes with windows, softcap, ALiBi and every head dim."""
     kw = dict(kw)
