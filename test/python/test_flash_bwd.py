@@ -406,6 +406,12 @@ def test_d32_d256_table_entries_match_float64(monkeypatch, head_dim, causal):
     cfg = strategy.flash_bwd_config(head_dim=_tile_width(head_dim), causal=causal)
     assert cfg.fused and cfg.atomic_split == 1
     monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", head_dim, causal), cfg)
+    _pair_and_fused_match_float64(head_dim, causal)
+
+
+def _pair_and_fused_match_float64(head_dim, causal):
+    """The pair and the fused kernel at the table's blocks against float64,
+    both orders of seqlen_q != seqlen_k, GQA 2:1."""
     for sq, sk in ((70, 100), (100, 70)):
         q, k, v, dout = inputs(1, sq, sk, 2, 1, head_dim)
         out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(head_dim), causal)
@@ -433,14 +439,7 @@ def test_head_dim_pieces_match_float64(head_dim, causal):
     pieces = strategy.head_dim_pieces(head_dim)
     assert len(pieces) > 1 and cfg.fused and cfg.atomic_split == 1
     assert _atomic_pieces(cfg, head_dim) == pieces and _dq_accum_rows(cfg, head_dim) == head_dim
-    for sq, sk in ((70, 100), (100, 70)):
-        q, k, v, dout = inputs(1, sq, sk, 2, 1, head_dim)
-        out, lse, *refs = reference(q, k, v, dout, 1 / math.sqrt(head_dim), causal)
-        for fused in (False, True):
-            got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal,
-                                       deterministic=not fused, atomic_dq=fused)
-            check_grads(got, refs, torch.float16,
-                        f"d{head_dim} causal={causal} {sq}x{sk} {'fused' if fused else 'pair'}")
+    _pair_and_fused_match_float64(head_dim, causal)
 
 
 def test_head_dim_pieces_shape_the_backward_tiles():
