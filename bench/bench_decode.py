@@ -378,6 +378,7 @@ def main():
         bm, bn, st = (int(x) for x in args.tile.lower().split("x"))
         flash_decode.GPU_TILE = (bm, bn, st)
         flash_decode.PAGED_TILE = None
+        flash_decode.WIDE_GPU_TILE = None
     if args.paged_tile:
         flash_decode.PAGED_TILE = (None if args.paged_tile == "none" else
                                    tuple(int(x) for x in args.paged_tile.lower().split("x")))

@@ -54,6 +54,16 @@ GPU_TILE = (64, 64, 2)
 # block before, and a third program's copies keep the SM's bytes in flight
 # meanwhile). None: GPU_TILE.
 PAGED_TILE = (16, 64, 2)
+# The tile for head dims over 128 (tile width 256), pages or not (paged
+# caches there are unmeasured): GPU_TILE's
+# 64x64 two-buffer ring takes 160 KB of shared memory there, one program per
+# SM, and PAGED_TILE's 16 rows keep the same ring (139 KB). 32-key blocks
+# halve the ring: H200, session 12 runs 3-4, bf16 d256, one token, GB/s of
+# K+V (GPU_TILE+PAGED_TILE / this / 64x64 one buffer): b1 32/32 kv 32k 4,174
+# / 4,316 / 4,332; b1 GQA 32/8 kv 32k 3,477 / 3,599 / 3,551; b16 GQA kv 8k
+# 2,333 / 4,095 / 4,342 (FA2 4,389, cuDNN 3,437); b16 GQA mixed 1k..32k 2,207 /
+# 3,949 / 3,573. None: GPU_TILE / PAGED_TILE as for the narrower head dims.
+WIDE_GPU_TILE = (64, 32, 2)
 
 # Whether the GPU kernels' K/V ring refills before it waits (tile-insert-waits
 # early-refill; the kernel's EARLY_REFILL): at the top of iteration j the
@@ -338,14 +348,16 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
     lengths too when batch > 1 (num_splits_rule's `spread`)."""
     return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
                         on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size, batch * heads_k,
-                                               bool(per_batch) and batch > 1, sms), CPU_BLOCK_M,
+                                               bool(per_batch) and batch > 1, sms, head_dim),
+                        CPU_BLOCK_M,
                         bool(per_batch) and batch > 1,
                         _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS, EARLY_REFILL,
                         (FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS))
 
 
-def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
-    """GPU_TILE, or PAGED_TILE when the packed rows fit its 16 and either the
+def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS, head_dim=128):
+    """WIDE_GPU_TILE for head dims over 128; else GPU_TILE, or PAGED_TILE
+    when the packed rows fit its 16 and either the
     cache is in pages smaller than GPU_TILE's key block, or the lengths may
     differ (`spread`) with fewer (batch, KV head) pairs than two per SM: then
     the split count is high and the 16-row tile's three programs per SM even
@@ -354,6 +366,8 @@ def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS):
     tile at its 8; equal lengths in a tensor: 4,062 against 4,070). With
     more pairs the 64-row tile's waves are even (batch 64 × 8 at 4k: 4,377
     against 4,141)."""
+    if WIDE_GPU_TILE is not None and head_dim > 128:
+        return WIDE_GPU_TILE
     if PAGED_TILE is None or rows_q > PAGED_TILE[0]:
         return GPU_TILE
     if page_size and (page_size & -page_size) < GPU_TILE[1]:
@@ -946,7 +960,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         _FAST_PLANS = LaunchCache(_build_fast_plan)
     launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
         dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window,
-        softcap > 0, device, (GPU_TILE, PAGED_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
+        softcap > 0, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
         EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
