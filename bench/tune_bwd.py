@@ -49,6 +49,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "python"), str(REPO / "bench")]
 
+from tilec.strategy import tile_width  # noqa: E402  (D, the width a candidate's head dims name)
+
 TOKENS = 16384
 HIDDEN = 2048
 
@@ -209,11 +211,6 @@ def fused_grid(entries=None):
     return [(e[0], e[1], e[2], e[3] if len(e) > 3 else 1) for e in (entries or FUSED_GRID)]
 QUICK = dict(dq=DQ[:2], dkdv=DKDV[:2], fused=FUSED[:2], grid=DKDV_GRID[8:10],
              fused_grid=FUSED_GRID[10:11])
-
-
-def tile_width(head_dim):
-    """D, the kernels' tile width: what a candidate's head dims name."""
-    return max(16, 1 << (int(head_dim) - 1).bit_length())
 
 
 def quick_lists(head_dims):

@@ -83,9 +83,9 @@ LOG2E = math.log2(math.e)
 
 
 _fwd = kernel_files.load("flash_fwd")
-# The forward's mask, score and dropout helpers.
-alibi_bias, visible, dropout_keep, sequence_bounds = (_fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep,
-                                                    _fwd.sequence_bounds)
+# The forward's mask, score and dropout helpers, and its piecewise Q·Kᵀ.
+alibi_bias, visible, dropout_keep, sequence_bounds, dot_pieces = (
+    _fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep, _fwd.sequence_bounds, _fwd.dot_pieces)
 
 
 def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, DROPOUT=False, **_):
@@ -120,16 +120,6 @@ def probabilities(s, mask, l2, c, scale, softcap, slope, rows, kq, CAUSAL, SOFTC
         return tl.exp2(s * LOG2E - l2), t
     s = tl.where(mask, s, float("-inf"))
     return tl.exp2(s * c - l2), t
-
-
-def dot_sum(a_pieces, b_pieces, warps_n=1):
-    """A·Bᵀ from head-dim pieces (tuples of tiles, piece i of A and of B
-    holding the same columns): Σ_i a_i·b_iᵀ into one accumulator (S, dP and
-    their transposes: the head dim is their k-dim)."""
-    acc = tl.dot(a_pieces[0], b_pieces[0], trans_b=True, warps_n=warps_n)
-    for a, b in zip(a_pieces[1:], b_pieces[1:]):
-        acc = tl.dot(a, b, acc, trans_b=True, warps_n=warps_n)
-    return acc
 
 
 def rowsum_product(x_pieces, y_pieces):
@@ -270,14 +260,14 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
         col0 = j * BLOCK_N
         kts = [tl.load(kv, (col0, pc), (BLOCK_N, pw)) for pc, pw in PIECES]
         vts = [tl.load(vv, (col0, pc), (BLOCK_N, pw)) for pc, pw in PIECES]
-        s = dot_sum(qts, kts)                               # S = Q·Kᵀ
+        s = dot_pieces(qts, kts)                               # S = Q·Kᵀ
         kq = (col0 - diag + tl.arange(0, BLOCK_N))[None, :]  # the query row each key aligns with
         mask = kq < seqlen_q                                # keys past seqlen_k do not exist
         if CAUSAL or WINDOW:
             mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
         p, t = probabilities(s, mask, l2[:, None], c, scale, softcap, slope, rows, kq,
                              CAUSAL, SOFTCAP, ALIBI)        # P = exp(scale·S − lse)
-        dp = dot_sum(dots, vts)                             # dP = dO·Vᵀ
+        dp = dot_pieces(dots, vts)                             # dP = dO·Vᵀ
         if DROPOUT:  # the forward's mask, regenerated: dP of P ∘ Z, Z = keep / (1 - p)
             keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows,
                                 (col0 + tl.arange(0, BLOCK_N))[None, :], max_q, max_k)
@@ -405,7 +395,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         dops = [tl.load(dov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
         l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
         di = tl.load(deltav, (row0,), (BLOCK_M,))
-        st = dot_sum(kps, qps, WARPS_N)                     # Sᵀ = K·Qᵀ
+        st = dot_pieces(kps, qps, WARPS_N)                     # Sᵀ = K·Qᵀ
         rows = (row0 + tl.arange(0, BLOCK_M))[None, :]      # the queries: columns of Sᵀ
         mask = rows < seqlen_q
         if CAUSAL or WINDOW:
@@ -422,7 +412,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         else:
             ptd = pt.to(DTYPE)                              # dV += Pᵀ·dO
         dv_accs = [tl.dot(ptd, dop, acc, warps_n=wn) for dop, acc, wn in zip(dos, dv_accs, WN)]
-        dpt = dot_sum(vps, dops, WARPS_N)                   # dPᵀ = V·dOᵀ
+        dpt = dot_pieces(vps, dops, WARPS_N)                   # dPᵀ = V·dOᵀ
         if DROPOUT:
             dpt = tl.where(keep, dpt * rp, 0.0)
         dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)

@@ -81,12 +81,13 @@ def visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW):
     return mask
 
 
-def dot_pieces(qs, ks):
+def dot_pieces(qs, ks, warps_n=1):
     """Q·Kᵀ from head-dim pieces (tuples of tiles, piece i of Q and of K
-    holding the same columns): Σ_i q_i·k_iᵀ, accumulated into one S."""
-    s = tl.dot(qs[0], ks[0], trans_b=True)
+    holding the same columns): Σ_i q_i·k_iᵀ, accumulated into one S (the
+    backward's S, dP and their transposes too, on its warp grid)."""
+    s = tl.dot(qs[0], ks[0], trans_b=True, warps_n=warps_n)
     for qt, kt in zip(qs[1:], ks[1:]):
-        s = tl.dot(qt, kt, s, trans_b=True)
+        s = tl.dot(qt, kt, s, trans_b=True, warps_n=warps_n)
     return s
 
 

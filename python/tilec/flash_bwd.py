@@ -53,8 +53,8 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
             a = cfg.atomic
             raise TilecValueError(
                 f"flash_attn backward: atomic_dq at head_dim {head_dim}: the fused kernel's dQᵀ "
-                f"({_tile_width(head_dim) // cfg.atomic_split} head-dim rows per program) does not "
-                f"split into 16-row blocks over its {a.num_warps // cfg.atomic_dq_warps_n} rows "
+                f"({strategy.tile_width(head_dim) // cfg.atomic_split} head-dim rows per program) "
+                f"does not split into 16-row blocks over its {a.num_warps // cfg.atomic_dq_warps_n} rows "
                 f"of warps ({a.num_warps} warps, atomic_dq_warps_n {cfg.atomic_dq_warps_n}); "
                 "strategy.flash_bwd_config has no fused configuration for this head_dim")
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True)
@@ -402,11 +402,6 @@ def fused_applies(head_dim, window_size=(-1, -1), softcap=0.0, alibi_slopes=None
             and alibi_slopes is None and not varlen and not dropout_p)
 
 
-def _tile_width(head_dim):
-    """D: head_dim padded to a power of two, at least 16 (the kernels' tiles)."""
-    return max(16, 1 << (int(head_dim) - 1).bit_length())
-
-
 def atomic_dq_fits(cfg, head_dim):
     """Whether FlashBwdConfig `cfg`'s fused kernel can place its dQᵀ dot at
     `head_dim`: dQᵀ has D / atomic_split head-dim rows per program (D the
@@ -418,7 +413,7 @@ def atomic_dq_fits(cfg, head_dim):
     warp grid, each piece's dQᵀ its own) fits."""
     if len(_atomic_pieces(cfg, head_dim)) > 1:
         return True
-    rows = _tile_width(head_dim) // cfg.atomic_split
+    rows = strategy.tile_width(head_dim) // cfg.atomic_split
     warp_rows = cfg.atomic.num_warps // cfg.atomic_dq_warps_n
     return rows >= 16 * warp_rows and rows % (16 * warp_rows) == 0
 

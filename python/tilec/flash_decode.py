@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from . import kernel_files
 from .errors import TilecTypeError, TilecValueError
 from . import language as tl
+from .strategy import tile_width
 from .flash_attn import _dtype_name, _is_torch, _pad_head_dim, _rows_aligned, _strides
 
 _MAX_SPLITS = 128
@@ -217,7 +218,7 @@ def residency(block_m, block_n, stages, head_dim, elem_bytes=2):
     decode tile: shared memory (Q, and `stages` buffers of K and V) and
     registers bound the first; the second is how many programs' copies
     (stages − 1 blocks of K and V each) make _IN_FLIGHT_PER_SM."""
-    d = max(16, 1 << (head_dim - 1).bit_length())
+    d = tile_width(head_dim)
     smem = (block_m + 2 * stages * block_n) * d * elem_bytes + _SMEM_PER_CTA_RESERVED
     threads = 32 * max(1, block_m // 16)
     resident = max(1, min(_SMEM_PER_SM // smem, _REGS_PER_SM // (_REGS_PER_THREAD * threads), 32))
@@ -416,7 +417,7 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     fused, merge_splits, merge_d = False, 0, 0
     if _fused[0] and num_splits > 1:
         merge_splits = 1 << (num_splits - 1).bit_length()
-        d = max(16, 1 << (head_dim - 1).bit_length())
+        d = tile_width(head_dim)
         fit = 32 * num_warps * _MERGE_REGS // merge_splits
         merge_d = min(d, max(16, 1 << (fit.bit_length() - 1)))
         trips = min(block_m, rows_q) * -(-head_dim // merge_d)

@@ -132,7 +132,7 @@ def head_dim_pieces(head_dim):
             col += w
         w //= 2
     if len(pieces) > HEAD_DIM_PIECES_MAX:
-        return ((0, 1 << (width - 1).bit_length()),)
+        return ((0, tile_width(width)),)
     return tuple(pieces)
 
 
@@ -169,7 +169,7 @@ def bwd_head_dim_pieces(head_dim, split_d=1, num_warps=4, block_n=64, warps_n=1,
       columns of 8 queries).
     The fused kernel's blocked dq_accum has the pieces' total rows per block
     (flash_bwd._dq_accum_rows): head_dim rounded up to 16, or the tile width."""
-    d = max(16, 1 << (int(head_dim) - 1).bit_length())
+    d = tile_width(head_dim)
     if int(split_d) > 1:
         return ((0, d),)
     pieces = head_dim_pieces(head_dim)
@@ -642,7 +642,8 @@ BWD_TABLE = {
     ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),
     ("sm_80", 256, False): FlashBwdConfig(**_PAIR_D256),
     ("sm_80", 256, True): FlashBwdConfig(**_PAIR_D256, fused_min_seqlen_k=4096),
-    # d96 non-causal (bwdpieces, UNMEASURED): d128's entry, computed in
+    # d96 non-causal (bwdpieces, chosen from ptxas; not A/B-timed against
+    # other blocks, in run 3's table at 209 TFLOP/s): d128's entry, computed in
     # pieces (64 + 32), the fused kernel with smem-epilogue: sm_90a 0 bytes
     # of spills, no LDL in its loops (without it 16+28 bytes, 4 LDL per
     # iteration; the padded kernel 0). d96 causal keeps d128's (4+12 bytes,
@@ -652,7 +653,8 @@ BWD_TABLE = {
                                          atomic=FlashConfig(64, 128, 8, 2, True, "row",
                                                             "region-barriers=true"),
                                          atomic_warps_n=4, atomic_dq_warps_n=2, fused=True),
-    # d192 causal (bwdpieces, UNMEASURED): D = 256's blocks, computed in
+    # d192 causal (bwdpieces, chosen from ptxas; not A/B-timed against
+    # the 4 x 2 grid, in run 3's table at 177 TFLOP/s): D = 256's blocks, computed in
     # pieces (128 + 64); dQᵀ on a 2 x 4 grid: sm_90a 0 bytes of spills (4 x 2:
     # 4+8 bytes, the padded kernel's 0). d192 non-causal keeps D = 256's
     # entry (4 x 2: 0 bytes; 2 x 4: 4+4).

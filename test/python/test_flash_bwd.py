@@ -401,9 +401,8 @@ def test_d32_d256_table_entries_match_float64(monkeypatch, head_dim, causal):
     tiles and plumbing; tests/python/test_flash_bwd_grid.py runs the warp
     grids on a GPU."""
     from tilec import strategy
-    from tilec.flash_bwd import _tile_width
 
-    cfg = strategy.flash_bwd_config(head_dim=_tile_width(head_dim), causal=causal)
+    cfg = strategy.flash_bwd_config(head_dim=strategy.tile_width(head_dim), causal=causal)
     assert cfg.fused and cfg.atomic_split == 1
     monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", head_dim, causal), cfg)
     _pair_and_fused_match_float64(head_dim, causal)
