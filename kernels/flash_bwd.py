@@ -81,6 +81,10 @@ _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 LOG2E = math.log2(math.e)
 
+# The fused kernel's dq_accum blocks (rows x columns of dQᵀ, tl.view's block):
+# one mma accumulator fragment per warp instruction, see flash_bwd_dkdv.
+DQ_ACCUM_BLOCK = (8, 8)
+
 
 _fwd = kernel_files.load("flash_fwd")
 # The forward's mask, score and dropout helpers, and its piecewise Q·Kᵀ.
@@ -165,6 +169,68 @@ def flash_bwd_preprocess(o: tl.ptr(DTYPE), do: tl.ptr(DTYPE), lse: tl.ptr(tl.flo
     li = tl.load(lsev, (row0,), (BLOCK_M,))
     li = tl.where(li == float("-inf"), float("inf"), li)
     tl.store(lse2v, (row0,), li * LOG2E)
+
+
+@tl.constexpr_function
+def _row_chunks(rows, chunk, used):
+    """(offset, width) pieces of `rows` (a multiple of 16): its powers of two,
+    widest first, each cut to at most `chunk` (96 -> 64 + 32), so every load
+    lies inside the view (no bounds predicates) and tiles stay powers of two;
+    pieces at or past row `used` (the head dim: padding) are left out."""
+    out, r = [], 0
+    while r < min(rows, used):
+        w = min(chunk, 1 << ((rows - r).bit_length() - 1))
+        out.append((r, w))
+        r += w
+    return tuple(out)
+
+
+def _convert_name(DTYPE, HEAD_DIM, R, BLOCK_M, **_):
+    return (f"flash_bwd_convert_dq_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}"
+            + (f"_r{R}" if R != HEAD_DIM else ""))
+
+
+@tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "1"), name=_convert_name,
+           num_warps="NUM_WARPS", variant={"kind": "bwd_convert_dq", "dtype": "DTYPE",
+                                           "head_dim": "HEAD_DIM", "block_m": "BLOCK_M"})
+def flash_bwd_convert_dq(dq_accum: tl.ptr(tl.float32), dq: tl.ptr(DTYPE),
+                         seqlen_q: tl.int32, num_heads: tl.int32, batch: tl.int32,
+                         stride_dqab: tl.int64, stride_dqah: tl.int64,
+                         stride_dqb: tl.int64, stride_dqs: tl.int64, stride_dqh: tl.int64,
+                         scale: tl.float32,
+                         DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
+                         R: tl.constexpr = 128, BLOCK_M: tl.constexpr = 64,
+                         CHUNK: tl.constexpr = 256, QCOLS: tl.constexpr = 8,
+                         NUM_WARPS: tl.constexpr = 4):
+    """dq = scale·dQ from the fused kernel's (flash_bwd_dkdv with ATOMIC_DQ)
+    blocked f32 accumulator, (batch, heads, cdiv(seqlen_q, BLOCK_M), R,
+    BLOCK_M): query block i's dQᵀ, R head-dim rows. One program per (query
+    block, batch·head) transposes its tile back into dq's (BLOCK_M, HEAD_DIM)
+    rows in DTYPE (the view bounds the rows past seqlen_q and the columns
+    past HEAD_DIM). Memory-bound; it replaces torch's strided
+    permute-and-multiply (0.9 TB/s on an H200 at d128).
+    Tiles of (up to CHUNK) head-dim rows x QCOLS = 8 queries: tl.trans only
+    relabels registers (no shared memory), so a thread's 16-byte load (4
+    queries of one head-dim row) becomes 4 dq rows of one column; with 8
+    queries a warp's store still fills whole 32-byte sectors (16 columns of
+    2 dq rows) where a BLOCK_M-wide tile's wrote 4 bytes per sector. Rows in
+    power-of-two pieces (_row_chunks: R = 96 is 64 + 32) keep every load
+    inside the view. All loads come before the stores, which ptxas cannot
+    move loads past."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b, h = pid_bh // num_heads, pid_bh % num_heads
+    row0 = pid_m * BLOCK_M
+    # The block's dQᵀ, in the fused kernel's 8x8 blocks (DQ_ACCUM_BLOCK): a
+    # QCOLS = 8 column strip of it is R / 8 contiguous 256-byte blocks.
+    blk = tl.view(dq_accum + (b * stride_dqab + h * stride_dqah + row0 * R), (R, BLOCK_M),
+                  (8 * BLOCK_M, 64), block=DQ_ACCUM_BLOCK)
+    dqv = tl.view(dq + (b * stride_dqb + h * stride_dqh), (seqlen_q, HEAD_DIM), (stride_dqs, 1))
+    PARTS = [(c, w, j) for c, w in _row_chunks(R, CHUNK, HEAD_DIM)
+             for j in range(0, BLOCK_M, QCOLS)]
+    ts = [tl.load(blk, (c, j), (w, QCOLS)) for c, w, j in PARTS]
+    for (c, w, j), t in zip(PARTS, ts):
+        tl.store(dqv, (row0 + j, c), (tl.trans(t) * scale).to(DTYPE))
 
 
 @tilec.jit(grid=("cdiv(seqlen_q, BLOCK_M)", "batch * num_heads", "SPLIT_D"), name=_dq_name,
@@ -437,13 +503,17 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                     tl.atomic_add(dqtv, (c0 if SPLIT_D > 1 else pc, row0), dqt)
                 else:
                     # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), R, BLOCK_M):
-                    # query block i's dQᵀ as one row-major R x BLOCK_M tile, so
-                    # each thread's accumulator pairs are adjacent (one
-                    # red.global.add.v2.f32 on sm_90) and the tile lies inside
-                    # its view (no bounds predicates; rows past seqlen_q and
-                    # columns past head_dim are padding the caller drops).
+                    # query block i's dQᵀ as an R x BLOCK_M tile of 8x8 row-major
+                    # blocks (DQ_ACCUM_BLOCK), so each thread's accumulator
+                    # pair is adjacent (one red.global.add.v2.f32 on sm_90)
+                    # and a warp's 32 pairs are one 256-byte block: 2 L2
+                    # requests per red, where row-major rows made 8 (4x FA2's
+                    # L2 requests, the reds stalled on a full memory queue).
+                    # The tile lies inside its view (no bounds predicates;
+                    # rows past seqlen_q and columns past head_dim are padding
+                    # flash_bwd_convert_dq drops).
                     blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * R),
-                                  (R, BLOCK_M), (BLOCK_M, 1))
+                                  (R, BLOCK_M), (8 * BLOCK_M, 64), block=DQ_ACCUM_BLOCK)
                     tl.atomic_add(blk, (c0 if SPLIT_D > 1 else pc, 0), dqt)
     for (pc, pw), acc in zip(PIECES, dk_accs):
         tl.store(dkv, (col0, c0 if SPLIT_D > 1 else pc), (acc * scale).to(DTYPE))

@@ -162,7 +162,7 @@ std::optional<Staging> epilogueStaging(StoreOp op, const TargetDescription &hw) 
   TypedValue<RankedTensorType> value = op.getValue();
   auto view = op.getView().getDefiningOp<ViewOp>();
   std::optional<LinearLayout> maybeLayout = registerLayout(value);
-  if (!view || !maybeLayout)
+  if (!view || !maybeLayout || view.getBlock()) // blocked views: register stores only
     return std::nullopt;
   const LinearLayout &layout = *maybeLayout;
   auto type = value.getType();

@@ -63,6 +63,7 @@ constexpr llvm::StringLiteral kFaultSymbol = "__tilec_fault";
 struct HostView {
   HostPtr base;
   SmallVector<Value> sizes, strides;
+  SmallVector<int64_t> block; // tile.view's block (empty: plain strides)
 };
 
 class KernelLowering {
@@ -142,6 +143,15 @@ private:
       Value hi = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, pos, view.sizes[d]);
       Value both = arith::AndIOp::create(b, loc, lo, hi);
       inBounds = inBounds ? arith::AndIOp::create(b, loc, inBounds, both).getResult() : both;
+      if (!view.block.empty()) { // block pos / e (strided), pos % e inside the row-major block
+        int64_t extent = view.block[d], inner = 1;
+        for (size_t e = d + 1; e < view.block.size(); ++e)
+          inner *= view.block[e];
+        Value within = arith::RemSIOp::create(b, loc, pos, cstIndex(loc, extent));
+        addr = arith::AddIOp::create(b, loc, addr,
+                                     arith::MulIOp::create(b, loc, within, cstIndex(loc, inner)));
+        pos = arith::FloorDivSIOp::create(b, loc, pos, cstIndex(loc, extent));
+      }
       addr = arith::AddIOp::create(b, loc, addr,
                                    arith::MulIOp::create(b, loc, pos, view.strides[d]));
     }
@@ -210,6 +220,8 @@ LogicalResult KernelLowering::lower(Operation *op) {
       v.sizes.push_back(toIndex(loc, s));
     for (Value s : view.getStrides())
       v.strides.push_back(toIndex(loc, s));
+    if (std::optional<ArrayRef<int64_t>> block = view.getBlock())
+      v.block.assign(block->begin(), block->end());
     views[view.getResult()] = v;
     return success();
   } else if (auto load = dyn_cast<tile::LoadOp>(op)) {

@@ -111,6 +111,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       info.sizes.push_back(scalar(size));
     for (Value stride : view.getStrides())
       info.strides.push_back(scalar(stride));
+    if (std::optional<ArrayRef<int64_t>> block = view.getBlock())
+      info.block.assign(block->begin(), block->end());
     views[view.getResult()] = info;
     return success();
   }

@@ -162,19 +162,27 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
     """flash_bwd_dq_* and flash_bwd_dkdv_* for every (dtype, head_dim, causal),
     with the configuration tilec.flash_bwd would launch."""
     from tilec import strategy
-    from tilec.flash_bwd import atomic_dq_fits, flash_bwd_kernels, preprocess_kernel
+    from tilec.flash_bwd import (_dq_accum_rows, atomic_dq_fits, convert_dq_kernel,
+                                 flash_bwd_kernels, preprocess_kernel)
 
     failed = 0
     for dtype in ("float16", "bfloat16"):
         for head_dim in head_dims:
+            converts = set()
             for causal in (False, True):
                 kernels = list(flash_bwd_kernels(dtype, head_dim, causal)[:2])
                 # the fused atomic-dQ kernel (atomic_dq=True), where its dQᵀ fits
-                if atomic_dq_fits(strategy.flash_bwd_config(head_dim=head_dim, causal=causal),
-                                  head_dim):
+                cfg = strategy.flash_bwd_config(head_dim=head_dim, causal=causal)
+                if atomic_dq_fits(cfg, head_dim):
                     kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
                     if not causal:  # and its preprocess (Delta, lse2)
                         kernels.append(preprocess_kernel(dtype, head_dim))
+                    # and its dQ conversion (one per BLOCK_M and R)
+                    convert = convert_dq_kernel(dtype, head_dim, _dq_accum_rows(cfg, head_dim),
+                                                cfg.atomic.block_m)
+                    if convert.name not in converts:
+                        converts.add(convert.name)
+                        kernels.append(convert)
                 for kernel in kernels:
                     start = time.time()
                     results = compile_into(out, kernel, args, tilec, compiler, kernel.build_options(),

@@ -103,6 +103,14 @@ LogicalResult ViewOp::verify() {
   if (pointee != view.getElementType())
     return emitOpError() << "view element type " << view.getElementType()
                          << " differs from the base pointer's " << pointee;
+  if (std::optional<ArrayRef<int64_t>> block = getBlock()) {
+    if (block->size() != view.getRank())
+      return emitOpError() << "a rank-" << view.getRank() << " view needs " << view.getRank()
+                           << " block extents, got " << block->size();
+    for (int64_t extent : *block)
+      if (extent < 1 || (extent & (extent - 1)))
+        return emitOpError() << "block extents must be powers of two, got " << extent;
+  }
   return success();
 }
 

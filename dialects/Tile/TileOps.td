@@ -138,9 +138,24 @@ def Tile_ViewOp : Tile_Op<"view", [Pure, AttrSizedOperandSegments]> {
     %qv = tile.view %q sizes(%seqlen, %c128) strides(%stride_s, %c1)
         : !tile.ptr<f16> -> !tile.view<f16, 2>
     ```
+
+    With `block` (one power of two per dimension), the memory is a grid of
+    blocks of that shape, each stored contiguously and row-major, and the
+    strides step between blocks: element (i, j) of a rank-2 view with block
+    (b0, b1) is at (i / b0)·strides[0] + (j / b1)·strides[1] + (i % b0)·b1 +
+    j % b1. A buffer whose tiles are added by mma accumulator fragments
+    (tile.atomic_add) takes block (8, 8): each thread's 8-byte pair and its
+    warp's 32 lanes then cover 256 contiguous bytes (2 L2 requests per
+    instruction instead of 8 for a row-major tile). Blocked views are read
+    and written through registers (tile.load, tile.store, tile.atomic_add),
+    never by cp.async or the shared-memory epilogue.
+    ```mlir
+    %blk = tile.view %acc sizes(%c128, %c64) strides(%c512, %c64) {block = array<i64: 8, 8>}
+        : !tile.ptr<f32> -> !tile.view<f32, 2>
+    ```
   }];
   let arguments = (ins Tile_PtrType:$base, Variadic<I32>:$sizes,
-                       Variadic<I64>:$strides);
+                       Variadic<I64>:$strides, OptionalAttr<DenseI64ArrayAttr>:$block);
   let results = (outs Tile_ViewType:$result);
   let assemblyFormat = [{
     $base `sizes` `(` $sizes `)` `strides` `(` $strides `)` attr-dict `:`

@@ -113,10 +113,23 @@ Value KernelLowering::tileInsideView(const ViewInfo &view, ArrayRef<Value> offse
 
 Value KernelLowering::elementAddress(const ViewInfo &view, ArrayRef<Value> index) {
   Value offset;
-  for (size_t d = 0; d < index.size(); ++d) {
-    Value term = arith::MulIOp::create(b, arith::ExtSIOp::create(b, b.getI64Type(), index[d]),
-                                       view.strides[d]);
+  auto add = [&](Value term) {
     offset = offset ? arith::AddIOp::create(b, offset, term).getResult() : term;
+  };
+  // A blocked view: index i along a dimension of block extent e is block
+  // i / e (strides step between blocks) and i % e inside the row-major block.
+  SmallVector<int64_t> inner(index.size(), 1);
+  for (size_t d = view.block.size(); d-- > 1;)
+    inner[d - 1] = inner[d] * view.block[d];
+  for (size_t d = 0; d < index.size(); ++d) {
+    Value i = index[d];
+    if (!view.block.empty()) {
+      int64_t extent = view.block[d];
+      Value within = arith::AndIOp::create(b, i, i32(extent - 1));
+      add(arith::ExtSIOp::create(b, b.getI64Type(), arith::MulIOp::create(b, within, i32(inner[d]))));
+      i = arith::ShRSIOp::create(b, i, i32(llvm::Log2_64(extent)));
+    }
+    add(arith::MulIOp::create(b, arith::ExtSIOp::create(b, b.getI64Type(), i), view.strides[d]));
   }
   return LLVM::GEPOp::create(b, ptrType(kGlobalAddressSpace), view.elementType, view.base,
                              ValueRange{offset});
@@ -252,14 +265,25 @@ Operation *KernelLowering::inlinePtx(TypeRange results, ValueRange operands, Str
 /// vector is wholly inside or outside the view. Sub-byte elements (i1) move
 /// one at a time: a vector of them is bit-packed.
 int KernelLowering::viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType) {
-  return smem::viewWidthLimit(view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
+  if (view.block.empty())
+    return smem::viewWidthLimit(view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
+  // A blocked view's last dimension is contiguous inside a block only.
+  SmallVector<Value> strides(view.strides);
+  strides.back() = i64(1);
+  return std::min<int64_t>(view.block.back(),
+                           smem::viewWidthLimit(view.sizes, strides, offsets, elemType, hw.chunkBytes));
 }
 
 /// Number of consecutive registers that one vector access can move (the
 /// rule is AllocateShared.h's: the smem-epilogue stages what it keeps narrow).
 int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view,
                                 ValueRange offsets, Type elemType) {
-  return smem::vectorWidth(layout, view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
+  if (view.block.empty())
+    return smem::vectorWidth(layout, view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
+  SmallVector<Value> strides(view.strides);
+  strides.back() = i64(1);
+  return std::min<int64_t>(view.block.back(), smem::vectorWidth(layout, view.sizes, strides, offsets,
+                                                                elemType, hw.chunkBytes));
 }
 
 } // namespace tilec::nvvm

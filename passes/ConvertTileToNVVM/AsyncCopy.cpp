@@ -22,6 +22,9 @@ LogicalResult KernelLowering::lowerLoadToShared(LoadOp op) {
                              "zero-fill); got padding "
                           << stringifyPaddingKind(op.getPadding());
   const ViewInfo &view = views[op.getView()];
+  if (!view.block.empty())
+    return op.emitError() << "a tile loaded into shared memory needs a strided view; a blocked "
+                             "view (tile.view's block) is read into registers only";
   if (constantInt(view.strides[1]) != 1)
     return op.emitError() << "a tile loaded into shared memory needs the view's last "
                              "dimension contiguous (stride a constant 1)";

@@ -57,6 +57,9 @@ struct ViewInfo {
   int64_t argOffset = -1;
   Type elementType;
   SmallVector<Value> sizes, strides;
+  /// tile.view's `block` (empty: a plain strided view): the memory is a
+  /// grid of row-major blocks of this shape and `strides` step between them.
+  SmallVector<int64_t> block;
 };
 
 /// A tile in shared memory: byte offset of its region and its geometry.

@@ -333,7 +333,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
                       grid=(-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
     if atomic_dq:
-        dq = _dq_from_accum(dq_accum, dq, varlen, scale)
+        dq = _dq_from_accum(dq_accum, dq, varlen, scale, dtype, on_gpu)
     if group > 1:
         grouped = k.shape[:-2] + (hk, group, d)
         if _is_torch(dk):
@@ -433,33 +433,53 @@ def _dq_accum_rows(cfg, head_dim):
     return pc + pw
 
 
-def _dq_from_accum(dq_accum, like, varlen, scale):
-    """dq (like's dtype and shape (batch, seqlen_q, heads, head_dim), or
-    varlen's (total_q, heads, head_dim)) from the fused kernel's f32
-    accumulator of Kᵀ·dSᵀ, times `scale` (the kernel adds it unscaled):
-    varlen's has dq's shape; else it is blocked, (batch, heads, blocks, R,
-    BLOCK_M) with R >= head_dim (_dq_accum_rows), and is transposed back in one copy (rows
-    past seqlen_q and columns past head_dim dropped). The scale is applied in
-    that conversion (torch: one pass, writing dq), not to the whole buffer."""
+def convert_dq_warps(rows, block_m):
+    """flash_bwd_convert_dq's warps: 4, but 8 where 4 would hold 64 f32 per
+    thread (R·BLOCK_M = 8192, d128 at BLOCK_M 64), which ptxas spills (72
+    registers, 80+42 bytes on sm_90a). H200, bf16, (4, 4096, 16) 8x8-blocked
+    dq_accum, 4 / 8 warps: d64 28 / 35 µs, d96 43 / 50, d128 66 / 52,
+    d192 77 / 94, d256 99 / 101 (torch's permute-and-multiply: 115, 173,
+    230, 346, 461 µs; a 256 MiB copy: 4.17 TB/s)."""
+    return 8 if int(rows) * int(block_m) == 8192 else 4
+
+
+def convert_dq_kernel(dtype, head_dim, rows, block_m):
+    """The fused kernel's dQ conversion (flash_bwd_convert_dq) for `dtype`
+    ("float16"/"bfloat16"), head_dim, the blocked dq_accum's R = `rows`
+    (_dq_accum_rows) and the fused kernel's BLOCK_M."""
+    return _kernels().flash_bwd_convert_dq.specialize(
+        DTYPE=tl.float16 if dtype == "float16" else tl.bfloat16, HEAD_DIM=int(head_dim),
+        R=int(rows), BLOCK_M=int(block_m), NUM_WARPS=convert_dq_warps(rows, block_m))
+
+
+def _dq_from_accum(dq_accum, dq, varlen, scale, dtype, on_gpu):
+    """dq = scale·dQ from the fused kernel's f32 accumulator of Kᵀ·dSᵀ (the
+    kernel adds it unscaled). Varlen's has dq's shape, (total_q, heads,
+    head_dim): one multiply into a new array of dq's dtype. Else it is
+    blocked, (batch, heads, blocks, R, BLOCK_M) with R >= head_dim
+    (_dq_accum_rows), and kernels/flash_bwd.py's flash_bwd_convert_dq
+    transposes it back into `dq` ((batch, seqlen_q, heads, head_dim), the
+    caller's uninitialized buffer; rows past seqlen_q and columns past
+    head_dim dropped), on the GPU or the CPU runner: torch's strided
+    permute-and-multiply ran at ~0.9 TB/s on an H200."""
     if varlen:
-        if _is_torch(like):
+        if _is_torch(dq):
             import torch
 
-            return torch.mul(dq_accum, scale, out=torch.empty(dq_accum.shape, dtype=like.dtype,
-                                                               device=like.device))
-        return (dq_accum * scale).astype(like.dtype)
-    b, sq, hq, d = like.shape
-    _, _, nblk, _, bm = dq_accum.shape
-    if _is_torch(like):
-        import torch
-
-        full = torch.empty((b, nblk * bm, hq, d), dtype=like.dtype, device=like.device)
-        torch.mul(dq_accum.permute(0, 2, 4, 1, 3)[..., :d], scale, out=full.view(b, nblk, bm, hq, d))
-        return full if nblk * bm == sq else full[:, :sq]
-    full = dq_accum.transpose(0, 2, 4, 1, 3)[..., :d].reshape(b, nblk * bm, hq, d)
-    import numpy as np
-
-    return np.ascontiguousarray(full[:, :sq] * scale).astype(like.dtype)
+            return torch.mul(dq_accum, scale, out=torch.empty(dq_accum.shape, dtype=dq.dtype,
+                                                               device=dq.device))
+        return (dq_accum * scale).astype(dq.dtype)
+    b, sq, hq, d = dq.shape
+    _, _, nblk, rows, bm = dq_accum.shape
+    kernel = convert_dq_kernel(dtype, d, rows, bm)
+    sa = _strides(dq_accum)
+    args = (dq_accum, dq, sq, hq, b, sa[0], sa[1], *_strides(dq)[:3], scale)
+    if on_gpu:
+        kernel(*args)
+    else:
+        kernel.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in args),
+                       grid=(nblk, b * hq, 1))
+    return dq
 
 
 def _zeros_like_dtype(like, shape):

@@ -1578,7 +1578,8 @@ class CodeGen(ast.NodeVisitor):
         return 1 << (n - 1).bit_length()
 
     def tl_view(self, node, args, kwargs):
-        base, sizes, strides = self._args(node, "view", args, kwargs, ["ptr", "sizes", "strides"])
+        base, sizes, strides, block = self._args(node, "view", args, kwargs,
+                                                 ["ptr", "sizes", "strides", "block"], [None])
         if not isinstance(base, Value) or not isinstance(base.type, PtrTy):
             self.error(node, f"tl.view needs a pointer, got {_describe(base)}")
         sizes = sizes if isinstance(sizes, tuple) else (sizes,)
@@ -1586,11 +1587,22 @@ class CodeGen(ast.NodeVisitor):
         if len(sizes) != len(strides) or not 1 <= len(sizes) <= 3:
             self.error(node, f"tl.view needs 1 to 3 sizes and as many strides, "
                              f"got {len(sizes)} sizes and {len(strides)} strides")
+        attrs = ""
+        if block is not None:
+            block = block if isinstance(block, tuple) else (block,)
+            if len(block) != len(sizes):
+                self.error(node, f"tl.view block needs {len(sizes)} extents (one per dimension), "
+                                 f"got {len(block)}")
+            for e in block:
+                e = self._const_int(node, e, "tl.view block extent")
+                if e < 1 or e & (e - 1):
+                    self.error(node, f"tl.view block extents must be powers of two, got {e}")
+            attrs = f" {{block = array<i64: {', '.join(str(e) for e in block)}>}}"
         sz = [self._scalar_of(node, s, tl.int32, f"size {i}") for i, s in enumerate(sizes)]
         st = [self._scalar_of(node, s, tl.int64, f"stride {i}") for i, s in enumerate(strides)]
         ty = ViewTy(base.dtype, len(sizes))
         text = (f"tile.view {base.ref} sizes({', '.join(v.ref for v in sz)}) "
-                f"strides({', '.join(v.ref for v in st)}) : {base.type} -> {ty}")
+                f"strides({', '.join(v.ref for v in st)}){attrs} : {base.type} -> {ty}")
         return self.emit(node, text, [base] + sz + st, ty)
 
     def _view_and_offsets(self, node, view, offsets, what):

@@ -202,8 +202,17 @@ def next_power_of_2(n):
 
 
 @_builtin
-def view(ptr, sizes, strides):
-    """A strided window of global memory; sizes i32, strides i64 (elements)."""
+def view(ptr, sizes, strides, block=None):
+    """A strided window of global memory; sizes i32, strides i64 (elements).
+
+    block (a tuple of compile-time powers of two, one per dimension): the
+    memory is a grid of blocks of that shape, each stored contiguously and
+    row-major, and `strides` step between blocks -- element (i, j) is at
+    (i // b0)·strides[0] + (j // b1)·strides[1] + (i % b0)·b1 + j % b1. An
+    f32 buffer that tl.atomic_add fills from a tl.dot result takes (8, 8):
+    each warp's add then covers 256 contiguous bytes (2 L2 requests, 8 for
+    a row-major tile). Read and written through registers only (not as a
+    dot operand loaded into shared memory)."""
 
 
 @_builtin

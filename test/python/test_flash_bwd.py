@@ -269,6 +269,74 @@ def test_atomic_add_lowers_to_red_global_add():
     assert "st.global" not in art.ptx
 
 
+def _blocked_kernel():
+    @tilec.jit(grid=(1, 1, 1))
+    def blocked(a: tl.ptr(tl.float16), b: tl.ptr(tl.float16), acc: tl.ptr(tl.float32),
+                back: tl.ptr(tl.float32), rows: tl.int32):
+        av = tl.view(a, (64, 32), (32, 1))
+        bv = tl.view(b, (64, 32), (32, 1))
+        # acc: a 64 x 64 grid of 8x8 row-major blocks (the fused backward's
+        # dq_accum per query block); rows past `rows` are not touched.
+        accv = tl.view(acc, (rows, 64), (512, 64), block=(8, 8))
+        s = tl.dot(tl.load(av, (0, 0), (64, 32)), tl.load(bv, (0, 0), (64, 32)), trans_b=True)
+        tl.atomic_add(accv, (0, 0), s)
+        tl.store(tl.view(back, (64, 64), (64, 1)), (0, 0), tl.load(accv, (0, 0), (64, 64)))
+
+    return blocked
+
+
+def _unblock(buf, rows, cols, b0, b1):
+    """numpy: a (rows, cols) matrix stored as a row-major grid of (b0, b1)
+    row-major blocks, back to row-major."""
+    return (buf.reshape(rows // b0, cols // b1, b0, b1).transpose(0, 2, 1, 3)
+            .reshape(rows, cols))
+
+
+def test_blocked_view_places_elements_in_8x8_blocks_on_the_cpu_runner():
+    """tl.view(..., block=(8, 8)): element (i, j) at (i // 8)·512 + (j // 8)·64
+    + (i % 8)·8 + j % 8; the atomic add and the load agree with that map;
+    rows past the view's size (50) stay untouched (NaN)."""
+    rng = np.random.default_rng()
+    a, b = (rng.standard_normal((64, 32)).astype(np.float16) for _ in range(2))
+    acc_init = rng.standard_normal((64, 64)).astype(np.float32)
+    # stored as (i // 8, j // 8, i % 8, j % 8), written independently of _unblock
+    acc = acc_init.reshape(8, 8, 8, 8).transpose(0, 2, 1, 3).reshape(-1).copy()
+    where = _unblock(np.arange(64 * 64), 64, 64, 8, 8)  # where[i, j]: element (i, j)'s slot
+    acc[where[50:].reshape(-1)] = np.nan
+    back = np.zeros((64, 64), np.float32)
+    _blocked_kernel().specialize().run_cpu(a, b, acc, back, 50, grid=(1, 1, 1))
+    want = acc_init + a.astype(np.float64) @ b.astype(np.float64).T
+    got = _unblock(acc, 64, 64, 8, 8)
+    np.testing.assert_allclose(got[:50], want[:50], rtol=1e-5, atol=1e-4)
+    assert np.isnan(got[50:]).all()
+    np.testing.assert_allclose(back[:50], want[:50], rtol=1e-5, atol=1e-4)
+    assert (back[50:] == 0).all()  # loads past the view's rows read the padding
+
+
+def test_blocked_view_atomic_add_keeps_pairs_on_sm90():
+    """Each accumulator pair is one red.global.add.v2.f32 into the blocked
+    view (16 per thread for 64x64 over 4 warps), as into a row-major one."""
+    art = _blocked_kernel().specialize().compile("sm_90a")
+    assert art.ptx.count("red.global.add.v2.f32") == 16
+    assert "red.global.add.f32 " not in art.ptx
+
+
+def test_blocked_view_errors():
+    @tilec.jit(grid=(1, 1, 1))
+    def not_pow2(out: tl.ptr(tl.float32)):
+        tl.store(tl.view(out, (64, 64), (64, 1), block=(8, 6)), (0, 0), tl.zeros((64, 64), tl.float32))
+
+    with pytest.raises(tilec.CompilationError, match=r"block extents must be powers of two, got 6"):
+        not_pow2.specialize()
+
+    @tilec.jit(grid=(1, 1, 1))
+    def wrong_rank(out: tl.ptr(tl.float32)):
+        tl.store(tl.view(out, (64, 64), (64, 1), block=(8,)), (0, 0), tl.zeros((64, 64), tl.float32))
+
+    with pytest.raises(tilec.CompilationError, match=r"block needs 2 extents"):
+        wrong_rank.specialize()
+
+
 def test_atomic_add_errors():
     @tilec.jit(grid=(1, 1, 1))
     def f16_view(out: tl.ptr(tl.float16)):
@@ -294,6 +362,40 @@ def test_atomic_dq_fused_kernel_matches_float64(head_dim, causal, seqlens, heads
     got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.1, causal,
                                deterministic=False, atomic_dq=True)
     check_grads(got, refs, torch.float16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("head_dim,rows,block_m", [(64, 64, 16), (96, 96, 64), (128, 128, 64),
+                                                   (192, 192, 64), (256, 256, 64),
+                                                   # R > head_dim (a padded tile), 128-query blocks
+                                                   (40, 64, 64), (32, 32, 128)])
+def test_convert_dq_unblocks_the_accumulator(dtype, head_dim, rows, block_m):
+    """flash_bwd_convert_dq: dq[b, i, h, :] = scale·dQᵀ[b, h, i // BLOCK_M][:head_dim,
+    i % BLOCK_M] rounded once to dtype (bitwise against numpy's f32 product),
+    where each query block's R x BLOCK_M dQᵀ is stored as 8x8 row-major
+    blocks (the fused kernel's DQ_ACCUM_BLOCK); seqlen_q not a multiple of
+    BLOCK_M; rows past seqlen_q and columns past head_dim of a strided dq are
+    not written."""
+    from tilec.flash_bwd import _dq_from_accum
+
+    b, sq, h, scale = 2, 3 * block_m - 5, 3, 0.37
+    nblk = -(-sq // block_m)
+    rng = np.random.default_rng(head_dim * block_m)
+    # memory order (d // 8, m // 8, d % 8, m % 8) per query block
+    stored = rng.standard_normal((b, h, nblk, rows // 8, block_m // 8, 8, 8)).astype(np.float32)
+    dqt = stored.transpose(0, 1, 2, 3, 5, 4, 6).reshape(b, h, nblk, rows, block_m)  # [d, m]
+    acc = stored.reshape(b, h, nblk, rows, block_m)
+    ref = np.empty((b, sq, h, head_dim), np.float32)
+    for i in range(sq):  # query i: column i % BLOCK_M of block i // BLOCK_M
+        ref[:, i] = dqt[:, :, i // block_m, :head_dim, i % block_m]
+    ref = torch.from_numpy(ref * np.float32(scale)).to(dtype)
+    sentinel = -7.0
+    big = torch.full((b, sq + block_m, h, head_dim + 8), sentinel, dtype=dtype)
+    dq = big[:, :sq, :, :head_dim]
+    got = _dq_from_accum(torch.from_numpy(acc), dq, False, scale, str(dtype)[6:], False)
+    assert got.data_ptr() == dq.data_ptr()
+    assert torch.equal(got, ref)
+    assert (big[:, sq:] == sentinel).all() and (big[..., head_dim:] == sentinel).all()
 
 
 def test_deterministic_selects_the_form(monkeypatch):

@@ -260,9 +260,12 @@ def fused_spills(d, causal, atomic, warps_n, gpu, dq_warps_n=1):
     # bytes on sm_90 while Kᵀ (dQᵀ = Kᵀ·dSᵀ's A) was a register copy of K
     # held through the loop (32 registers); from K's shared tile read
     # transposed (ldmatrix.trans), 32 (56 causal) on sm_90, one LDL per
-    # iteration; 48 (72) on sm_80 (ptxas 13, 2026-12-01).
+    # iteration; 48 (72) on sm_80 (ptxas 13, 2026-12-01). dq_accum's 8x8
+    # blocks (tl.view's block: a mask-and-shift per scalar red address on
+    # sm_80) took sm_80 causal to 96 (2026-12-03; the table's dqwn2 form is
+    # the one that runs).
     (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 1, 80),
-    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 1, 80),
+    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 1, 96),
     # The dQᵀ dot on a 4 x 2 grid: no spills on sm_90 (80 bytes causal),
     # 32 on sm_80.
     (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 2, 32),

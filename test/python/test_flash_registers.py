@@ -219,6 +219,10 @@ def test_backward_d32_d256_table_kernels_spill_little(head_dim, causal):
     kdq, kdkdv, _ = flash_bwd_kernels("bfloat16", head_dim, causal)
     fused = flash_bwd_kernels("bfloat16", head_dim, causal, atomic_dq=True)[1]
     bound = {32: 0, 256: 32}[head_dim]
-    for kernel, limit in ((kdq, 0), (kdkdv, bound), (fused, bound)):
+    # The fused kernel's dq_accum in 8x8 blocks (2026-12-03: a mask and shift
+    # more per red address) spills a little more: d32 8 bytes on sm_80, d256
+    # 40 / 36 on sm_90; it runs faster on the H200 (RESULTS, session 13).
+    fused_bound = {32: 8, 256: 40}[head_dim]
+    for kernel, limit in ((kdq, 0), (kdkdv, bound), (fused, fused_bound)):
         spills = _bwd_spills(kernel)
         assert max(spills.values()) <= limit, f"{kernel.name}: {spills} bytes of spills"

@@ -592,6 +592,22 @@ func.func @atomic_add_not_f32(%x: tensor<64x128xf16>, %v: !tile.view<f16, 2>, %r
 
 // -----
 
+func.func @view_block_rank(%p: !tile.ptr<f32>, %n: i32, %s: i64) {
+  // expected-error @+1 {{'tile.view' op a rank-2 view needs 2 block extents, got 1}}
+  %v = tile.view %p sizes(%n, %n) strides(%s, %s) {block = array<i64: 8>} : !tile.ptr<f32> -> !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+func.func @view_block_power_of_two(%p: !tile.ptr<f32>, %n: i32, %s: i64) {
+  // expected-error @+1 {{'tile.view' op block extents must be powers of two, got 6}}
+  %v = tile.view %p sizes(%n, %n) strides(%s, %s) {block = array<i64: 8, 6>} : !tile.ptr<f32> -> !tile.view<f32, 2>
+  return
+}
+
+// -----
+
 func.func @atomic_add_offsets(%x: tensor<64x128xf32>, %v: !tile.view<f32, 2>, %r: i32) {
   // expected-error @+1 {{'tile.atomic_add' op a rank-2 view takes 2 offsets, got 1}}
   tile.atomic_add %x, %v[%r] : tensor<64x128xf32>, !tile.view<f32, 2>
