@@ -593,6 +593,14 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 # per key block: the pair's dq kernel splits it finer), so causal calls of
 # fewer than 4096 keys keep the pair (fused_min_seqlen_k).
 _FUSED_D128 = FlashConfig(64, 128, 8, 2, False, "row", "region-barriers=true")
+# d64 runs the fused kernel too since its dq_accum went to 8x8 blocks (a
+# quarter of the L2 red requests): 128 queries x 128 keys over 8 warps, 4 x 4
+# grids (wn4, dqwn4), one buffer refilled after its last use. H200 bf16,
+# 16k tokens, seqlen 4k, tune_bwd (session 13 run 3), non-causal / causal:
+# 265 / 241 TFLOP/s against the pair's 233 / 222 and FA2's 278 / 247.
+# Causal calls under 4096 keys keep the pair, as d128's (unmeasured there).
+_FUSED_D64 = FlashConfig(128, 128, 8, 1, False, "row",
+                         "region-barriers=true prefetch-after-last-use=true")
 # D = 32 and D = 256 (keyed by the padded tile width D: head_dims 17-32
 # take D = 32's, 129-256 D = 256's; table_lookup), chosen from ptxas (sm_90a,
 # bf16) and measured on the H200 (session 12 run 2, bench/tune_bwd.py
@@ -625,10 +633,12 @@ _PAIR_D32 = dict(dq=FlashConfig(128, 64, 4, 2, False), dkdv=FlashConfig(32, 128,
 BWD_TABLE = {
     ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(32, 128, 4, 1, False),
-                                         atomic=FlashConfig(64, 64, 4, 2, False)),
+                                         atomic=_FUSED_D64, atomic_warps_n=4, atomic_dq_warps_n=4,
+                                         fused=True),
     ("sm_80", 64, True): FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False),
                                         dkdv=FlashConfig(32, 128, 4, 1, False),
-                                        atomic=FlashConfig(16, 128, 4, 2, False)),
+                                        atomic=_FUSED_D64, atomic_warps_n=4, atomic_dq_warps_n=4,
+                                        fused=True, fused_min_seqlen_k=4096),
     ("sm_80", 128, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                           dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                           atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
