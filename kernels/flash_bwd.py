@@ -86,6 +86,14 @@ LOG2E = math.log2(math.e)
 DQ_ACCUM_BLOCK = (8, 8)
 
 
+def dq_accum_tile(ptr, R, BLOCK_M):
+    """The view of one query block's dQᵀ in dq_accum (R head-dim rows x
+    BLOCK_M queries at `ptr`) as the fused kernel adds it and
+    flash_bwd_convert_dq reads it: 8x8 row-major blocks (DQ_ACCUM_BLOCK),
+    BLOCK_M / 8 blocks to a block row."""
+    return tl.view(ptr, (R, BLOCK_M), (8 * BLOCK_M, 64), block=DQ_ACCUM_BLOCK)
+
+
 _fwd = kernel_files.load("flash_fwd")
 # The forward's mask, score and dropout helpers, and its piecewise Q·Kᵀ.
 alibi_bias, visible, dropout_keep, sequence_bounds, dot_pieces = (
@@ -221,10 +229,9 @@ def flash_bwd_convert_dq(dq_accum: tl.ptr(tl.float32), dq: tl.ptr(DTYPE),
     pid_bh = tl.program_id(1)
     b, h = pid_bh // num_heads, pid_bh % num_heads
     row0 = pid_m * BLOCK_M
-    # The block's dQᵀ, in the fused kernel's 8x8 blocks (DQ_ACCUM_BLOCK): a
-    # QCOLS = 8 column strip of it is R / 8 contiguous 256-byte blocks.
-    blk = tl.view(dq_accum + (b * stride_dqab + h * stride_dqah + row0 * R), (R, BLOCK_M),
-                  (8 * BLOCK_M, 64), block=DQ_ACCUM_BLOCK)
+    # The block's dQᵀ in 8x8 blocks: a QCOLS = 8 column strip of it is R / 8
+    # contiguous 256-byte blocks.
+    blk = dq_accum_tile(dq_accum + (b * stride_dqab + h * stride_dqah + row0 * R), R, BLOCK_M)
     dqv = tl.view(dq + (b * stride_dqb + h * stride_dqh), (seqlen_q, HEAD_DIM), (stride_dqs, 1))
     PARTS = [(c, w, j) for c, w in _row_chunks(R, CHUNK, HEAD_DIM)
              for j in range(0, BLOCK_M, QCOLS)]
@@ -512,8 +519,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                     # The tile lies inside its view (no bounds predicates;
                     # rows past seqlen_q and columns past head_dim are padding
                     # flash_bwd_convert_dq drops).
-                    blk = tl.view(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * R),
-                                  (R, BLOCK_M), (8 * BLOCK_M, 64), block=DQ_ACCUM_BLOCK)
+                    blk = dq_accum_tile(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * R),
+                                        R, BLOCK_M)
                     tl.atomic_add(blk, (c0 if SPLIT_D > 1 else pc, 0), dqt)
     for (pc, pw), acc in zip(PIECES, dk_accs):
         tl.store(dkv, (col0, c0 if SPLIT_D > 1 else pc), (acc * scale).to(DTYPE))

@@ -259,31 +259,32 @@ Operation *KernelLowering::inlinePtx(TypeRange results, ValueRange operands, Str
   return TargetInfo::inlinePtx(b, results, operands, text, constraints);
 }
 
+/// The strides the vector-width rules see: a blocked view's last dimension
+/// is contiguous (stride 1) inside a block, and no vector crosses a block row.
+SmallVector<Value> KernelLowering::widthStrides(const ViewInfo &view) {
+  SmallVector<Value> strides(view.strides);
+  if (!view.block.empty())
+    strides.back() = i64(1);
+  return strides;
+}
+
 /// The most elements along the view's last dimension one access may move
 /// (up to 16 bytes): the dimension is contiguous (stride constant 1) and
 /// the view's size and the offset are constant multiples of it, so that a
 /// vector is wholly inside or outside the view. Sub-byte elements (i1) move
 /// one at a time: a vector of them is bit-packed.
 int KernelLowering::viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType) {
-  if (view.block.empty())
-    return smem::viewWidthLimit(view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
-  // A blocked view's last dimension is contiguous inside a block only.
-  SmallVector<Value> strides(view.strides);
-  strides.back() = i64(1);
-  return std::min<int64_t>(view.block.back(),
-                           smem::viewWidthLimit(view.sizes, strides, offsets, elemType, hw.chunkBytes));
+  int width = smem::viewWidthLimit(view.sizes, widthStrides(view), offsets, elemType, hw.chunkBytes);
+  return view.block.empty() ? width : std::min<int64_t>(width, view.block.back());
 }
 
 /// Number of consecutive registers that one vector access can move (the
 /// rule is AllocateShared.h's: the smem-epilogue stages what it keeps narrow).
 int KernelLowering::vectorWidth(const LinearLayout &layout, const ViewInfo &view,
                                 ValueRange offsets, Type elemType) {
-  if (view.block.empty())
-    return smem::vectorWidth(layout, view.sizes, view.strides, offsets, elemType, hw.chunkBytes);
-  SmallVector<Value> strides(view.strides);
-  strides.back() = i64(1);
-  return std::min<int64_t>(view.block.back(), smem::vectorWidth(layout, view.sizes, strides, offsets,
-                                                                elemType, hw.chunkBytes));
+  int width = smem::vectorWidth(layout, view.sizes, widthStrides(view), offsets, elemType,
+                                hw.chunkBytes);
+  return view.block.empty() ? width : std::min<int64_t>(width, view.block.back());
 }
 
 } // namespace tilec::nvvm

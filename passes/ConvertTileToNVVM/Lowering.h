@@ -169,6 +169,7 @@ private:
   int vectorWidth(const LinearLayout &layout, const ViewInfo &view, ValueRange offsets,
                   Type elemType);
   int viewWidthLimit(const ViewInfo &view, ValueRange offsets, Type elemType);
+  SmallVector<Value> widthStrides(const ViewInfo &view);
   LogicalResult registerRemap(Value from, Value to, function_ref<tilec::Coord(tilec::Coord)> project,
                               Operation *op);
   SmallVector<Value> readShared(SharedTile &tile, const LinearLayout &layout, Type elemType);

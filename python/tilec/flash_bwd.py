@@ -328,10 +328,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         _launch_gpu(kdkdv, dkdv_args, err_at(dkdv_args))
     else:
         if not atomic_dq:
-            kdq.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dq_args),
-                        grid=(-(-sq // cfg.dq.block_m), b * hq, cfg.dq_split))
-        kdkdv.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in dkdv_args),
-                      grid=(-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
+            _run_cpu(kdq, dq_args, (-(-sq // cfg.dq.block_m), b * hq, cfg.dq_split))
+        _run_cpu(kdkdv, dkdv_args, (-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
     if atomic_dq:
         dq = _dq_from_accum(dq_accum, dq, varlen, scale, dtype, on_gpu)
     if group > 1:
@@ -345,6 +343,12 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def _run_cpu(kernel, args, grid):
+    """kernel(*args) over `grid` on the CPU runner (torch CPU tensors and
+    numpy arrays as numpy views)."""
+    kernel.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in args), grid=grid)
 
 
 def _launch_gpu(kernel, args, err_at=None):
@@ -387,8 +391,7 @@ def _preprocess(dout, out, lse, dtype, head_dim, on_gpu):
     if on_gpu:
         kernel(*args)
     else:
-        kernel.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in args),
-                       grid=(-(-sq // block_m), b * hq, 1))
+        _run_cpu(kernel, args, (-(-sq // block_m), b * hq, 1))
     return delta, lse2
 
 
@@ -477,8 +480,7 @@ def _dq_from_accum(dq_accum, dq, varlen, scale, dtype, on_gpu):
     if on_gpu:
         kernel(*args)
     else:
-        kernel.run_cpu(*(_np_view(a) if hasattr(a, "shape") else a for a in args),
-                       grid=(nblk, b * hq, 1))
+        _run_cpu(kernel, args, (nblk, b * hq, 1))
     return dq
 
 
