@@ -202,6 +202,14 @@ FUSED_GRID = [
     ((64, 128, 8, 2, False, *RB), 2, (32,), 4),   # 0 / -, 64 KB
     ((128, 64, 4, 2, False, *RB), 2, (32,), 2),   # 0 / -, 72 KB
     ((64, 64, 4, 2, False, *RB), 2, (32,), 2),    # 0 / -, 40 KB
+    # session 14: BWD_TABLE d128's kernel (64 x 128 s2, 4 x 2 grids; the
+    # table's column above) carries the Q/dO ring's addresses since the loop's
+    # dK + dV take 128 registers (carry-ring-addresses' carried-tiles rule,
+    # xor-ring-phases auto -> all: 2 LDL per iteration on sm_90a), against
+    # the kernel before (carry off: 7 LDL) and with only ldmatrix.trans
+    # tiles' phases XOR-derived (trans: 5 LDL + 2 STL):
+    ((64, 128, 8, 2, False, "row", "region-barriers=true carry-ring-addresses=false"), 4, (128,), 2),
+    ((64, 128, 8, 2, False, "row", "region-barriers=true xor-ring-phases=trans"), 4, (128,), 2),
 ]
 
 

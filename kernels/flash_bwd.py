@@ -96,8 +96,9 @@ def dq_accum_tile(ptr, R, BLOCK_M):
 
 _fwd = kernel_files.load("flash_fwd")
 # The forward's mask, score and dropout helpers, and its piecewise Q·Kᵀ.
-alibi_bias, visible, dropout_keep, sequence_bounds, dot_pieces = (
-    _fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep, _fwd.sequence_bounds, _fwd.dot_pieces)
+alibi_bias, visible, dropout_keep, sequence_bounds, dot_pieces, longest_first = (
+    _fwd.alibi_bias, _fwd.visible, _fwd.dropout_keep, _fwd.sequence_bounds, _fwd.dot_pieces,
+    _fwd.longest_first)
 
 
 def _variants(CAUSAL, WINDOW=False, SOFTCAP=False, ALIBI=False, VARLEN=False, DROPOUT=False, **_):
@@ -277,6 +278,9 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
+    if CAUSAL and not WINDOW:  # the last query blocks (most keys) first (a window's are even)
+        pid_m, pid_bh = longest_first(pid_m, pid_bh, tl.cdiv(seqlen_q, BLOCK_M), batch * num_heads,
+                                      True)
     b, h = pid_bh // num_heads, pid_bh % num_heads
     hk = h // group
     row0 = pid_m * BLOCK_M
@@ -399,6 +403,9 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
+    if CAUSAL and not WINDOW:  # the first key blocks (most queries) first
+        pid_n, pid_bh = longest_first(pid_n, pid_bh, tl.cdiv(seqlen_k, BLOCK_N), batch * num_heads,
+                                      False)
     b, h = pid_bh // num_heads, pid_bh % num_heads
     hk = h // group
     col0 = pid_n * BLOCK_N

@@ -122,6 +122,23 @@ def scores(qs, ks, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     return tl.where(mask, s, float("-inf"))
 
 
+def longest_first(pid_block, pid_bh, blocks, programs, heavy_last):
+    """A causal mask gives the blocks of one (batch, head) unequal work: key
+    block 0 sees every query, query block 0 one key block. The hardware
+    dispatches a grid (blocks, programs) in blockIdx order, x fastest: one
+    head's blocks together, so the last heads' heaviest blocks start last and
+    run alone at the launch's tail. Renumbered here so that the i-th program
+    dispatched takes block i // programs of (batch, head) i % programs:
+    every head's heaviest block first, the lightest last (longest processing
+    time first). heavy_last: the heaviest block is the last one (query
+    blocks), else the first (key blocks). A permutation of the grid."""
+    order = pid_bh * blocks + pid_block
+    block = order // programs
+    if heavy_last:
+        block = blocks - 1 - block
+    return block, order % programs
+
+
 def sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b, err, total_q,
                     total_k, max_q, max_k):
     """VARLEN's sequence b: (first query row, first key row, seqlen_q,
@@ -237,6 +254,10 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     tl.assume(scale > 0)  # FA2's scale folding needs it; flash_attn_func maps scale <= 0 onto it
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701 (it then folds into exp2's constant like the scale)
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    if CAUSAL and not WINDOW:  # the last query blocks (most keys) first (a window's are even)
+        pid_m, hb = longest_first(pid_m, b * num_heads + h, tl.cdiv(seqlen_q, BLOCK_M),
+                                  batch * num_heads, True)
+        h, b = hb % num_heads, hb // num_heads
     hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
     row0 = pid_m * BLOCK_M
     bq, bk, max_q, max_k = b, b, seqlen_q, seqlen_k         # views' "batch" rows; the grid's seqlens

@@ -411,9 +411,10 @@ struct ConvertTileToNVVMPass final : tilec::impl::ConvertTileToNVVMBase<ConvertT
                                                  .Case("trans", XorRingPhases::Trans)
                                                  .Case("non-trans", XorRingPhases::NonTrans)
                                                  .Case("all", XorRingPhases::All)
+                                                 .Case("auto", XorRingPhases::Auto)
                                                  .Default(std::nullopt);
     if (!xorPhases) {
-      module.emitError() << "xor-ring-phases must be none, trans, non-trans or all, got '"
+      module.emitError() << "xor-ring-phases must be auto, none, trans, non-trans or all, got '"
                          << xorRingPhases << "'";
       return signalPassFailure();
     }

@@ -222,19 +222,23 @@ def ConvertTileToNVVM : Pass<"convert-tile-to-nvvm", "mlir::ModuleOp"> {
            "store moves 16 bytes (measured 2026-11-29: +2-7% at head_dim 128 up "
            "to 2k keys, level at 16k; false keeps the narrow stores)">,
     Option<"carryRingAddresses", "carry-ring-addresses", "bool", /*default=*/"true",
-           "in loops whose accumulators take >= 128 registers per thread, carry the "
-           "K/V ring's ldmatrix addresses as loop values (advanced at the back "
+           "in loops where one accumulator, or the loop-carried register tiles "
+           "together (the backward's dK and dV), take >= 128 registers per thread, "
+           "carry the ring's ldmatrix addresses as loop values (advanced at the back "
            "edge) instead of keeping their loop-invariant bases live; with "
            "xor-ring-phases=trans: no local memory in the d128 hot loops on sm_80 "
            "or on the sm_90 JIT, +0..+3% non-causal, level causal (2026-11-29, "
            "bench/RESULTS.md Session 5); false keeps the invariant bases">,
-    Option<"xorRingPhases", "xor-ring-phases", "std::string", /*default=*/"\"trans\"",
+    Option<"xorRingPhases", "xor-ring-phases", "std::string", /*default=*/"\"auto\"",
            "with carry-ring-addresses, which ring tiles carry one address and "
            "derive their other swizzle phases by XOR where used (the others carry "
            "one address per phase): 'trans' (tiles read by ldmatrix.trans: V), "
-           "'non-trans' (K), 'all' or 'none'. 'trans' is the one measured with no "
-           "local memory in the d128 hot loops on both sm_80 and the sm_90 JIT "
-           "and fastest (2026-11-29, bench/RESULTS.md Session 5)">,
+           "'non-trans' (K), 'all', 'none', or 'auto': 'trans' in loops where one "
+           "accumulator is short of registers (the forward's O at d128: no local "
+           "memory in its hot loops on sm_80 and the sm_90 JIT and fastest, "
+           "2026-11-29, bench/RESULTS.md Session 5), 'all' where the carried tiles "
+           "together are (the backward's dK + dV at d128: 2 local loads per "
+           "iteration against 5-29 with 'trans', +4% non-causal; Session 14)">,
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
                            "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];

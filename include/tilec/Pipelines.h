@@ -72,9 +72,12 @@ struct TileToNVVMOptions : public mlir::PassPipelineOptions<TileToNVVMOptions> {
                                   llvm::cl::init(true)};
   Option<std::string> xorRingPhases{*this, "xor-ring-phases",
                                     llvm::cl::desc("carried ring tiles whose other swizzle "
-                                                   "phases are XOR-derived: trans (V), "
-                                                   "non-trans (K), all or none"),
-                                    llvm::cl::init("trans")};
+                                                   "phases are XOR-derived: auto (trans where "
+                                                   "one accumulator is short of registers, "
+                                                   "all where the carried tiles together "
+                                                   "are), trans (V), non-trans (K), all or "
+                                                   "none"),
+                                    llvm::cl::init("auto")};
   Option<bool> prefetchAfterLastUse{*this, "prefetch-after-last-use",
                                    llvm::cl::desc("stages=1: also prefetch a loaded tile that "
                                                   "several dots read as B, into its own buffer "

@@ -96,15 +96,35 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // carry-ring-addresses (on): carry the ring's ldmatrix addresses
   // (carryRingShifts; one per tile, the other swizzle phases XOR-derived in
   // sharedChunkBase) where an accumulator takes 128 or more registers per
-  // thread (O at head_dim 128 over 4 warps). It removes the last
+  // thread (O at head_dim 128 over 4 warps), or the loop carries that many in
+  // register tiles together (the backward's dK and dV, 64 + 64 at d128 over
+  // 8 warps, whose Q/dO ring bases ptxas had spilled). It removes the last
   // local-memory loads from the d128 hot loops; at head_dim 64 it only added
   // spills outside the loop.
+  // xor-ring-phases=auto (the default) picks the phases by which of the
+  // two made the loop short (XorRingPhases::Auto).
   bool shortBefore = loopShortOfRegisters;
-  llvm::scope_exit restoreShort([&] { loopShortOfRegisters = shortBefore; });
-  if (carryRingAddresses)
+  XorRingPhases phasesBefore = loopXorPhases;
+  llvm::scope_exit restoreShort([&] {
+    loopShortOfRegisters = shortBefore;
+    loopXorPhases = phasesBefore;
+  });
+  if (carryRingAddresses) {
+    bool accumulatorShort = false;
     op.getBody()->walk([&](DotOp dot) {
-      loopShortOfRegisters |= dot.getAcc().getType().getNumElements() / (32 * numWarps) >= 128;
+      accumulatorShort |= dot.getAcc().getType().getNumElements() / (32 * numWarps) >= 128;
     });
+    int64_t carriedRegs = 0;
+    for (Value init : op.getInitArgs())
+      if (isa<RankedTensorType>(init.getType()) && !isShared(init))
+        carriedRegs += layoutOf(init).numRegs();
+    if (accumulatorShort || carriedRegs >= 128) {
+      loopShortOfRegisters = true;
+      loopXorPhases = xorRingPhases != XorRingPhases::Auto ? xorRingPhases
+                      : accumulatorShort                   ? XorRingPhases::Trans
+                                                           : XorRingPhases::All;
+    }
+  }
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = newFor.getBody();

@@ -109,8 +109,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   }
   int numMatrices = nTiles >= 2 ? 4 : 2;
   carryShifts = loopShortOfRegisters;
-  xorShifts = carryShifts && (xorRingPhases == XorRingPhases::All ||
-                              xorRingPhases == (transposeB ? XorRingPhases::NonTrans
+  xorShifts = carryShifts && (loopXorPhases == XorRingPhases::All ||
+                              loopXorPhases == (transposeB ? XorRingPhases::NonTrans
                                                            : XorRingPhases::Trans));
   llvm::scope_exit stopCarrying([&] { carryShifts = xorShifts = false; });
 

@@ -103,6 +103,12 @@ enum class XorRingPhases {
   Trans,    ///< tiles read by ldmatrix.trans (B as K x N, V in attention)
   NonTrans, ///< tiles read by plain ldmatrix (B as N x K, K in attention)
   All,
+  /// Per loop: Trans where one accumulator alone takes 128 or more
+  /// registers per thread (the forward's O at head_dim 128: measured fastest
+  /// there, session 5); All where only the loop's carried register tiles
+  /// together do (the backward's dK + dV at d128: Trans spilled more inside
+  /// the loop than carrying nothing, All least; session 14).
+  Auto,
 };
 
 class KernelLowering {
@@ -277,6 +283,8 @@ private:
   /// (xor-ring-phases) instead of carrying each.
   bool xorShifts = false;
   bool loopShortOfRegisters = false;
+  /// xor-ring-phases for the loop being lowered (Auto resolved by lowerFor).
+  XorRingPhases loopXorPhases = XorRingPhases::Trans;
   void carryRingShifts(scf::ForOp &loop, Value parityInit);
   /// When set, new chunk bases are computed at the insertion point and kept
   /// here instead (see sharedChunkBase).

@@ -591,14 +591,23 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 # 13, bench_bwd, fused / pair): non-causal 2k 243 / 241, 16k 277 / 245;
 # causal 16k 267 / 244 but 2k 204 / 219 (the short causal rows' uneven work
 # per key block: the pair's dq kernel splits it finer), so causal calls of
-# fewer than 4096 keys keep the pair (fused_min_seqlen_k).
+# fewer than 4096 keys kept the pair (fused_min_seqlen_k) until session 14:
+# with dq_accum in 8x8 blocks (session 13) and the Q/dO ring's addresses
+# carried (carry-ring-addresses' carried-tiles rule, xor-ring-phases auto ->
+# all; 2 LDL per iteration instead of 7), tune_bwd --grid (session 14 run
+# 1, bf16, TFLOP/s fused / pair / FA2): causal 1k 209 / 193 / 208, 2k 248 /
+# 213 / 247, 4k 275 / 223 / 274; non-causal 1k 273 / 218 / 260, 2k 298 /
+# 227 / 286, 4k 312 / 233 / 303 (run 2: 512 keys 229 / 216 / 222, 8k 319
+# / 246 / 308). Causal from 1024 keys (run 2, 512: 157 / 164 / 156).
 _FUSED_D128 = FlashConfig(64, 128, 8, 2, False, "row", "region-barriers=true")
 # d64 runs the fused kernel too since its dq_accum went to 8x8 blocks (a
 # quarter of the L2 red requests): 128 queries x 128 keys over 8 warps, 4 x 4
 # grids (wn4, dqwn4), one buffer refilled after its last use. H200 bf16,
 # 16k tokens, seqlen 4k, tune_bwd (session 13 run 3), non-causal / causal:
 # 265 / 241 TFLOP/s against the pair's 233 / 222 and FA2's 278 / 247.
-# Causal calls under 4096 keys keep the pair, as d128's (unmeasured there).
+# Causal calls under 2048 keys keep the pair (session 14 run 1, tune_bwd,
+# causal, fused / pair / FA2: 512 keys 132 / 139 / 138, 1k 179 / 179 / 186,
+# 2k 214 / 206 / 223).
 _FUSED_D64 = FlashConfig(128, 128, 8, 1, False, "row",
                          "region-barriers=true prefetch-after-last-use=true")
 # D = 32 and D = 256 (keyed by the padded tile width D: head_dims 17-32
@@ -609,8 +618,10 @@ _FUSED_D64 = FlashConfig(128, 128, 8, 1, False, "row",
 # dq 64x64: 149 / 112), FA2 213 / 185; before: BWD_DEFAULT's pair 127 / 133.
 # d256 fused 199 / 185, the pair 194 / 183 (its dK/dV kernel at s2, 208 KB
 # of shared memory, Hopper only: 204 / 187), FA2 253 / 230; before:
-# BWD_WIDE's 137 / 123. Causal's 4096-key threshold is d128's (at 4096 keys
-# the fused kernel led at both widths).
+# BWD_WIDE's 137 / 123. Causal thresholds (session 14 run 2, causal, fused
+# / pair / FA2): d256 1k 181 / 155 / 182, 2k 208 / 173 / 211: fused from
+# 1024 keys (512 unmeasured); d32 1k 124 / 132 / 141, 2k 147 / 157 / 168:
+# the pair under 4096 keys (at 4096 the fused kernel led, run 2 of session 12).
 # D = 256, FA2's d256 blocks: 64 queries x 64 keys over 8 warps, the dK/dV
 # dots on a 2 x 4 grid (atomic_warps_n 4), dQᵀ on 4 x 2 (atomic_dq_warps_n
 # 2), unsplit (5 matmuls' HMMAs: 320 per iteration), s1: 144 KB of shared
@@ -638,7 +649,7 @@ BWD_TABLE = {
     ("sm_80", 64, True): FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False),
                                         dkdv=FlashConfig(32, 128, 4, 1, False),
                                         atomic=_FUSED_D64, atomic_warps_n=4, atomic_dq_warps_n=4,
-                                        fused=True, fused_min_seqlen_k=4096),
+                                        fused=True, fused_min_seqlen_k=2048),
     ("sm_80", 128, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                           dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                           atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
@@ -646,12 +657,12 @@ BWD_TABLE = {
     ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                          atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
-                                         fused=True, fused_min_seqlen_k=4096),
+                                         fused=True, fused_min_seqlen_k=1024),
     # D = 32 and D = 256 (see above, session 12 run 2).
     ("sm_80", 32, False): FlashBwdConfig(**_PAIR_D32),
     ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),
     ("sm_80", 256, False): FlashBwdConfig(**_PAIR_D256),
-    ("sm_80", 256, True): FlashBwdConfig(**_PAIR_D256, fused_min_seqlen_k=4096),
+    ("sm_80", 256, True): FlashBwdConfig(**_PAIR_D256, fused_min_seqlen_k=1024),
     # d96 non-causal (bwdpieces, chosen from ptxas; not A/B-timed against
     # other blocks, in run 3's table at 209 TFLOP/s): d128's entry, computed in
     # pieces (64 + 32), the fused kernel with smem-epilogue: sm_90a 0 bytes
@@ -669,7 +680,7 @@ BWD_TABLE = {
     # 4+8 bytes, the padded kernel's 0). d192 non-causal keeps D = 256's
     # entry (4 x 2: 0 bytes; 2 x 4: 4+4).
     ("sm_80", 192, True): FlashBwdConfig(**dict(_PAIR_D256, atomic_dq_warps_n=4),
-                                         fused_min_seqlen_k=4096),
+                                         fused_min_seqlen_k=1024),
 }
 
 

@@ -64,7 +64,7 @@ PIPELINES = {
 }
 OPTION_VALUES = {"num-warps": [0, 1, 2, 3, 4, 8, 16, 32, -1], "stages": [0, 1, 2, 3, -1],
                  "copy-bounds": ["row", "tile", "chunk", "x"], "lazy-rescale": ["true", "false"],
-                 "xor-ring-phases": ["trans", "non-trans", "all", "none", "x"],
+                 "xor-ring-phases": ["auto", "trans", "non-trans", "all", "none", "x"],
                  "arch": ["sm_80", "sm_90a", "sm_70"]}
 TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|%[\w$.#-]+|@[\w$.-]+|#[\w.]+|!?[a-z_]+(?:\.[a-z_0-9]+)+'
                    r'|-?\d+\.\d+(?:[eE][-+]?\d+)?|-?0x[0-9a-fA-F]+|-?\d+|[A-Za-z_][\w$-]*|\S')

@@ -30,7 +30,7 @@
 // RUN: not tile-opt %s --pass-pipeline='builtin.module(tile-partition-warps,convert-tile-to-nvvm{arch=sm_70})' 2>&1 | FileCheck %s --check-prefix=ARCH
 // ARCH: error: unsupported arch 'sm_70': expected sm_80, sm_86, sm_89, sm_90 or sm_90a
 // RUN: not tile-opt %s --pass-pipeline='builtin.module(tile-partition-warps,convert-tile-to-nvvm{xor-ring-phases=odd})' 2>&1 | FileCheck %s --check-prefix=XOR
-// XOR: error: xor-ring-phases must be none, trans, non-trans or all, got 'odd'
+// XOR: error: xor-ring-phases must be auto, none, trans, non-trans or all, got 'odd'
 
 // A kernel whose tile.num_warps was written by hand is checked as well.
 // RUN: sed 's/tile.kernel,/tile.kernel, tile.num_warps = 0 : i64,/' %s | not tile-opt -convert-tile-to-nvvm 2>&1 | FileCheck %s --check-prefix=ATTR

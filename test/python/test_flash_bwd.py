@@ -445,10 +445,11 @@ def test_deterministic_selects_the_form(monkeypatch):
     assert calls == [False, True]
 
 
-def test_d128_table_takes_the_fused_kernel_from_4096_keys():
-    """BWD_TABLE's d128 entries run the fused kernel (H200 session 11: 277 /
-    267 TFLOP/s against the pair's 244 / 241 at 16k), causal ones from 4096
-    keys (at 2k causal the pair measured faster)."""
+def test_bwd_table_fused_thresholds():
+    """BWD_TABLE's d128 entries run the fused kernel, causal ones from 1024
+    keys (H200 session 14: causal 1k 209 TFLOP/s against the pair's 193, 2k
+    248 / 213, 512 157 / 164); d64 causal from 2048 keys (512 keys: the pair
+    139, fused 132)."""
     from tilec import strategy
 
     for causal in (False, True):
@@ -456,7 +457,9 @@ def test_d128_table_takes_the_fused_kernel_from_4096_keys():
         assert cfg.fused and (cfg.atomic.block_m, cfg.atomic.block_n, cfg.atomic.num_warps) == (64, 128, 8)
         assert cfg.atomic_warps_n == 4 and cfg.atomic_dq_warps_n == 2
         assert "region-barriers=true" in cfg.atomic.lowering_options
-        assert cfg.fused_min_seqlen_k == (4096 if causal else 0)
+        assert cfg.fused_min_seqlen_k == (1024 if causal else 0)
+    assert strategy.flash_bwd_config(head_dim=64, causal=True).fused_min_seqlen_k == 2048
+    assert strategy.flash_bwd_config(head_dim=64, causal=False).fused_min_seqlen_k == 0
 
 
 def test_atomic_dq_errors():

@@ -56,8 +56,9 @@ def test_d64_production_config_does_not_spill(causal):
 def test_d64_production_config_on_sm90_spills_little(causal):
     # The same PTX assembled for sm_90 (what an H200 runs): 48 bytes
     # non-causal, none causal (2026-11-29), all outside the K/V loops
-    # (test_flash_sass checks the loops).
-    assert spill_bytes(64, causal, stages=2, gpu="sm_90") <= 64
+    # (test_flash_sass checks the loops); causal 88 since its programs run
+    # longest first (longest_first's renumbering, session 14).
+    assert spill_bytes(64, causal, stages=2, gpu="sm_90") <= 96
 
 
 @pytest.mark.parametrize("causal", [False, True])

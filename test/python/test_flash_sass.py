@@ -5,7 +5,8 @@ unmasked blocks, where the time goes) touches no local memory at all --
 both in the sm_80 cubin and in the sm_90 code an H200 runs (the same PTX
 assembled for sm_90: <kernel>.sm_90.cubin in the artifacts).
 At head_dim 128 (ptxas's 255-register limit) that takes
-carry-ring-addresses with xor-ring-phases=trans (the defaults): with the
+carry-ring-addresses with xor-ring-phases=trans (the defaults: auto is trans
+where O alone is short of registers): with the
 carry off, the hot loops reloaded 3 (non-causal) and 5 (causal)
 loop-invariant ldmatrix bases per iteration on sm_80, 5 and 0 on sm_90;
 with every phase XOR-derived, 0 and 0 on sm_80 but 0 and 9 on sm_90
