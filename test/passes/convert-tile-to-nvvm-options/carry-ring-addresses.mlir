@@ -1,15 +1,17 @@
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm | FileCheck %s
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="xor-ring-phases=all" | FileCheck %s --check-prefix=ALL
 // RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="carry-ring-addresses=false" | FileCheck %s --check-prefix=PLAIN
+// RUN: tile-opt %s -split-input-file -tile-pipeline -tile-partition-warps -tile-allocate-shared -tile-insert-waits -convert-tile-to-nvvm="xor-ring-phases=trans" | FileCheck %s --check-prefix=TRANS
 
 // A 128x128 f32 accumulator over 4 warps takes 128 registers per thread, so
 // the loop is short of registers and carry-ring-addresses (on by default)
 // applies: the K ring's ldmatrix addresses (row, lane chunk bit, parity
 // region) become loop-carried !llvm.ptr<3>s, stepped to the other ring
 // region at the back edge. Q, not a ring, keeps its loop-invariant bases.
-// K is read by plain ldmatrix; by default (xor-ring-phases=trans) each of
-// the four swizzle phases of a 256-byte row (chunks +0, +2, +4, +6) is its
-// own carried address.
+// K is read by plain ldmatrix; by default (xor-ring-phases=auto, which is
+// trans where one accumulator alone is short) each of the four swizzle
+// phases of a 256-byte row (chunks +0, +2, +4, +6) is its own carried
+// address.
 // CHECK-LABEL: llvm.func @carry
 // CHECK:         scf.for {{.*}} -> ({{.*}}f32, i32, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>)
 // CHECK-NOT:       llvm.ptrtoint
@@ -118,5 +120,55 @@ func.func @v_in_branch(%pp: !tile.ptr<f16>, %vp: !tile.ptr<f16>, %op: !tile.ptr<
     scf.yield %s2, %vn : tensor<128x128xf32>, tensor<128x128xf16>
   }
   tile.store %a#0, %ov[%c0, %c0] : tensor<128x128xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
+// Two 128x64 f32 accumulators over 4 warps take 64 registers per thread
+// each, 128 together (as the backward's dK and dV at head_dim 128 over 8
+// warps): no accumulator alone is short, the loop's carried tiles together
+// are, so the K ring's address is carried too; there xor-ring-phases=auto
+// derives every ring tile's other phases by XOR (as =all): one carried
+// address per dot (each dot computes its own lane values), the phases +32,
+// +64, +96 from it -- not the four per dot that =trans carries for K.
+// CHECK-LABEL: llvm.func @carried_together
+// CHECK:         scf.for {{.*}}, %[[ADDR:arg[0-9]+]] = %{{[0-9]+}}, %{{arg[0-9]+}} = %{{[0-9]+}}) -> ({{.*}}f32, i32, !llvm.ptr<3>, !llvm.ptr<3>)
+// CHECK:           llvm.ptrtoint %[[ADDR]] : !llvm.ptr<3> to i32
+// CHECK-NEXT:      arith.constant 32 : i32
+// CHECK-NEXT:      arith.xori
+// CHECK:           scf.yield
+// ALL-LABEL: llvm.func @carried_together
+// ALL:         scf.for {{.*}} -> ({{.*}}f32, i32, !llvm.ptr<3>, !llvm.ptr<3>)
+// TRANS-LABEL: llvm.func @carried_together
+// TRANS:         scf.for {{.*}} -> ({{.*}}f32, i32, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>, !llvm.ptr<3>)
+// PLAIN-LABEL: llvm.func @carried_together
+// PLAIN:         scf.for {{.*}} -> ({{.*}}f32, i32) : i32 {
+// PLAIN-NOT:     llvm.ptrtoint
+// PLAIN:         scf.yield
+func.func @carried_together(%qp: !tile.ptr<f16>, %kp: !tile.ptr<f16>, %op: !tile.ptr<f32>, %n: i32)
+    attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %c128 = arith.constant 128 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %s128 = arith.constant 128 : i64
+  %qv = tile.view %qp sizes(%c128, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %kv = tile.view %kp sizes(%n, %c128) strides(%s128, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c128, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %q = tile.load %qv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<128x128xf16>
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32>
+  %blocks = arith.divui %n, %c64 : i32
+  %a:2 = scf.for %j = %c0 to %blocks step %c1 iter_args(%o1 = %zero, %o2 = %zero) -> (tensor<128x64xf32>, tensor<128x64xf32>) : i32 {
+    %row = arith.muli %j, %c64 : i32
+    %k = tile.load %kv[%row, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x128xf16>
+    %s1 = tile.dot %q, %k, %o1 transpose_b : tensor<128x128xf16>, tensor<64x128xf16> -> tensor<128x64xf32>
+    %s2 = tile.dot %q, %k, %o2 transpose_b : tensor<128x128xf16>, tensor<64x128xf16> -> tensor<128x64xf32>
+    scf.yield %s1, %s2 : tensor<128x64xf32>, tensor<128x64xf32>
+  }
+  %sum = arith.addf %a#0, %a#1 : tensor<128x64xf32>
+  tile.store %sum, %ov[%c0, %c0] : tensor<128x64xf32>, !tile.view<f32, 2>
   return
 }
