@@ -124,15 +124,17 @@ def scores(qs, ks, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
 
 def longest_first(pid_block, pid_bh, blocks, programs, heavy_last):
     """A causal mask gives the blocks of one (batch, head) unequal work: key
-    block 0 sees every query, query block 0 one key block. The hardware
-    dispatches a grid (blocks, programs) in blockIdx order, x fastest: one
-    head's blocks together, so the last heads' heaviest blocks start last and
-    run alone at the launch's tail. Renumbered here so that the i-th program
-    dispatched takes block i // programs of (batch, head) i % programs:
-    every head's heaviest block first, the lightest last (longest processing
-    time first). heavy_last: the heaviest block is the last one (query
-    blocks), else the first (key blocks). A permutation of the grid."""
-    order = pid_bh * blocks + pid_block
+    block 0 sees every query, query block 0 one key block. The GPU starts a
+    grid (blocks, programs) in blockIdx order, x fastest: one head's blocks
+    together, so the last heads' heaviest blocks start last and run alone at
+    the launch's tail (and the NVVM lowering hands program_id(0) out from the
+    top, which puts a head's key block 0 last of its blocks). Renumbered here
+    so that the i-th program started takes block i // programs of (batch,
+    head) i % programs: every head's heaviest block first, the lightest last
+    (longest processing time first). heavy_last: the heaviest block is the
+    last one (query blocks), else the first (key blocks). A permutation of
+    the grid on every target; the start order is the NVVM lowering's."""
+    order = pid_bh * blocks + (blocks - 1 - pid_block)  # the start order (axis 0 counts down)
     block = order // programs
     if heavy_last:
         block = blocks - 1 - block
