@@ -334,9 +334,9 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         dq = _dq_from_accum(dq_accum, dq, varlen, scale, dtype, on_gpu)
     if group > 1:
         grouped = k.shape[:-2] + (hk, group, d)
-        if _is_torch(dk):
-            dk = dk.view(grouped).float().sum(-2).to(dk.dtype)
-            dv = dv.view(grouped).float().sum(-2).to(dv.dtype)
+        if _is_torch(dk):  # one reduction kernel each (torch accumulates f16/bf16 sums in f32)
+            dk = dk.view(grouped).sum(-2)
+            dv = dv.view(grouped).sum(-2)
         else:
             dk = dk.reshape(grouped).astype("float32").sum(-2).astype(dk.dtype)
             dv = dv.reshape(grouped).astype("float32").sum(-2).astype(dv.dtype)
