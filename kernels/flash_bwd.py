@@ -280,7 +280,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
     pid_bh = tl.program_id(1)
     if CAUSAL and not WINDOW:  # the last query blocks (most keys) first (a window's are even)
         pid_m, pid_bh = longest_first(pid_m, pid_bh, tl.cdiv(seqlen_q, BLOCK_M), batch * num_heads,
-                                      True)
+                                      True, seqlen_k, HEAD_DIM)
     b, h = pid_bh // num_heads, pid_bh % num_heads
     hk = h // group
     row0 = pid_m * BLOCK_M
@@ -405,7 +405,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     pid_bh = tl.program_id(1)
     if CAUSAL and not WINDOW:  # the first key blocks (most queries) first
         pid_n, pid_bh = longest_first(pid_n, pid_bh, tl.cdiv(seqlen_k, BLOCK_N), batch * num_heads,
-                                      False)
+                                      False, seqlen_q, HEAD_DIM)
     b, h = pid_bh // num_heads, pid_bh % num_heads
     hk = h // group
     col0 = pid_n * BLOCK_N

@@ -122,23 +122,37 @@ def scores(qs, ks, col0, rows, diag, b, h, seqlen_q, seqlen_k, scale, softcap, s
     return tl.where(mask, s, float("-inf"))
 
 
-def longest_first(pid_block, pid_bh, blocks, programs, heavy_last):
+# longest_first's sections: the bytes of f16/bf16 rows (two tensors: K and
+# V, or Q and dO) the programs of one section may stream at once from L2
+# (H100/H200: 50 MB of L2, A100 40).
+SECTION_L2_BYTES = 16 << 20
+
+
+def longest_first(pid_block, pid_bh, blocks, programs, heavy_last, seqlen, HEAD_DIM):
     """A causal mask gives the blocks of one (batch, head) unequal work: key
     block 0 sees every query, query block 0 one key block. The GPU starts a
     grid (blocks, programs) in blockIdx order, x fastest: one head's blocks
     together, so the last heads' heaviest blocks start last and run alone at
     the launch's tail (and the NVVM lowering hands program_id(0) out from the
     top, which puts a head's key block 0 last of its blocks). Renumbered here
-    so that the i-th program started takes block i // programs of (batch,
-    head) i % programs: every head's heaviest block first, the lightest last
-    (longest processing time first). heavy_last: the heaviest block is the
-    last one (query blocks), else the first (key blocks). A permutation of
-    the grid on every target; the start order is the NVVM lowering's."""
+    longest processing time first, in sections of heads: the i-th program
+    started in a section of S (batch, head)s takes block i // S of its head
+    i % S, every head's heaviest block first, the lightest last. S keeps
+    the section's streamed rows (`seqlen` of them per head, two tensors)
+    within SECTION_L2_BYTES: ordered across all heads, 256 heads of 2k keys
+    at d64 (128 MB) thrashed L2 and the pair's causal backward lost 8%
+    (session 14 run 4). heavy_last: the heaviest block is the last one
+    (query blocks), else the first (key blocks). A permutation of the grid
+    on every target; the start order is the NVVM lowering's."""
+    section = tl.maximum((SECTION_L2_BYTES // (4 * HEAD_DIM)) // tl.maximum(seqlen, 1), 1)
     order = pid_bh * blocks + (blocks - 1 - pid_block)  # the start order (axis 0 counts down)
-    block = order // programs
+    first = order // (section * blocks) * section       # the section's first (batch, head)
+    width = tl.minimum(section, programs - first)        # its (batch, head)s: the last may have fewer
+    inner = order - first * blocks
+    block = inner // width
     if heavy_last:
         block = blocks - 1 - block
-    return block, order % programs
+    return block, first + inner % width
 
 
 def sequence_bounds(cu_seqlens_q, cu_seqlens_k, seqused_k, use_seqused_k, b, err, total_q,
@@ -258,7 +272,7 @@ def flash_fwd(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr(DT
     pid_m, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if CAUSAL and not WINDOW:  # the last query blocks (most keys) first (a window's are even)
         pid_m, hb = longest_first(pid_m, b * num_heads + h, tl.cdiv(seqlen_q, BLOCK_M),
-                                  batch * num_heads, True)
+                                  batch * num_heads, True, seqlen_k, HEAD_DIM)
         h, b = hb % num_heads, hb // num_heads
     hk = h // kv_group                                      # GQA/MQA: the K/V head of query head h
     row0 = pid_m * BLOCK_M

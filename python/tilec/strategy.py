@@ -600,6 +600,10 @@ BWD_WIDE = FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False), dkdv=FlashConfig(
 # 227 / 286, 4k 312 / 233 / 303 (run 2: 512 keys 229 / 216 / 222, 8k 319
 # / 246 / 308). Causal from 1024 keys (run 2, 512: 157 / 164 / 156).
 _FUSED_D128 = FlashConfig(64, 128, 8, 2, False, "row", "region-barriers=true")
+# Causal, xor-ring-phases=trans rather than auto's all (9/2/11 LDL in its three
+# loops against 1/0/0, yet 1-2% faster in three runs of session 14: 2k 248 /
+# 246, 244 / 239; 8k 291 / 288; 16k 322 / 319 TFLOP/s).
+_FUSED_D128_CAUSAL = replace(_FUSED_D128, lowering_options="region-barriers=true xor-ring-phases=trans")
 # d64 runs the fused kernel too since its dq_accum went to 8x8 blocks (a
 # quarter of the L2 red requests): 128 queries x 128 keys over 8 warps, 4 x 4
 # grids (wn4, dqwn4), one buffer refilled after its last use. H200 bf16,
@@ -656,8 +660,8 @@ BWD_TABLE = {
                                           fused=True),
     ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
-                                         atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
-                                         fused=True, fused_min_seqlen_k=1024),
+                                         atomic=_FUSED_D128_CAUSAL, atomic_warps_n=4,
+                                         atomic_dq_warps_n=2, fused=True, fused_min_seqlen_k=1024),
     # D = 32 and D = 256 (see above, session 12 run 2).
     ("sm_80", 32, False): FlashBwdConfig(**_PAIR_D32),
     ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),

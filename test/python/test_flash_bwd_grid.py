@@ -168,7 +168,9 @@ def flash_bwd_kernels_for(d, causal, dkdv, warps_n):
     # ptxas 13, 2026-12-01, sm_90 (what the H200 runs): none of these spill.
     (128, False, FlashConfig(32, 64, 4, 2, False), 2, 0),
     (128, True, FlashConfig(32, 64, 4, 2, False), 2, 0),
-    (128, False, FlashConfig(64, 128, 8, 2, False), 4, 0),
+    # Since session 14 its dK + dV (128 registers) carry the Q/dO ring's
+    # addresses (xor-ring-phases auto -> all): 44 bytes (not the table's).
+    (128, False, FlashConfig(64, 128, 8, 2, False), 4, 44),
     (64, False, FlashConfig(64, 64, 4, 1, False), 2, 0),
     (64, True, FlashConfig(64, 128, 8, 2, False), 2, 0),
     # FA2's d128 blocks, Q and dO prefetched into their one buffer after
@@ -267,9 +269,10 @@ def fused_spills(d, causal, atomic, warps_n, gpu, dq_warps_n=1):
     (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 1, 80),
     (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 1, 96),
     # The dQᵀ dot on a 4 x 2 grid: no spills on sm_90 (80 bytes causal),
-    # 32 on sm_80.
+    # 32 on sm_80; causal sm_80 120 since session 14's carried ring
+    # addresses (the table's s2 kernel is the one that runs).
     (128, False, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 2, 32),
-    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 2, 96),
+    (128, True, FlashConfig(64, 128, 8, 1, False, lowering_options=RB), 4, 2, 120),
     # 32 x 64 over 4 warps, 2 x 2 (sm_90): 44 + 80 bytes before, 12 + 20 after.
     (128, False, FlashConfig(32, 64, 4, 2, False, lowering_options=RB), 2, 1, 48),
 ])

@@ -62,10 +62,12 @@ def test_d64_production_config_on_sm90_spills_little(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_d128_eight_warp_candidate_does_not_spill(causal):
+def test_d128_eight_warp_candidate_spills_little(causal):
+    # None until session 14; causal 16 bytes since its programs run longest
+    # first (longest_first's section arithmetic at the kernel's start).
     config = strategy.FlashConfig(128, 128, 8, 2, True, copy_bounds="tile")
     assert config in strategy.CANDIDATES
-    assert spill_bytes(128, causal, stages=2, config=config) == 0
+    assert spill_bytes(128, causal, stages=2, config=config) <= (16 if causal else 0)
 
 
 @pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
