@@ -154,20 +154,20 @@ def test_every_op_is_located_in_the_python_source():
         assert re.search(r'loc\("' + re.escape(src) + r'":\d+:\d+\)$', line), line
 
 
-def test_kernel_body_is_at_most_79_lines():
+def test_kernel_body_is_at_most_83_lines():
     """The dense kernel was 33 lines; GQA, bottom-right causal, windows,
     softcap, ALiBi, varlen and the empty-row rule cost about 30 more, the
     score_mod/mask_mod hooks 4; dropout and return_attn_probs's S_dmask pass
     7 more net (the scores moved into flash_fwd.scores, shared by both
     passes); the head-dim pieces 3 (their tuple and the epilogue's store
-    per piece)."""
+    per piece); the causal programs' longest-first order 4 (session 14)."""
     import ast
     import textwrap
 
     fdef = ast.parse(textwrap.dedent(inspect.getsource(flash_fwd_kernel().fn))).body[0]
     lines = inspect.getsource(flash_fwd_kernel().fn).splitlines()[fdef.body[0].lineno - 1:]
     body = [l for l in lines if l.strip() and not l.strip().startswith("#")]
-    assert len(body) <= 79, len(body)
+    assert len(body) <= 83, len(body)
 
 
 # --- semantics: promotion, broadcasting, loops, constexprs -------------------
