@@ -145,6 +145,7 @@ def longest_first(pid_block, pid_bh, blocks, programs, heavy_last, seqlen, HEAD_
     (query blocks), else the first (key blocks). A permutation of the grid
     on every target; the start order is the NVVM lowering's."""
     section = tl.maximum((SECTION_L2_BYTES // (4 * HEAD_DIM)) // tl.maximum(seqlen, 1), 1)
+    section = tl.minimum(section, programs)  # so section * blocks <= the grid (no int32 overflow)
     order = pid_bh * blocks + (blocks - 1 - pid_block)  # the start order (axis 0 counts down)
     first = order // (section * blocks) * section       # the section's first (batch, head)
     width = tl.minimum(section, programs - first)        # its (batch, head)s: the last may have fewer

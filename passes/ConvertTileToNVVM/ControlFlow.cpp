@@ -114,10 +114,13 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     op.getBody()->walk([&](DotOp dot) {
       accumulatorShort |= dot.getAcc().getType().getNumElements() / (32 * numWarps) >= 128;
     });
-    int64_t carriedRegs = 0;
+    int64_t carriedRegs = 0; // 32-bit registers per thread: f16/bf16 elements pack two
     for (Value init : op.getInitArgs())
-      if (isa<RankedTensorType>(init.getType()) && !isShared(init))
-        carriedRegs += layoutOf(init).numRegs();
+      if (auto type = dyn_cast<RankedTensorType>(init.getType()); type && !isShared(init)) {
+        int64_t elements = layoutOf(init).numRegs(); // per thread
+        unsigned bits = type.getElementTypeBitWidth();
+        carriedRegs += bits == 16 ? (elements + 1) / 2 : elements * std::max(1u, bits / 32);
+      }
     if (accumulatorShort || carriedRegs >= 128) {
       loopShortOfRegisters = true;
       loopXorPhases = xorRingPhases != XorRingPhases::Auto ? xorRingPhases

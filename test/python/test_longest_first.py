@@ -36,8 +36,8 @@ def renumber(hits: tl.ptr(tl.float32), block_at: tl.ptr(tl.float32), head_at: tl
     tl.store(tl.view(head_at, (n,), (1,)), (start * 16,), one * head)
 
 
-def section_of(seqlen, head_dim):
-    return max((_fwd.SECTION_L2_BYTES // (4 * head_dim)) // max(seqlen, 1), 1)
+def section_of(seqlen, head_dim, programs):
+    return min(max((_fwd.SECTION_L2_BYTES // (4 * head_dim)) // max(seqlen, 1), 1), programs)
 
 
 @pytest.mark.parametrize("heavy_last", [False, True])
@@ -47,6 +47,7 @@ def section_of(seqlen, head_dim):
     (16, 256, 2048, 64),      # 256 heads in sections of 32 (d64, 2k keys)
     (13, 37, 16384, 128),     # sections of 2 heads, the last one short
     (5, 3, 0, 64),            # an empty sequence: no division by zero
+    (8193, 65, 1, 8),         # one key: section x blocks would wrap int32 to 2^19 (< the grid)
 ])
 def test_longest_first_is_a_permutation_heaviest_first(blocks, programs, seqlen, head_dim, heavy_last):
     n = blocks * programs * 16
@@ -58,7 +59,7 @@ def test_longest_first_is_a_permutation_heaviest_first(blocks, programs, seqlen,
     assert (hits.reshape(-1, 16) == 1).all(), "not a permutation of the grid"
     blk = block_at.reshape(-1, 16)[:, 0].astype(int)
     head = head_at.reshape(-1, 16)[:, 0].astype(int)
-    s = section_of(seqlen, head_dim)
+    s = section_of(seqlen, head_dim, programs)
     heavy = blk if not heavy_last else blocks - 1 - blk    # 0 = the heaviest block
     for first in range(0, programs, s):
         span = slice(first * blocks, min(first + s, programs) * blocks)
