@@ -5,10 +5,13 @@ CUDNN backends, in the same run.
 At 16k tokens per batch (batch = 16384 / seqlen, hidden 2048, heads =
 2048 / head_dim), f16/bf16 x head_dim 64/128 x causal, times
 
-  bwd       the backward alone: tilec's _flash_attn_backward (what autograd
-            calls) from saved out/lse -- the deterministic two-kernel default
-            and, as "tilec atomic", the fused kernel with atomic dQ
-            (atomic_dq=True); SDPA's through torch.autograd.grad on a
+  bwd       the backward alone from saved out/lse: tilec's
+            _flash_attn_backward (what autograd calls) with deterministic=
+            False (flash_attn's default: the table's form, the fused kernel
+            with atomic dQ where it applies), "det" with deterministic=True
+            (the fused kernel's serial launches where it applies; checked
+            bitwise repeatable) and "pair" (atomic_dq=False: the two-kernel
+            form, no atomics); SDPA's through torch.autograd.grad on a
             retained graph
   fwd+bwd   out = attention(q, k, v) then out.backward(dout), as training
             runs it (tilec through flash_attn_func's autograd hook)
@@ -42,8 +45,9 @@ HIDDEN = 2048
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 QUICK_SEQLENS = [2048, 16384]
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-COLUMNS = ["dtype", "d", "causal", "seqlen", "tilec bwd", "tilec atomic bwd", "FA2 bwd", "cuDNN bwd",
-           "tilec/FA2 bwd", "tilec f+b", "FA2 f+b", "cuDNN f+b", "tilec/FA2 f+b"]
+COLUMNS = ["dtype", "d", "causal", "seqlen", "tilec bwd", "tilec det bwd", "tilec pair bwd",
+           "FA2 bwd", "cuDNN bwd", "tilec/FA2 bwd", "det/bwd", "tilec f+b", "FA2 f+b", "cuDNN f+b",
+           "tilec/FA2 f+b"]
 
 
 
@@ -102,8 +106,8 @@ def main():
                     out, lse = tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
                                                      return_lse=True)
 
-                    def t_bwd():
-                        _flash_attn_backward(dout, q, k, v, out, lse, scale, causal)
+                    def t_bwd(**kw):
+                        return _flash_attn_backward(dout, q, k, v, out, lse, scale, causal, **kw)
 
                     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
 
@@ -111,20 +115,23 @@ def main():
                         o = tilec.flash_attn_func(*leaves, softmax_scale=scale, causal=causal)
                         torch.autograd.grad(o, leaves, dout)
 
-                    mine = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal)
+                    forms = {"tilec bwd": dict(deterministic=False),
+                             "tilec det bwd": dict(deterministic=True),
+                             "tilec pair bwd": dict(deterministic=True, atomic_dq=False)}
                     tf = lambda ms, mult: mult * flops / (ms * 1e-3) / 1e12
                     row = {"dtype": str(dtype)[6:], "d": d, "causal": causal, "seqlen": s}
-                    row["tilec bwd"] = tf(median_ms(t_bwd, args.iters, args.warmup), 2.5)
+                    grads = []
+                    for name, kw in forms.items():
+                        row[name] = tf(median_ms(lambda: t_bwd(**kw), args.iters, args.warmup), 2.5)
+                        grads += list(t_bwd(**kw))
+                    row["det/bwd"] = row["tilec det bwd"] / row["tilec bwd"]
                     row["tilec f+b"] = tf(median_ms(t_fwd_bwd, args.iters, args.warmup), 3.5)
-
-                    def t_atomic():
-                        _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
-                                             deterministic=False, atomic_dq=True)
-
-                    row["tilec atomic bwd"] = tf(median_ms(t_atomic, args.iters, args.warmup), 2.5)
-                    mine_atomic = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
-                                                       deterministic=False, atomic_dq=True)
                     mark = ""
+                    again = t_bwd(deterministic=True)
+                    if not all(torch.equal(a, b) for a, b in zip(again, grads[3:6])):
+                        mark = "!"
+                        print(f"  deterministic=True not bitwise repeatable at d{d} causal={causal} "
+                              f"seqlen {s}", flush=True)
                     for label, backend in (("FA2", SDPBackend.FLASH_ATTENTION),
                                            ("cuDNN", SDPBackend.CUDNN_ATTENTION)):
                         runs = sdpa_runs(backend, q, k, v, dout, scale, causal)
@@ -135,7 +142,7 @@ def main():
                         row[f"{label} bwd"] = tf(median_ms(bwd, args.iters, args.warmup), 2.5)
                         row[f"{label} f+b"] = tf(median_ms(fwd_bwd, args.iters, args.warmup), 3.5)
                         if label == "FA2":
-                            for g, r in zip(list(mine) + list(mine_atomic), list(theirs) * 2):
+                            for g, r in zip(grads, list(theirs) * len(forms)):
                                 if ((g.float() - r.float()).norm() / r.float().norm()).item() > 1e-2:
                                     mark = "!"
                     for kind in ("bwd", "f+b"):

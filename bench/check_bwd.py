@@ -146,12 +146,24 @@ def main():
                         if not all(torch.equal(x, y) for x, y in zip(got, again)):
                             bad.append("two runs differ (not deterministic)")
                         worst = max([worst] + [rel(g, r) for g, r in zip(got, ref) if r.norm() > 0])
-                        # the fused kernel with atomic dQ (atomic_dq=True), where its dQᵀ fits
+                        # the fused kernel with atomic dQ (atomic_dq=True), where its dQᵀ
+                        # fits: atomics in no order, and deterministic=True's serial launches
+                        # (bitwise repeatable); the pair (atomic_dq=False)
                         if atomic_dq_fits(strategy.flash_bwd_config(head_dim=d, causal=causal), d):
                             fused = _flash_attn_backward(dout, q, k, v, out64.to(dtype), lse64.float(),
                                                          scale, causal, deterministic=False,
                                                          atomic_dq=True)
                             bad += [f"atomic_dq {m}" for m in check(name, fused, ref, same, dtype)]
+                            serial = [_flash_attn_backward(dout, q, k, v, out64.to(dtype),
+                                                           lse64.float(), scale, causal,
+                                                           deterministic=True, atomic_dq=True)
+                                      for _ in range(2)]
+                            bad += [f"serial {m}" for m in check(name, serial[0], ref, same, dtype)]
+                            if not all(torch.equal(x, y) for x, y in zip(*serial)):
+                                bad.append("serial: two runs differ (not deterministic)")
+                        pair = _flash_attn_backward(dout, q, k, v, out64.to(dtype), lse64.float(),
+                                                    scale, causal, atomic_dq=False)
+                        bad += [f"pair {m}" for m in check(name, pair, ref, same, dtype)]
                         # The autograd path with the forward's own out/lse
                         # (bottom-right causal, GQA: as the reference).
                         leaves = [x.clone().requires_grad_() for x in (q, k, v)]

@@ -13,8 +13,11 @@ two kernels that need no atomics, so the gradients are deterministic:
   and accumulates dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i. With ATOMIC_DQ it is
   FA2's single backward kernel: it also adds dQ_iᵀ += Kᵀ·dSᵀ into an f32
   buffer with tl.atomic_add (unscaled: the caller's conversion multiplies by
-  scale; not deterministic; Delta and lse2 then come from
-  the caller, not from the dq kernel). The buffer is blocked, (batch, heads,
+  scale; Delta and lse2 then come from the caller, not from the dq kernel).
+  In no fixed order, so not deterministic, unless SERIAL_DQ: then the caller
+  launches it once per group of S key blocks, each program adding into its
+  own slice of S dq_accum slices (a single adder per element per launch),
+  and sums the slices in a fixed order (flash_bwd.py's serial schedule). The buffer is blocked, (batch, heads,
   cdiv(seqlen_q, BLOCK_M), R, BLOCK_M) (varlen: (total_q, heads, head_dim)),
   R the head-dim rows: D, or the pieces' total below.
 
@@ -110,9 +113,9 @@ def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **kw):
     return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw)
 
 
-def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, **kw):
-    return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}_{DTYPE.name}_d{HEAD_DIM}"
-            + _variants(CAUSAL, **kw))
+def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, SERIAL_DQ=False, **kw):
+    return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}{'_serial' if SERIAL_DQ else ''}"
+            f"_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw))
 
 
 def probabilities(s, mask, l2, c, scale, softcap, slope, rows, kq, CAUSAL, SOFTCAP, ALIBI):
@@ -366,7 +369,7 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
            variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
                     "causal": "CAUSAL", "window": "WINDOW", "softcap": "SOFTCAP", "alibi": "ALIBI",
                     "varlen": "VARLEN", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
-                    "atomic_dq": "ATOMIC_DQ"})
+                    "atomic_dq": "ATOMIC_DQ", "serial_dq": "SERIAL_DQ"})
 def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.ptr(DTYPE),
                    lse2: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
                    dk: tl.ptr(DTYPE), dv: tl.ptr(DTYPE), dq_accum: tl.ptr(tl.float32),
@@ -389,6 +392,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    total_k: tl.int32 if VARLEN else None,
                    dropout_p: tl.float32 if DROPOUT else None, seed: tl.int64 if DROPOUT else None,
                    rng_offset: tl.int64 if DROPOUT else None,
+                   n_base: tl.int32 if SERIAL_DQ else None,
+                   stride_dqa_split: tl.int64 if SERIAL_DQ else None,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                    CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
                    SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
@@ -397,13 +402,23 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
+                   SERIAL_DQ: tl.constexpr = False,
                    WARPS_N: tl.constexpr = 1, DQ_WARPS_N: tl.constexpr = 1,
                    LOWERING_OPTIONS: tl.constexpr = ""):
     tl.assume(scale > 0)
     if SOFTCAP: tl.assume(softcap > 0)  # noqa: E701
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
-    if CAUSAL and not WINDOW:  # the first key blocks (most queries) first
+    if SERIAL_DQ:
+        # One launch of the deterministic fused backward (ATOMIC_DQ): its
+        # grid's axis 0 is the launch's S key blocks n_base + [0, S), and
+        # program_id(0) = s adds its dQᵀ into dq_accum slice s, which no
+        # other program of the launch touches. Launches run in stream order,
+        # so each element's adds come in a fixed order (slice s gets key
+        # blocks s, S + s, 2S + s, ...): bitwise deterministic.
+        dq_accum = dq_accum + pid_n * stride_dqa_split
+        pid_n = pid_n + n_base
+    elif CAUSAL and not WINDOW:  # the first key blocks (most queries) first
         pid_n, pid_bh = longest_first(pid_n, pid_bh, tl.cdiv(seqlen_k, BLOCK_N), batch * num_heads,
                                       False, seqlen_q, HEAD_DIM)
     b, h = pid_bh // num_heads, pid_bh % num_heads

@@ -1047,8 +1047,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 
     Trainable: torch inputs that require grad get gradients from
     kernels/flash_bwd.py (tilec.flash_bwd; GQA/MQA's dk, dv summed over each
-    KV head's query heads), also under torch.compile. The backward is
-    deterministic (no atomics), so deterministic=True always holds. Every
+    KV head's query heads), also under torch.compile. deterministic=False
+    (the default) lets the backward add dQ with atomics in no fixed order;
+    deterministic=True makes the gradients bitwise repeatable run to run
+    (tilec.flash_bwd._flash_attn_backward says how). Every
     variant (windows, softcap through its tanh, ALiBi -- no gradient for the
     slopes, as upstream --, varlen, every head dim) has its backward.
 

@@ -3,10 +3,12 @@
 
     dq, dk, dv = _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale, causal)
 
-runs FlashAttention-2's backward (Algorithm 2) as two DSL kernels without
-atomics, so the gradients are bitwise deterministic run to run: the dQ kernel
-(one program per query block; it also writes Delta = rowsum(dO ∘ O)), then
-the dK/dV kernel (one program per key block). CUDA torch tensors launch on
+runs FlashAttention-2's backward (Algorithm 2) in DSL kernels: the pair
+(no atomics), the dQ kernel (one program per query block; it also writes
+Delta = rowsum(dO ∘ O)), then the dK/dV kernel (one program per key block);
+or FA2's fused kernel (one program per key block, dQ added with atomics;
+with deterministic=True launched in groups of key blocks that each add into
+their own dq_accum slice, summed in a fixed order: bitwise repeatable). CUDA torch tensors launch on
 the GPU; torch CPU tensors and numpy float16 arrays run on the CPU runner
 (same kernels, same IR), which is how CI checks the gradients.
 
@@ -24,7 +26,7 @@ import math
 from . import kernel_files
 from .errors import TilecTypeError, TilecValueError
 from . import language as tl
-from . import strategy
+from . import runtime_support, strategy
 from .flash_attn import _dtype_name, _is_torch, _strides
 
 
@@ -35,10 +37,12 @@ def _kernels():
 
 
 def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, softcap=False,
-                      alibi=False, varlen=False, dropout=False):
+                      alibi=False, varlen=False, dropout=False, serial=False):
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
     "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
-    fused kernel that also adds dQ atomically (then dq is not launched)."""
+    fused kernel that also adds dQ atomically (then dq is not launched);
+    serial: its deterministic form, launched per group of key blocks
+    (SERIAL_DQ, serial_schedule)."""
     cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal, dropout=dropout,
                                     variant=window or softcap or alibi or varlen)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
@@ -57,7 +61,8 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
                 f"does not split into 16-row blocks over its {a.num_warps // cfg.atomic_dq_warps_n} rows "
                 f"of warps ({a.num_warps} warps, atomic_dq_warps_n {cfg.atomic_dq_warps_n}); "
                 "strategy.flash_bwd_config has no fused configuration for this head_dim")
-        dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True)
+        dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True,
+                                             **({"SERIAL_DQ": True} if serial else {}))
     else:
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv"))
     return mod.flash_bwd_dq.specialize(**common, **cfg.constexprs("dq")), dkdv, cfg
@@ -186,16 +191,21 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     (b, hq) f32 (no gradient for the slopes, as upstream). Varlen
     (cu_seqlens_q given): q, dout, out (total_q, hq, d), k, v (total_k, hk, d),
     lse (hq, total_q), cu_seqlens_q/k int32 (b + 1,), max_seqlen_q/k, seqused_k
-    int32 (b,) or None; rows of no sequence get zero gradients. The kernels
-    use no atomics, so the result is bitwise deterministic. With
-    deterministic=False, FA2's single fused kernel may run instead, adding dQ
-    with f32 atomics in no fixed order into a blocked f32 buffer
-    (kernels/flash_bwd.py): atomic_dq=None (the default) takes it where
-    strategy's table says it is faster (FlashBwdConfig.fused) and it applies
-    (fused_applies: head_dim up to 256, no window, softcap, ALiBi, varlen or
-    dropout; atomic_dq_fits: the entry's dQᵀ splits over its warps);
-    atomic_dq=True forces it (deterministic=False; an error where the
-    configuration's dQᵀ does not fit), False forces the pair. Dropout: dropout_p > 0 with rng_state = (seed, offset), the
+    int32 (b,) or None; rows of no sequence get zero gradients.
+
+    Two forms: the pair (a dQ kernel and a dK/dV kernel, no atomics) and
+    FA2's single fused kernel, which adds dQ with f32 atomics into a blocked
+    f32 buffer (kernels/flash_bwd.py). atomic_dq=None (the default) takes the
+    fused kernel where strategy's table says it is faster
+    (FlashBwdConfig.fused, fused_min_seqlen_k) and it applies (fused_applies:
+    head_dim up to 256, no window, softcap, ALiBi, varlen or dropout;
+    atomic_dq_fits: the entry's dQᵀ splits over its warps); atomic_dq=True
+    forces it (an error where the configuration's dQᵀ does not fit), False
+    forces the pair. deterministic=False adds dQ in no fixed order;
+    deterministic=True gives bitwise repeatable gradients: the pair, or,
+    where the table's serial_min/max_seqlen_k say it is faster, the fused
+    kernel launched serially over S dq_accum slices (serial_schedule; with
+    atomic_dq=True always; not with varlen). Dropout: dropout_p > 0 with rng_state = (seed, offset), the
     forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
     mask from them (out must be the dropped forward's output).
     """
@@ -217,15 +227,22 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
 
         _raise_sequence_errors("flash_attn backward")
     if atomic_dq is None:
-        atomic_dq = not deterministic and fused_applies(q.shape[-1], window_size, softcap,
-                                                        alibi_slopes, varlen, dropout_p)
+        atomic_dq = fused_applies(q.shape[-1], window_size, softcap, alibi_slopes, varlen,
+                                  dropout_p)
         if atomic_dq:
             table = strategy.flash_bwd_config(head_dim=q.shape[-1], causal=causal)
-            atomic_dq = (table.fused and k.shape[-3] >= table.fused_min_seqlen_k
+            keys = k.shape[-3]
+            atomic_dq = (table.fused and keys >= table.fused_min_seqlen_k
                          and atomic_dq_fits(table, q.shape[-1]))
-    if atomic_dq and deterministic:
-        raise TilecValueError("flash_attn backward: atomic_dq adds dQ in no fixed order; pass "
-                              "deterministic=False with it")
+            if atomic_dq and deterministic:  # the table's range for the serial form
+                low, high = table.serial_min_seqlen_k, table.serial_max_seqlen_k
+                atomic_dq = low is not None and low <= keys and (high is None or keys <= high)
+    # deterministic=True runs the fused kernel serially (serial_schedule).
+    serial = bool(atomic_dq and deterministic)
+    if serial and varlen:
+        raise TilecValueError("flash_attn backward: the fused kernel's deterministic (serial) "
+                              "form takes fixed-length batches only; pass atomic_dq=None or False "
+                              "with varlen and deterministic=True")
     hq, d = q.shape[-2:]
     hk = k.shape[-2]
     if varlen:
@@ -272,7 +289,15 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     dk = alloc(k, k.shape[:-2] + (hq, d))  # per query head; summed over each group below
     dv = alloc(v, v.shape[:-2] + (hq, d))
     kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, causal, atomic_dq, window, softcap > 0,
-                                        alibi_slopes is not None, varlen, dropout_p > 0)
+                                        alibi_slopes is not None, varlen, dropout_p > 0, serial)
+    key_blocks = -(-sk // cfg.atomic.block_n)
+    if serial:  # S dq_accum slices, a launch per S key blocks
+        splits = serial_schedule(key_blocks, b * hq * cfg.atomic_split,
+                                 runtime_support.sm_count(q.device) if on_gpu
+                                 else runtime_support.DEFAULT_SMS,
+                                 cfg.atomic.num_warps,
+                                 b * hq * -(-sq // cfg.atomic.block_m)
+                                 * _dq_accum_rows(cfg, d) * cfg.atomic.block_m * 4)
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
@@ -282,7 +307,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
             dq_accum = _zeros_f32(q, q.shape)
         else:  # blocked: query block i's dQᵀ is a row-major (R, BLOCK_M) tile
             delta, lse2 = _preprocess(dout, out, lse, dtype, d, on_gpu)
-            dq_accum = _zeros_f32(q, (b, hq, -(-sq // bm), _dq_accum_rows(cfg, d), bm))
+            dq_accum = _zeros_f32(q, (splits if serial else 1, b, hq, -(-sq // bm),
+                                      _dq_accum_rows(cfg, d), bm))
     else:
         delta = _empty(q, lse.shape, "float32")
         lse2 = _empty(q, lse.shape, "float32")
@@ -290,8 +316,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     sq_, sk_, sv_, so_, sdo_ = (_strides(t) for t in (q, k, v, out, dout))
     sdq, sdk, sdv, sl = (_strides(t) for t in (dq, dk, dv, lse))
     sdqa = _strides(dq_accum) if atomic_dq else (0, 0, 0)
-    if atomic_dq and not varlen:
-        sdqa = (sdqa[0], 0, sdqa[1])  # (batch, -, head); blocks are D·BLOCK_M apart
+    if atomic_dq and not varlen:  # (slice,) batch, -, head; blocks are D·BLOCK_M apart
+        sdqa = (sdqa[1], 0, sdqa[2])
     if varlen:  # sequence b starts at row cu_seqlens[b]: its "batch stride" is the row's
         sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv = (
             (st[0],) + st for st in (sq_, sk_, sv_, so_, sdo_, sdq, sdk, sdv))
@@ -319,7 +345,10 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                  *sq_[:3], *sk_[:3], *sv_[:3], *sdo_[:3], *sdk[:3], *sdv[:3], *sdqa[:3],
                  *sl[:2], scale, *variant_args)
     dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
-    if on_gpu:
+    if serial:
+        _launch_serial(kdkdv, dkdv_args + (_strides(dq_accum)[0],), key_blocks, splits,
+                       b * hq, dkdv_split, on_gpu)
+    elif on_gpu:
         def err_at(args):  # variant_args end each kernel's arguments
             return None if err_index is None else len(args) - len(variant_args) + err_index
 
@@ -331,6 +360,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
             _run_cpu(kdq, dq_args, (-(-sq // cfg.dq.block_m), b * hq, cfg.dq_split))
         _run_cpu(kdkdv, dkdv_args, (-(-sk // dkdv_cfg.block_n), b * hq, dkdv_split))
     if atomic_dq:
+        if not varlen:  # the slices' sum, in a fixed order (one slice unless serial)
+            dq_accum = dq_accum.sum(0) if len(dq_accum) > 1 else dq_accum[0]
         dq = _dq_from_accum(dq_accum, dq, varlen, scale, dtype, on_gpu)
     if group > 1:
         grouped = k.shape[:-2] + (hk, group, d)
@@ -343,6 +374,64 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+# deterministic=True on the fused kernel: FA2's dq_accum splits, as launches.
+# The fused kernel adds dQ with atomics from every key block of a (batch,
+# head) at once, in no fixed order. Its serial form (SERIAL_DQ) runs the
+# key blocks S at a time, one launch per group: program s of a launch adds
+# into dq_accum slice s only, so each element has one adder per launch and
+# launches follow stream order; the S slices are summed in a fixed order at
+# the end. (FA2 loops over the key blocks inside one program; one launch per
+# group keeps the pipelined loop the fused kernel is tuned for.) A launch
+# runs S·programs equal programs (causal: nearly equal), so S trades waves
+# left part-empty against S slices to zero and sum. The fused entries are
+# 8 warps of 200-255 registers (ptxas): one program per SM.
+_REGS_PER_SM = 65536
+_FUSED_REGS_PER_THREAD = 255
+# S: the fewest slices whose launches take at most this factor of the fewest
+# waves any S takes (within _SERIAL_MAX_BYTES of slices).
+_SERIAL_WAVE_SLACK = 1.05
+_SERIAL_MAX_BYTES = 2 << 30
+
+
+def serial_schedule(key_blocks, programs, sms, num_warps, slice_bytes,
+                    slack=_SERIAL_WAVE_SLACK, max_bytes=_SERIAL_MAX_BYTES):
+    """S, the dq_accum slices of the deterministic fused backward: launches
+    of S key blocks x `programs` (batch·heads·split) programs each, ceil(
+    key_blocks / S) of them, each ceil(S·programs / slots) waves (slots: the
+    `sms` times the programs an SM holds at `num_warps`). The smallest S
+    whose waves are within `slack` of the fewest, with S slices of
+    `slice_bytes` within max_bytes (at least 1)."""
+    key_blocks, programs = max(1, int(key_blocks)), max(1, int(programs))
+    slots = max(1, int(sms)) * max(1, _REGS_PER_SM // (32 * int(num_warps) * _FUSED_REGS_PER_THREAD))
+    cap = max(1, min(key_blocks, int(max_bytes) // max(1, int(slice_bytes)),
+                     4 * -(-slots // programs)))
+    waves = {s: -(-key_blocks // s) * -(-s * programs // slots) for s in range(1, cap + 1)}
+    fewest = min(waves.values())
+    return min(s for s, w in waves.items() if w <= slack * fewest)
+
+
+def _launch_serial(kernel, args, key_blocks, splits, programs, split_d, on_gpu):
+    """The serial fused kernel (SERIAL_DQ) over `key_blocks` key blocks, S =
+    `splits` per launch: args are its arguments up to n_base, then
+    stride_dqa_split; launch r gets n_base = r·S and a grid of its key
+    blocks (the last may have fewer) x programs x split_d."""
+    head, tail = args[:-1], args[-1:]
+    if on_gpu:
+        from . import runtime
+
+        first = head + (0,) + tail
+        device = kernel.check_args(first)
+        launch = kernel.launcher(None, device)
+        stream = runtime.raw_stream(device)
+    for n0 in range(0, key_blocks, splits):
+        grid = (min(splits, key_blocks - n0), programs, split_d)
+        launch_args = head + (n0,) + tail
+        if on_gpu:
+            runtime.launch_on(device, launch, launch_args, stream, grid)
+        else:
+            _run_cpu(kernel, launch_args, grid)
 
 
 def _run_cpu(kernel, args, grid):

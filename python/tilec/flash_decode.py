@@ -25,7 +25,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import kernel_files
+from . import kernel_files, runtime_support
 from .errors import TilecTypeError, TilecValueError
 from . import language as tl
 from .strategy import tile_width
@@ -33,7 +33,8 @@ from .flash_attn import _dtype_name, _is_torch, _pad_head_dim, _rows_aligned, _s
 
 _MAX_SPLITS = 128
 # What num_splits=0 assumes without a GPU to ask (an H100/H200).
-_DEFAULT_SMS = 132
+_DEFAULT_SMS = runtime_support.DEFAULT_SMS
+_sm_count = runtime_support.sm_count
 # A window side of -1 (unbounded) reaches the kernel as this many keys.
 _UNBOUNDED = 1 << 30
 
@@ -425,15 +426,6 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     return DecodePlan(seqlen_q, heads // heads_k, head_dim, page_size, block_m, block_n,
                       num_warps, m_blocks, num_splits, page_block, stages, chunks, early,
                       fused, merge_splits if fused else 0, merge_d if fused else 0)
-
-
-def _sm_count(device):
-    try:
-        import torch
-
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    except Exception:  # noqa: BLE001 - no GPU to ask: the H200's count
-        return _DEFAULT_SMS
 
 
 def _fail(msg, cls=TilecValueError):

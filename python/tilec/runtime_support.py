@@ -17,3 +17,18 @@ def require_gpu():
         raise RuntimeError(f"tilec cannot launch kernels on this machine: no usable GPU ({reason}). "
                            "Compiling (Kernel.compile, scripts/build_artifacts.py) and the CPU "
                            "path (Kernel.run_cpu) still work.")
+
+
+#: The SM count assumed without a GPU to ask (an H100/H200: 132).
+DEFAULT_SMS = 132
+
+
+def sm_count(device):
+    """The multiprocessor count of CUDA device `device` (torch's device
+    properties), or DEFAULT_SMS where there is none to ask."""
+    try:
+        import torch
+
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    except Exception:  # noqa: BLE001 - no GPU to ask: the H200's count
+        return DEFAULT_SMS

@@ -490,6 +490,13 @@ class FlashBwdConfig:
     fused: bool = False
     # ... for calls of at least this many keys (shorter ones take the pair).
     fused_min_seqlen_k: int = 0
+    # deterministic=True: the fused kernel's serial launches
+    # (flash_bwd.serial_schedule) for calls with seqlen_k in [serial_min_seqlen_k,
+    # serial_max_seqlen_k] (None: unbounded) where the fused kernel itself
+    # applies; the pair elsewhere. serial_min_seqlen_k None: always the pair
+    # (entries where the serial form was not timed against the pair).
+    serial_min_seqlen_k: int | None = None
+    serial_max_seqlen_k: int | None = None
     # dkdv's warp grid (its WARPS_N, tile.dot's warps_n): 1 is split-Q (each
     # warp owns BLOCK_N / num_warps key rows); w > 1 splits its four dots
     # over (num_warps / w) x w warps, FlashAttention-2's backward layouts.
@@ -645,23 +652,35 @@ _PAIR_D256 = dict(dq=FlashConfig(64, 32, 4, 2, False), dkdv=_FUSED_D256, dkdv_wa
                   atomic=_FUSED_D256, atomic_warps_n=4, atomic_dq_warps_n=2, fused=True)
 _PAIR_D32 = dict(dq=FlashConfig(128, 64, 4, 2, False), dkdv=FlashConfig(32, 128, 4, 1, False),
                  atomic=_FUSED_D32, atomic_warps_n=2, atomic_dq_warps_n=4, fused=True)
+# deterministic=True's form (serial_min/max_seqlen_k): H200, bf16, 16k
+# tokens, TFLOP/s serial / pair (bench/bench_deterministic.py, session 15
+# run 3; 2k from bench_bwd run 2): d64 non-causal 1k 207 / 204, 2k 229 /
+# 220, 4k 235 / 233, 8k 250 / 243, 16k 258 / 248 -> serial everywhere;
+# d64 causal 1k 155 / 176, 2k 189 / 206, 4k 210 / 221, 8k 235 / 231, 16k
+# 249 / 237 -> serial from 8192; d128 non-causal 1k 239 / 234, 2k 259 /
+# 242, 4k 239 / 247, 8k 240 / 252, 16k 245 / 250 -> serial to 2048; d128
+# causal 1k 182 / 199, 2k 218 / 224, 4k 240 / 238, 8k 265 / 247, 16k 277 /
+# 249 -> serial from 8192.
 BWD_TABLE = {
     ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(32, 128, 4, 1, False),
                                          atomic=_FUSED_D64, atomic_warps_n=4, atomic_dq_warps_n=4,
-                                         fused=True),
+                                         fused=True, serial_min_seqlen_k=0),
     ("sm_80", 64, True): FlashBwdConfig(dq=FlashConfig(64, 32, 4, 2, False),
                                         dkdv=FlashConfig(32, 128, 4, 1, False),
                                         atomic=_FUSED_D64, atomic_warps_n=4, atomic_dq_warps_n=4,
-                                        fused=True, fused_min_seqlen_k=2048),
+                                        fused=True, fused_min_seqlen_k=2048,
+                                        serial_min_seqlen_k=8192),
     ("sm_80", 128, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                           dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                           atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
-                                          fused=True),
+                                          fused=True, serial_min_seqlen_k=0,
+                                          serial_max_seqlen_k=2048),
     ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                          atomic=_FUSED_D128_CAUSAL, atomic_warps_n=4,
-                                         atomic_dq_warps_n=2, fused=True, fused_min_seqlen_k=1024),
+                                         atomic_dq_warps_n=2, fused=True, fused_min_seqlen_k=1024,
+                                         serial_min_seqlen_k=8192),
     # D = 32 and D = 256 (see above, session 12 run 2).
     ("sm_80", 32, False): FlashBwdConfig(**_PAIR_D32),
     ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),

@@ -401,8 +401,9 @@ def test_convert_dq_unblocks_the_accumulator(dtype, head_dim, rows, block_m):
 def test_deterministic_selects_the_form(monkeypatch):
     """With a table entry that prefers the fused kernel (FlashBwdConfig.fused),
     deterministic=False (flash_attn's default, through autograd too) runs it
-    and deterministic=True the pair, bitwise repeatable; both match float64.
-    A variant the fused kernel is not timed for (a window) keeps the pair."""
+    with atomics in no fixed order, deterministic=True its serial form
+    (SERIAL_DQ), bitwise repeatable; both match float64. A variant the fused
+    kernel is not timed for (a window) keeps the pair."""
     from dataclasses import replace
 
     from tilec import flash_bwd, strategy
@@ -411,12 +412,14 @@ def test_deterministic_selects_the_form(monkeypatch):
     real = flash_bwd.flash_bwd_kernels
 
     def spy(*args, **kwargs):
-        calls.append(bool(args[3] if len(args) > 3 else kwargs.get("atomic_dq", False)))
+        fused = bool(args[3] if len(args) > 3 else kwargs.get("atomic_dq", False))
+        serial = bool(args[9] if len(args) > 9 else kwargs.get("serial", False))
+        calls.append("serial" if serial else fused)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(flash_bwd, "flash_bwd_kernels", spy)
     monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, True),
-                        replace(strategy.BWD_DEFAULT, fused=True))
+                        replace(strategy.BWD_DEFAULT, fused=True, serial_min_seqlen_k=0))
     q, k, v, dout = inputs(1, 140, 140, 2, 1, 64)
     out, lse, *refs = reference(q, k, v, dout, 0.125, True)
     args = (dout, q, k, v, out.half(), lse.float(), 0.125, True)
@@ -426,14 +429,14 @@ def test_deterministic_selects_the_form(monkeypatch):
     check_grads(first, refs, torch.float16)
     assert all(torch.equal(a, b) for a, b in zip(first, second))
     _flash_attn_backward(*args, window_size=(64, 0), deterministic=False)
-    assert calls == [True, False, False, False]
+    assert calls == [True, "serial", "serial", False]
     # flash_attn_func's autograd: deterministic defaults to False there.
     calls.clear()
     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
     tilec.flash_attn_func(*leaves, softmax_scale=0.125, causal=True).backward(dout)
     tilec.flash_attn_func(*leaves, softmax_scale=0.125, causal=True,
                           deterministic=True).backward(dout)
-    assert calls == [True, False]
+    assert calls == [True, "serial"]
     # A table entry's fused_min_seqlen_k: fewer keys keep the pair.
     calls.clear()
     monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, True),
@@ -443,6 +446,20 @@ def test_deterministic_selects_the_form(monkeypatch):
     out2, lse2, *_ = reference(q, k2, v2, dout, 0.125, True)
     _flash_attn_backward(dout, q, k2, v2, out2.half(), lse2.float(), 0.125, True, deterministic=False)
     assert calls == [False, True]
+    # deterministic=True: the serial form inside the entry's serial_min/max_seqlen_k
+    # (140 keys), else the pair; None (entries not timed): always the pair.
+    for low, high, want in ((0, None, "serial"), (141, None, False), (0, 139, False),
+                            (140, 140, "serial"), (None, None, False)):
+        calls.clear()
+        monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, True),
+                            replace(strategy.BWD_DEFAULT, fused=True, serial_min_seqlen_k=low,
+                                    serial_max_seqlen_k=high))
+        _flash_attn_backward(*args, deterministic=True)
+        assert calls == [want], (low, high)
+    # atomic_dq=True with deterministic=True: the serial form whatever the table says.
+    calls.clear()
+    _flash_attn_backward(*args, deterministic=True, atomic_dq=True)
+    assert calls == ["serial"]
 
 
 def test_bwd_table_fused_thresholds():
@@ -462,11 +479,72 @@ def test_bwd_table_fused_thresholds():
     assert strategy.flash_bwd_config(head_dim=64, causal=False).fused_min_seqlen_k == 0
 
 
+@pytest.mark.parametrize("splits", [1, 2, 3])
+@pytest.mark.parametrize("causal", [False, True])
+def test_serial_fused_launches(monkeypatch, splits, causal):
+    """deterministic=True on the fused kernel (SERIAL_DQ): launches of S key
+    blocks, program s adding into dq_accum slice s, the slices summed at the
+    end. 200 keys are 4 key blocks of BWD_DEFAULT's 64: S = 1, 2, 3 gives 4,
+    2 and 2 launches (the last with 1 key block); GQA 4/2, seqlen_q !=
+    seqlen_k, head_dim 40 (padded tile). Each matches float64 and repeats
+    bitwise; launches cover every key block once (a block added twice or
+    skipped would show in dq and dk)."""
+    from dataclasses import replace
+
+    from tilec import flash_bwd, strategy
+
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, causal),
+                        replace(strategy.BWD_DEFAULT, fused=True))
+    launches = []
+    real = flash_bwd._launch_serial
+
+    def spy(kernel, args, key_blocks, s, programs, split_d, on_gpu):
+        launches.append((key_blocks, s))
+        real(kernel, args, key_blocks, s, programs, split_d, on_gpu)
+        accum = args[8]  # (S, batch, heads, query blocks, R, BLOCK_M): every slice added to
+        assert accum.shape[0] == s and all(accum[i].abs().sum() > 0 for i in range(s))
+
+    monkeypatch.setattr(flash_bwd, "_launch_serial", spy)
+    monkeypatch.setattr(flash_bwd, "serial_schedule", lambda *a, **k: splits)
+    q, k, v, dout = inputs(2, 90, 200, 4, 2, 40)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, causal)
+    args = (dout, q, k, v, out.half(), lse.float(), 0.125, causal)
+    first = _flash_attn_backward(*args, deterministic=True, atomic_dq=True)
+    assert launches == [(4, splits)]
+    check_grads(first, refs, torch.float16, f"S={splits}")
+    second = _flash_attn_backward(*args, deterministic=True, atomic_dq=True)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
+def test_serial_schedule():
+    """S, the deterministic fused backward's dq_accum slices: enough key
+    blocks per launch to fill the SMs (one 8-warp program each), no more."""
+    from tilec.flash_bwd import serial_schedule
+
+    small = 1 << 20
+    # 1 x 16 heads, 16k keys (128 blocks of 128): 8 per launch fill 128 of
+    # 132 SMs; 16 launches, 16 waves.
+    assert serial_schedule(128, 16, 132, 8, small) == 8
+    # 8 x 16 heads: one key block per launch already fills the GPU.
+    assert serial_schedule(16, 128, 132, 8, small) == 1
+    assert serial_schedule(16, 1000, 132, 8, small) == 1
+    # 40 programs: 3 blocks (120 programs) leave 12 SMs idle, 10 blocks make
+    # 400 = 3.03 waves; 13 fill 520 of 4 waves' 528.
+    assert serial_schedule(64, 40, 132, 8, small) in (3, 13)
+    # Slices capped by memory: one slice each of 1.5 GiB.
+    assert serial_schedule(128, 16, 132, 8, 3 << 29) == 1
+    # 4-warp programs: two per SM.
+    assert serial_schedule(128, 16, 132, 4, small) == 16
+    assert serial_schedule(1, 1, 132, 8, small) == 1
+
+
 def test_atomic_dq_errors():
     q, k, v, dout = inputs(1, 8, 8, 2, 2, 64)
     lse = torch.zeros(1, 2, 8)
-    with pytest.raises(ValueError, match=r"atomic_dq adds dQ in no fixed order; pass deterministic=False"):
-        _flash_attn_backward(dout, q, k, v, q, lse, atomic_dq=True)
+    cu = torch.tensor([0, 8], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"deterministic \(serial\) form takes fixed-length"):
+        _flash_attn_backward(dout[0], q[0], k[0], v[0], q[0], lse[0], atomic_dq=True,
+                             cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=8, max_seqlen_k=8)
     # head_dim 16: BWD_DEFAULT's fused blocks split dQᵀ's 16 rows over 4 warps
     q, k, v, dout = inputs(1, 8, 8, 2, 2, 16)
     with pytest.raises(ValueError, match=r"atomic_dq at head_dim 16: the fused kernel's dQᵀ \(16 "
