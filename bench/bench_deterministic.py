@@ -21,8 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from bench_flash import median_ms  # noqa: E402
-from profile_bwd import kernel_table  # noqa: E402
+from bench_flash import kernel_table, median_ms  # noqa: E402
 
 TOKENS, HIDDEN = 16384, 2048
 

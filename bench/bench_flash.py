@@ -28,6 +28,7 @@ import contextlib
 import datetime
 import statistics
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -82,6 +83,24 @@ def median_ms(fn, iters, warmup, context=contextlib.nullcontext, busy=True):
                 end.synchronize()
         torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def kernel_table(fn, reps=5):
+    """{kernel name: mean µs per call} over reps calls, from the profiler's
+    device-side events (kernels, memsets, copies)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    per = defaultdict(float)
+    for e in prof.events():  # the device-side events: kernels, memsets, copies
+        if getattr(e.device_type, "name", "") == "CUDA":
+            per[e.name] += e.time_range.elapsed_us()
+    return {name: t / reps for name, t in per.items()}
 
 
 class Flex:

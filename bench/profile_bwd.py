@@ -14,9 +14,7 @@ bench_bwd.py. A kernel that is not the main one but costs more than a few
 percent of the call is the finding this script is for.
 """
 import argparse
-import statistics
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -25,7 +23,7 @@ from torch.nn.attention import SDPBackend
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from bench_bwd import sdpa_runs  # noqa: E402
-from bench_flash import median_ms  # noqa: E402
+from bench_flash import kernel_table, median_ms  # noqa: E402
 
 
 def calls(args):
@@ -48,23 +46,6 @@ def calls(args):
             fns[label] = runs[0]
     flops = 2.5 * 4 * b * h * s * s * d / (2 if args.causal else 1)
     return fns, flops, (b, s, h, d)
-
-
-def kernel_table(fn, reps=5):
-    """{kernel name: mean µs per call} over reps calls, from the profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    per = defaultdict(float)
-    for e in prof.events():  # the device-side events: kernels, memsets, copies
-        if getattr(e.device_type, "name", "") == "CUDA":
-            per[e.name] += e.time_range.elapsed_us()
-    return {name: t / reps for name, t in per.items()}
 
 
 def main():

@@ -45,26 +45,16 @@ TOLERANCES = (1.0, 1.03, 1.05, 1.10)
 
 
 def kernel_us(fn, calls=10):
-    """Mean device time per call of each kernel fn launches (torch.profiler)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    """Mean device time per call of each kernel fn launches (bench_flash's
+    kernel_table), named short: decode, combine, append."""
+    from bench_flash import kernel_table
 
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
     out = {}
-    for e in prof.key_averages():
-        total = getattr(e, "self_device_time_total", None)
-        if total is None:
-            total = getattr(e, "self_cuda_time_total", 0)
-        if total and e.count:
-            name = e.key.split("(")[0]
-            short = ("decode" if "flash_decode" in name else "combine" if "flash_combine" in name
-                     else "append" if "kv_append" in name else name[:24])
-            out[short] = out.get(short, 0) + total / calls
+    for name, us in kernel_table(fn, calls).items():
+        name = name.split("(")[0]
+        short = ("decode" if "flash_decode" in name else "combine" if "flash_combine" in name
+                 else "append" if "kv_append" in name else name[:24])
+        out[short] = out.get(short, 0) + us
     return out
 
 
