@@ -11,6 +11,7 @@ MUFU.EX2, LDL/STL.
     python3 bench/sass_bwd.py fused --config 32,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dkdv --config 64,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dq --config 64,64,4,2,0 [--causal] [--dump DIR]
+    python3 bench/sass_bwd.py fused ... --serial [--rotate]   (deterministic=True's form)
     python3 bench/sass_bwd.py fused --config 64,64,8,1,0 --warps-n 2 --dq-warps-n 2 \
         --head-dim 256 --split 2 --ptx-arch sm_90a --lowering-options region-barriers=true
 
@@ -58,6 +59,10 @@ def main(argv=None):
     p.add_argument("--lowering-options", default="",
                    help="tile-to-nvvm options of the dkdv/fused kernel (e.g. region-barriers=true)")
     p.add_argument("--all-ops", action="store_true", help="print every opcode's count per loop")
+    p.add_argument("--serial", action="store_true",
+                   help="fused: deterministic=True's serial form (SERIAL_DQ)")
+    p.add_argument("--rotate", action="store_true",
+                   help="--serial with its query loops rotated (ROTATE_Q; non-causal)")
     args = p.parse_args(argv)
     if args.arch is None:
         args.arch = "sm_90a" if args.ptx_arch == "sm_90a" else "sm_90"
@@ -74,7 +79,8 @@ def main(argv=None):
     base = strategy.flash_bwd_config(head_dim=args.head_dim, causal=args.causal)
     if args.kernel == "fused":
         cfg = replace(base, atomic=fc, atomic_warps_n=args.warps_n,
-                      atomic_dq_warps_n=args.dq_warps_n, atomic_split=args.split)
+                      atomic_dq_warps_n=args.dq_warps_n, atomic_split=args.split,
+                      serial_rotate=args.rotate)
     elif args.kernel == "dkdv":
         cfg = replace(base, dkdv=fc, dkdv_warps_n=args.warps_n, dkdv_split=args.split)
     else:
@@ -83,7 +89,8 @@ def main(argv=None):
     strategy.BWD_TABLE[("sm_80", args.head_dim, args.causal)] = cfg
     try:
         kdq, kdkdv, _ = fb.flash_bwd_kernels("bfloat16", args.head_dim, args.causal,
-                                             atomic_dq=args.kernel == "fused")
+                                             atomic_dq=args.kernel == "fused",
+                                             serial=args.serial, rotate=args.rotate)
     finally:
         strategy.BWD_TABLE.clear()
         strategy.BWD_TABLE.update(saved)

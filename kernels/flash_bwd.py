@@ -113,8 +113,9 @@ def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **kw):
     return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw)
 
 
-def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, SERIAL_DQ=False, **kw):
-    return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}{'_serial' if SERIAL_DQ else ''}"
+def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, SERIAL_DQ=False, ROTATE_Q=False, **kw):
+    serial = ("_serial" + "_rotated" * bool(ROTATE_Q)) if SERIAL_DQ else ""
+    return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}{serial}"
             f"_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw))
 
 
@@ -402,7 +403,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
-                   SERIAL_DQ: tl.constexpr = False,
+                   SERIAL_DQ: tl.constexpr = False, ROTATE_Q: tl.constexpr = False,
                    WARPS_N: tl.constexpr = 1, DQ_WARPS_N: tl.constexpr = 1,
                    LOWERING_OPTIONS: tl.constexpr = ""):
     tl.assume(scale > 0)
@@ -484,66 +485,80 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     if DROPOUT:
         keys = (col0 + tl.arange(0, BLOCK_N))[:, None]
         rp = 1.0 / (1.0 - dropout_p)
-    for i in range(0, tl.cdiv(seqlen_q, BLOCK_M)):
-        row0 = i * BLOCK_M
-        qps = [tl.load(qv, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
-        dops = [tl.load(dov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
-        l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
-        di = tl.load(deltav, (row0,), (BLOCK_M,))
-        st = dot_pieces(kps, qps, WARPS_N)                     # Sᵀ = K·Qᵀ
-        rows = (row0 + tl.arange(0, BLOCK_M))[None, :]      # the queries: columns of Sᵀ
-        mask = rows < seqlen_q
-        if CAUSAL or WINDOW:
-            mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
-        pt, tt = probabilities(st, mask, l2[None, :], c, scale, softcap, slope, rows, kq,
-                               CAUSAL, SOFTCAP, ALIBI)      # Pᵀ
-        qs, dos = qps, dops
-        if SPLIT_D > 1:
-            qs = [tl.load(qv, (row0, c0), (BLOCK_M, DS))]
-            dos = [tl.load(dov, (row0, c0), (BLOCK_M, DS))]
-        if DROPOUT:  # the forward's mask, regenerated (transposed counters)
-            keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows, keys, max_q, max_k)
-            ptd = tl.where(keep, pt * rp, 0.0).to(DTYPE)    # dV += (P∘Z)ᵀ·dO
-        else:
-            ptd = pt.to(DTYPE)                              # dV += Pᵀ·dO
-        dv_accs = [tl.dot(ptd, dop, acc, warps_n=wn) for dop, acc, wn in zip(dos, dv_accs, WN)]
-        dpt = dot_pieces(vps, dops, WARPS_N)                   # dPᵀ = V·dOᵀ
-        if DROPOUT:
-            dpt = tl.where(keep, dpt * rp, 0.0)
-        dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
-        if SOFTCAP:
-            dst = dst * (1.0 - tt * tt)
-        dk_accs = [tl.dot(dst.to(DTYPE), qp, acc, warps_n=wn)
-                   for qp, acc, wn in zip(qs, dk_accs, WN)]  # dK += dSᵀ·Q
-        if ATOMIC_DQ:
-            # FA2's dQ: dQ_iᵀ += Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
-            # split over the warps), added atomically into f32 dq_accum;
-            # unscaled: the caller multiplies by scale once, when it
-            # converts (not BLOCK_M·D multiplies per iteration).
-            # DQ_WARPS_N > 1: on a (NUM_WARPS / DQ_WARPS_N) x DQ_WARPS_N
-            # grid (FA2's dQ atom layout), Kᵀ read transposed from K's tile.
-            # SPLIT_D > 1: this program adds dQᵀ's rows [c0, c0 + DS) only
-            # (Kᵀ of its columns), so the SPLIT_D programs add each element once.
-            # Pieces: one dQᵀ dot per piece, adding its rows [pc, pc + pw).
-            for (pc, pw), ktp, dqwn in zip(PIECES, kts, DQWN):
-                dqt = tl.dot(tl.trans(ktp), dst.to(DTYPE),
-                             tl.zeros((pw // SPLIT_D, BLOCK_M), tl.float32), warps_n=dqwn)
-                if VARLEN:
-                    tl.atomic_add(dqtv, (c0 if SPLIT_D > 1 else pc, row0), dqt)
-                else:
-                    # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), R, BLOCK_M):
-                    # query block i's dQᵀ as an R x BLOCK_M tile of 8x8 row-major
-                    # blocks (DQ_ACCUM_BLOCK), so each thread's accumulator
-                    # pair is adjacent (one red.global.add.v2.f32 on sm_90)
-                    # and a warp's 32 pairs are one 256-byte block: 2 L2
-                    # requests per red, where row-major rows made 8 (4x FA2's
-                    # L2 requests, the reds stalled on a full memory queue).
-                    # The tile lies inside its view (no bounds predicates;
-                    # rows past seqlen_q and columns past head_dim are padding
-                    # flash_bwd_convert_dq drops).
-                    blk = dq_accum_tile(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * R),
-                                        R, BLOCK_M)
-                    tl.atomic_add(blk, (c0 if SPLIT_D > 1 else pc, 0), dqt)
+    # The query blocks, in one run-time loop; ROTATE (SERIAL_DQ with
+    # ROTATE_Q, non-causal): the launch's S programs of a head start theirs
+    # S evenly spaced blocks apart and wrap around, as two loops (shift..nq,
+    # then 0..shift) so that row0 stays affine in the loop variable and the
+    # row-bound mask stays peeled (one loop with (i + shift) % nq kept it in
+    # every iteration: d64 spilled, 8 LDL per iteration). Timed with the
+    # single loop (H200, session 15 run 8): d128 non-causal serial +5-7%,
+    # d64 -10% (those spills); FlashBwdConfig.serial_rotate is the knob.
+    nq = tl.cdiv(seqlen_q, BLOCK_M)
+    RANGES = ((0, nq),)
+    if SERIAL_DQ and ROTATE_Q and not (CAUSAL or WINDOW):
+        shift = (tl.program_id(0) * nq) // tl.num_programs(0)
+        RANGES = ((shift, nq), (0, shift))
+    for lo, hi in RANGES:
+        for i in range(lo, hi):
+            row0 = i * BLOCK_M
+            qps = [tl.load(qv, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
+            dops = [tl.load(dov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
+            l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
+            di = tl.load(deltav, (row0,), (BLOCK_M,))
+            st = dot_pieces(kps, qps, WARPS_N)                     # Sᵀ = K·Qᵀ
+            rows = (row0 + tl.arange(0, BLOCK_M))[None, :]      # the queries: columns of Sᵀ
+            mask = rows < seqlen_q
+            if CAUSAL or WINDOW:
+                mask = visible(mask, rows, kq, window_left, window_right, CAUSAL, WINDOW)
+            pt, tt = probabilities(st, mask, l2[None, :], c, scale, softcap, slope, rows, kq,
+                                   CAUSAL, SOFTCAP, ALIBI)      # Pᵀ
+            qs, dos = qps, dops
+            if SPLIT_D > 1:
+                qs = [tl.load(qv, (row0, c0), (BLOCK_M, DS))]
+                dos = [tl.load(dov, (row0, c0), (BLOCK_M, DS))]
+            if DROPOUT:  # the forward's mask, regenerated (transposed counters)
+                keep = dropout_keep(seed, rng_offset, dropout_p, pid_bh, rows, keys, max_q, max_k)
+                ptd = tl.where(keep, pt * rp, 0.0).to(DTYPE)    # dV += (P∘Z)ᵀ·dO
+            else:
+                ptd = pt.to(DTYPE)                              # dV += Pᵀ·dO
+            dv_accs = [tl.dot(ptd, dop, acc, warps_n=wn) for dop, acc, wn in zip(dos, dv_accs, WN)]
+            dpt = dot_pieces(vps, dops, WARPS_N)                   # dPᵀ = V·dOᵀ
+            if DROPOUT:
+                dpt = tl.where(keep, dpt * rp, 0.0)
+            dst = pt * (dpt - di[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − Delta)
+            if SOFTCAP:
+                dst = dst * (1.0 - tt * tt)
+            dk_accs = [tl.dot(dst.to(DTYPE), qp, acc, warps_n=wn)
+                       for qp, acc, wn in zip(qs, dk_accs, WN)]  # dK += dSᵀ·Q
+            if ATOMIC_DQ:
+                # FA2's dQ: dQ_iᵀ += Kᵀ·dSᵀ (D x BLOCK_M, rows = head_dim
+                # split over the warps), added atomically into f32 dq_accum;
+                # unscaled: the caller multiplies by scale once, when it
+                # converts (not BLOCK_M·D multiplies per iteration).
+                # DQ_WARPS_N > 1: on a (NUM_WARPS / DQ_WARPS_N) x DQ_WARPS_N
+                # grid (FA2's dQ atom layout), Kᵀ read transposed from K's tile.
+                # SPLIT_D > 1: this program adds dQᵀ's rows [c0, c0 + DS) only
+                # (Kᵀ of its columns), so the SPLIT_D programs add each element once.
+                # Pieces: one dQᵀ dot per piece, adding its rows [pc, pc + pw).
+                for (pc, pw), ktp, dqwn in zip(PIECES, kts, DQWN):
+                    dqt = tl.dot(tl.trans(ktp), dst.to(DTYPE),
+                                 tl.zeros((pw // SPLIT_D, BLOCK_M), tl.float32), warps_n=dqwn)
+                    if VARLEN:
+                        tl.atomic_add(dqtv, (c0 if SPLIT_D > 1 else pc, row0), dqt)
+                    else:
+                        # dq_accum is (batch, heads, cdiv(seqlen_q, BLOCK_M), R, BLOCK_M):
+                        # query block i's dQᵀ as an R x BLOCK_M tile of 8x8 row-major
+                        # blocks (DQ_ACCUM_BLOCK), so each thread's accumulator
+                        # pair is adjacent (one red.global.add.v2.f32 on sm_90)
+                        # and a warp's 32 pairs are one 256-byte block: 2 L2
+                        # requests per red, where row-major rows made 8 (4x FA2's
+                        # L2 requests, the reds stalled on a full memory queue).
+                        # The tile lies inside its view (no bounds predicates;
+                        # rows past seqlen_q and columns past head_dim are padding
+                        # flash_bwd_convert_dq drops).
+                        blk = dq_accum_tile(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * R),
+                                            R, BLOCK_M)
+                        tl.atomic_add(blk, (c0 if SPLIT_D > 1 else pc, 0), dqt)
     for (pc, pw), acc in zip(PIECES, dk_accs):
         tl.store(dkv, (col0, c0 if SPLIT_D > 1 else pc), (acc * scale).to(DTYPE))
     for (pc, pw), acc in zip(PIECES, dv_accs):

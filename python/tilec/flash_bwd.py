@@ -36,15 +36,23 @@ def _kernels():
     return kernel_files.load("flash_bwd")
 
 
+def _bwd_config(dtype, head_dim, causal, window, softcap, alibi, varlen, dropout):
+    """strategy's FlashBwdConfig for one variant (the switches as
+    flash_bwd_kernels')."""
+    return strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal, dropout=dropout,
+                                     variant=window or softcap or alibi or varlen)
+
+
 def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, softcap=False,
-                      alibi=False, varlen=False, dropout=False, serial=False):
+                      alibi=False, varlen=False, dropout=False, serial=False, rotate=False):
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
     "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
     fused kernel that also adds dQ atomically (then dq is not launched);
     serial: its deterministic form, launched per group of key blocks
-    (SERIAL_DQ, serial_schedule)."""
-    cfg = strategy.flash_bwd_config(head_dim=head_dim, dtype=dtype, causal=causal, dropout=dropout,
-                                    variant=window or softcap or alibi or varlen)
+    (SERIAL_DQ, serial_schedule); rotate: with its query loops rotated
+    (ROTATE_Q: non-causal without a window, where the table's serial_rotate
+    asks for it)."""
+    cfg = _bwd_config(dtype, head_dim, causal, window, softcap, alibi, varlen, dropout)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
     mod = _kernels()
     common = dict(DTYPE=DTYPE, HEAD_DIM=int(head_dim), CAUSAL=bool(causal))
@@ -61,8 +69,12 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
                 f"does not split into 16-row blocks over its {a.num_warps // cfg.atomic_dq_warps_n} rows "
                 f"of warps ({a.num_warps} warps, atomic_dq_warps_n {cfg.atomic_dq_warps_n}); "
                 "strategy.flash_bwd_config has no fused configuration for this head_dim")
+        serial_kw = {}
+        if serial:
+            rotate = rotate and cfg.serial_rotate and not (causal or window)  # (the kernel's rule)
+            serial_kw = {"SERIAL_DQ": True, **({"ROTATE_Q": True} if rotate else {})}
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True,
-                                             **({"SERIAL_DQ": True} if serial else {}))
+                                             **serial_kw)
     else:
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("dkdv"))
     return mod.flash_bwd_dq.specialize(**common, **cfg.constexprs("dq")), dkdv, cfg
@@ -226,6 +238,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         from .flash_attn import _raise_sequence_errors
 
         _raise_sequence_errors("flash_attn backward")
+    by_table = atomic_dq is None
     if atomic_dq is None:
         atomic_dq = fused_applies(q.shape[-1], window_size, softcap, alibi_slopes, varlen,
                                   dropout_p)
@@ -288,16 +301,24 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     dq = alloc(q, q.shape)
     dk = alloc(k, k.shape[:-2] + (hq, d))  # per query head; summed over each group below
     dv = alloc(v, v.shape[:-2] + (hq, d))
-    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, causal, atomic_dq, window, softcap > 0,
-                                        alibi_slopes is not None, varlen, dropout_p > 0, serial)
+    cfg = _bwd_config(dtype, d, causal, window, softcap > 0, alibi_slopes is not None, varlen,
+                      dropout_p > 0)
     key_blocks = -(-sk // cfg.atomic.block_n)
+    splits = 1
     if serial:  # S dq_accum slices, a launch per S key blocks
-        splits = serial_schedule(key_blocks, b * hq * cfg.atomic_split,
-                                 runtime_support.sm_count(q.device) if on_gpu
-                                 else runtime_support.DEFAULT_SMS,
-                                 cfg.atomic.num_warps,
+        sms = runtime_support.sm_count(q.device) if on_gpu else runtime_support.DEFAULT_SMS
+        programs = b * hq * cfg.atomic_split
+        splits = serial_schedule(key_blocks, programs, sms, cfg.atomic.num_warps,
                                  b * hq * -(-sq // cfg.atomic.block_m)
                                  * _dq_accum_rows(cfg, d) * cfg.atomic.block_m * 4)
+        if by_table and not serial_fills(key_blocks, programs, sms, cfg.atomic.num_warps, splits):
+            serial = atomic_dq = False
+            splits = 1
+    # Rotated query loops spread a launch's programs of one head; with one
+    # key block per launch (S = 1) there is nothing to spread.
+    kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, causal, atomic_dq, window, softcap > 0,
+                                        alibi_slopes is not None, varlen, dropout_p > 0, serial,
+                                        rotate=splits > 1)
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
@@ -396,20 +417,48 @@ _SERIAL_MAX_BYTES = 2 << 30
 
 
 def serial_schedule(key_blocks, programs, sms, num_warps, slice_bytes,
-                    slack=_SERIAL_WAVE_SLACK, max_bytes=_SERIAL_MAX_BYTES):
+                    slack=_SERIAL_WAVE_SLACK, max_bytes=None):
     """S, the dq_accum slices of the deterministic fused backward: launches
     of S key blocks x `programs` (batch·heads·split) programs each, ceil(
     key_blocks / S) of them, each ceil(S·programs / slots) waves (slots: the
     `sms` times the programs an SM holds at `num_warps`). The smallest S
     whose waves are within `slack` of the fewest, with S slices of
-    `slice_bytes` within max_bytes (at least 1)."""
+    `slice_bytes` within max_bytes (None: _SERIAL_MAX_BYTES; at least 1)."""
+    max_bytes = _SERIAL_MAX_BYTES if max_bytes is None else max_bytes
     key_blocks, programs = max(1, int(key_blocks)), max(1, int(programs))
-    slots = max(1, int(sms)) * max(1, _REGS_PER_SM // (32 * int(num_warps) * _FUSED_REGS_PER_THREAD))
+    slots = _fused_slots(sms, num_warps)
     cap = max(1, min(key_blocks, int(max_bytes) // max(1, int(slice_bytes)),
                      4 * -(-slots // programs)))
-    waves = {s: -(-key_blocks // s) * -(-s * programs // slots) for s in range(1, cap + 1)}
+    waves = {s: serial_waves(key_blocks, programs, slots, s) for s in range(1, cap + 1)}
     fewest = min(waves.values())
     return min(s for s, w in waves.items() if w <= slack * fewest)
+
+
+def _fused_slots(sms, num_warps):
+    """Programs of the fused kernel resident at once: the SMs times the
+    programs an SM holds at `num_warps` (registers bound them)."""
+    return max(1, int(sms)) * max(1, _REGS_PER_SM // (32 * int(num_warps) * _FUSED_REGS_PER_THREAD))
+
+
+def serial_waves(key_blocks, programs, slots, splits):
+    """Waves of the serial launches: ceil(key_blocks / S) launches of
+    ceil(S·programs / slots) waves each."""
+    return -(-int(key_blocks) // int(splits)) * -(-int(splits) * int(programs) // int(slots))
+
+
+# The table's serial ranges were timed with S as serial_schedule picks it
+# without the memory cap; where the cap (long sequences, few heads) leaves
+# the launches this much emptier, deterministic=True takes the pair.
+_SERIAL_CAPPED_SLACK = 1.15
+
+
+def serial_fills(key_blocks, programs, sms, num_warps, splits):
+    """Whether S = `splits` (capped by memory) keeps the serial launches
+    within _SERIAL_CAPPED_SLACK of the waves of the uncapped schedule."""
+    best = serial_schedule(key_blocks, programs, sms, num_warps, 1, max_bytes=1 << 62)
+    slots = _fused_slots(sms, num_warps)
+    return (serial_waves(key_blocks, programs, slots, splits)
+            <= _SERIAL_CAPPED_SLACK * serial_waves(key_blocks, programs, slots, best))
 
 
 def _launch_serial(kernel, args, key_blocks, splits, programs, split_d, on_gpu):

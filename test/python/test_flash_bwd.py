@@ -479,27 +479,31 @@ def test_bwd_table_fused_thresholds():
     assert strategy.flash_bwd_config(head_dim=64, causal=False).fused_min_seqlen_k == 0
 
 
+@pytest.mark.parametrize("rotate", [False, True])
 @pytest.mark.parametrize("splits", [1, 2, 3])
 @pytest.mark.parametrize("causal", [False, True])
-def test_serial_fused_launches(monkeypatch, splits, causal):
+def test_serial_fused_launches(monkeypatch, splits, causal, rotate):
     """deterministic=True on the fused kernel (SERIAL_DQ): launches of S key
     blocks, program s adding into dq_accum slice s, the slices summed at the
     end. 200 keys are 4 key blocks of BWD_DEFAULT's 64: S = 1, 2, 3 gives 4,
     2 and 2 launches (the last with 1 key block); GQA 4/2, seqlen_q !=
     seqlen_k, head_dim 40 (padded tile). Each matches float64 and repeats
     bitwise; launches cover every key block once (a block added twice or
-    skipped would show in dq and dk)."""
+    skipped would show in dq and dk). rotate: the programs' query loops start
+    spread over the 6 query blocks of 16 and wrap (serial_rotate; non-causal
+    and S > 1 only)."""
     from dataclasses import replace
 
     from tilec import flash_bwd, strategy
 
     monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, causal),
-                        replace(strategy.BWD_DEFAULT, fused=True))
+                        replace(strategy.BWD_DEFAULT, fused=True, serial_rotate=rotate))
     launches = []
     real = flash_bwd._launch_serial
 
     def spy(kernel, args, key_blocks, s, programs, split_d, on_gpu):
         launches.append((key_blocks, s))
+        assert ("_rotated" in kernel.name) == (rotate and not causal and s > 1), kernel.name
         real(kernel, args, key_blocks, s, programs, split_d, on_gpu)
         accum = args[8]  # (S, batch, heads, query blocks, R, BLOCK_M): every slice added to
         assert accum.shape[0] == s and all(accum[i].abs().sum() > 0 for i in range(s))
@@ -536,6 +540,48 @@ def test_serial_schedule():
     # 4-warp programs: two per SM.
     assert serial_schedule(128, 16, 132, 4, small) == 16
     assert serial_schedule(1, 1, 132, 8, small) == 1
+
+
+def test_serial_fills():
+    """A schedule the memory cap leaves much emptier than the uncapped one is
+    refused (deterministic=True then takes the pair): 8 heads of 128k keys
+    (1024 blocks) at S = 8 run 128 waves of 64 programs; uncapped, S = 16
+    fills 128 of 132 SMs in 64 waves."""
+    from tilec.flash_bwd import serial_fills
+
+    assert not serial_fills(1024, 8, 132, 8, 8)
+    assert serial_fills(1024, 8, 132, 8, 16)
+    assert serial_fills(128, 16, 132, 8, 8)
+    assert serial_fills(16, 128, 132, 8, 1)
+
+
+def test_capped_serial_schedule_takes_the_pair(monkeypatch):
+    """deterministic=True where the table picks the serial form but the
+    memory cap (here 1 byte: one slice) would run it in 4 launches of 2
+    programs instead of one launch: the pair runs instead, unless the
+    caller forces the fused kernel (atomic_dq=True)."""
+    from dataclasses import replace
+
+    from tilec import flash_bwd, strategy
+
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, False),
+                        replace(strategy.BWD_DEFAULT, fused=True, serial_min_seqlen_k=0))
+    forms = []
+    real = flash_bwd.flash_bwd_kernels
+
+    def spy(*args, **kwargs):
+        forms.append((bool(args[3]), bool(args[9])))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flash_bwd, "flash_bwd_kernels", spy)
+    q, k, v, dout = inputs(1, 40, 200, 2, 2, 64)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, False)
+    args = (dout, q, k, v, out.half(), lse.float(), 0.125, False)
+    check_grads(_flash_attn_backward(*args, deterministic=True), refs, torch.float16)
+    monkeypatch.setattr(flash_bwd, "_SERIAL_MAX_BYTES", 1)
+    check_grads(_flash_attn_backward(*args, deterministic=True), refs, torch.float16)
+    _flash_attn_backward(*args, deterministic=True, atomic_dq=True)
+    assert forms == [(True, True), (False, False), (True, True)]
 
 
 def test_atomic_dq_errors():
