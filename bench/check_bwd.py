@@ -13,9 +13,14 @@ causal, on fresh random inputs:
 Each gradient is compared with torch autograd of a float64 naive attention:
 ‖g − ref‖/‖ref‖ < 2e-3 (f16) or 1.5e-2 (bf16), and no worse than twice the
 error of the same naive attention computed in the input dtype (flash_attn's
-own test rule) plus 1e-4 · ‖ref‖. Each kernels case also runs twice and
-must be bitwise identical (no atomics), and where its dQᵀ fits (atomic_dq_fits) through the
-fused atomic-dQ kernel (atomic_dq=True). GQA: 8 query heads over 2 KV heads.
+own test rule) plus 1e-4 · ‖ref‖. Each kernels case runs deterministic=True
+(the table's form) twice, which must be bitwise identical; the pair
+(atomic_dq=False); and where its dQᵀ fits (atomic_dq_fits) the fused
+atomic-dQ kernel (atomic_dq=True) and its serial form (deterministic=True,
+atomic_dq=True; twice, bitwise identical; launched --serial-splits key
+blocks at a time, default 5, so that every case takes several launches and
+a partial last one; --rotate: with its query loops rotated, ROTATE_Q).
+GQA: 8 query heads over 2 KV heads.
 
 Then the variants (unless --no-variants), through the public functions'
 autograd, each gradient vs float64 autograd of a reference with the same
@@ -105,13 +110,26 @@ def main():
     parser.add_argument("--only-variants", action="store_true", help="only the variant and dropout checks")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu: the same checks on the "
                         "CPU runner (a dry run of this script without a GPU)")
+    parser.add_argument("--serial-splits", type=int, default=5,
+                        help="key blocks per launch of the serial form's checks (flash_bwd."
+                             "serial_schedule's S; 0: the schedule's own)")
+    parser.add_argument("--rotate", action="store_true",
+                        help="the serial form's checks with rotated query loops (every table "
+                             "entry's serial_rotate on)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: needs a CUDA GPU (or --device cpu)")
     import tilec
-    from tilec import strategy
+    from tilec import flash_bwd, strategy
     from tilec.flash_bwd import _flash_attn_backward, atomic_dq_fits
 
+    if args.serial_splits:  # several launches per serial call (n_base > 0, a partial last one)
+        flash_bwd.serial_schedule = lambda *a, **k: args.serial_splits
+    if args.rotate:
+        from dataclasses import replace
+
+        for key, entry in list(strategy.BWD_TABLE.items()):
+            strategy.BWD_TABLE[key] = replace(entry, serial_rotate=True)
     art = REPO / "build" / "artifacts"
     head_dims = [64, 128]
     if args.head_dims:

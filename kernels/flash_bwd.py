@@ -1,5 +1,6 @@
-"""FlashAttention-2 backward in the tilec DSL (the paper's Algorithm 2), in
-two kernels that need no atomics, so the gradients are deterministic:
+"""FlashAttention-2 backward in the tilec DSL (the paper's Algorithm 2): the
+pair, two kernels that need no atomics (deterministic gradients), or FA2's
+single fused kernel (flash_bwd_dkdv with ATOMIC_DQ, below):
 
 * ``flash_bwd_dq``: one program per BLOCK_M rows of Q and (batch, head). It
   first computes Delta_i = rowsum(dO_i ∘ O_i) for its rows and writes it out,
@@ -411,6 +412,9 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
     if SERIAL_DQ:
+        # (Launch it only through tilec.flash_bwd._launch_serial: its grid's
+        # axis 0 is S, not the manifest's cdiv(seqlen_k, BLOCK_N), which
+        # would add past the S slices.)
         # One launch of the deterministic fused backward (ATOMIC_DQ): its
         # grid's axis 0 is the launch's S key blocks n_base + [0, S), and
         # program_id(0) = s adds its dQᵀ into dq_accum slice s, which no

@@ -175,6 +175,12 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                 cfg = strategy.flash_bwd_config(head_dim=head_dim, causal=causal)
                 if atomic_dq_fits(cfg, head_dim):
                     kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
+                    # deterministic=True's serial form, where the table takes it
+                    # (and rotated, where serial_rotate asks for it)
+                    if cfg.fused and cfg.serial_min_seqlen_k is not None:
+                        for rotate in (False, True) if cfg.serial_rotate and not causal else (False,):
+                            kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True,
+                                                             serial=True, rotate=rotate)[1])
                     if not causal:  # and its preprocess (Delta, lse2)
                         kernels.append(preprocess_kernel(dtype, head_dim))
                     # and its dQ conversion (one per BLOCK_M and R)

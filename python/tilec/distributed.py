@@ -252,9 +252,10 @@ def _block_backward(dout, q, k, v, out, lse, scale, causal, softcap):
     from .flash_bwd import _flash_attn_backward
 
     extra = {"softcap": softcap} if softcap else {}
-    # causal only on the diagonal, where seqlen_q == seqlen_k: top-left.
+    # causal only on the diagonal, where seqlen_q == seqlen_k: top-left. The
+    # pair (atomic_dq=False): no atomics and no dq_accum slices per ring step.
     return _flash_attn_backward(dout, q, k, v, out, lse, scale, causal,
-                                causal_offset=0 if causal else None, **extra)
+                                causal_offset=0 if causal else None, atomic_dq=False, **extra)
 
 
 def _ring_backward(ring, dout, q, k, v, out, lse, scale, causal, softcap, zigzag):
@@ -417,8 +418,9 @@ def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None, 
     without it the backward raises NotImplementedError).
     Differentiable in q, k, v. Returns out (like q) or, with return_lse,
     (out, lse (batch, heads, seqlen_local) f32, +inf for rows that see no
-    key). The backward is deterministic (no atomics; `deterministic` is
-    accepted for flash_attn's signature)."""
+    key). The backward is deterministic (each ring step's block backward is
+    the pair, no atomics; `deterministic` is accepted for flash_attn's
+    signature)."""
     return _eager_ring_attention("ring_flash_attn_func", q, k, v, causal, softmax_scale, group, softcap,
                            return_lse, False, dropout_p)
 

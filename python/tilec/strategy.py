@@ -486,7 +486,8 @@ class FlashBwdConfig:
     atomic: FlashConfig = FlashConfig(16, 64, 4, 2, False)
     atomic_split: int = 1
     # deterministic=False (flash_attn's default) runs the fused kernel where
-    # it applies (flash_bwd.fused_applies); deterministic=True always the pair.
+    # it applies (flash_bwd.fused_applies); deterministic=True the pair or,
+    # in the serial range below, the fused kernel's serial launches.
     fused: bool = False
     # ... for calls of at least this many keys (shorter ones take the pair).
     fused_min_seqlen_k: int = 0

@@ -79,8 +79,10 @@ def test_backward_kernels_match_float64(head_dim, causal):
         q, k, v, dout = inputs(2, sq, sk, 2, 2, head_dim)
         scale = 1 / math.sqrt(head_dim)
         out, lse, *refs = reference(q, k, v, dout, scale, causal)
-        got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal)
-        check_grads(got, refs, torch.float16, f"d{head_dim} causal={causal} {sq}x{sk}")
+        # the pair (atomic_dq=False) and the table's deterministic form
+        for form in ({"atomic_dq": False}, {}):
+            got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), None, causal, **form)
+            check_grads(got, refs, torch.float16, f"d{head_dim} causal={causal} {sq}x{sk} {form}")
 
 
 def test_rows_with_no_key_get_zero_gradients():
@@ -111,7 +113,10 @@ def test_gqa_sums_dk_dv_over_query_heads():
 
 
 def test_backward_is_deterministic():
-    """No atomics: two backward runs give bitwise-equal gradients."""
+    """deterministic=True (the default here; d64 non-causal: the fused
+    kernel's serial form): two backward runs give bitwise-equal gradients
+    (on the CPU runner a smoke test: programs run one after another; the
+    GPU's is test_flash_bwd_gpu.py's)."""
     q, k, v, dout = inputs(2, 130, 150, 2, 2, 64)
     out, lse, *_ = reference(q, k, v, dout, 0.125, False)
     first = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False)
@@ -518,6 +523,24 @@ def test_serial_fused_launches(monkeypatch, splits, causal, rotate):
     check_grads(first, refs, torch.float16, f"S={splits}")
     second = _flash_attn_backward(*args, deterministic=True, atomic_dq=True)
     assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
+def test_serial_fused_split_head_dim(monkeypatch):
+    """The serial form where the fused kernel splits the head dim over two
+    programs per key block (BWD_WIDE's atomic_split = 2, program_id(2): each
+    adds its half of dQᵀ into the launch's slice), head_dim 160 (256-wide
+    tiles), 3 key blocks at 2 per launch, GQA 2/1; matches float64."""
+    from dataclasses import replace
+
+    from tilec import flash_bwd, strategy
+
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 256, False),
+                        replace(strategy.BWD_WIDE, fused=True, serial_min_seqlen_k=0))
+    monkeypatch.setattr(flash_bwd, "serial_schedule", lambda *a, **k: 2)
+    q, k, v, dout = inputs(1, 40, 150, 2, 1, 160)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, False)
+    got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False)
+    check_grads(got, refs, torch.float16)
 
 
 def test_serial_schedule():

@@ -74,14 +74,30 @@ def test_dropout_under_graph_capture_is_refused():
             tilec.flash_attn_func(q, k, v, dropout_p=0.1)
 
 
+@pytest.mark.parametrize("rotate", [False, True])
+@pytest.mark.parametrize("splits", [None, 5])
 @pytest.mark.parametrize("d,causal", [(128, False), (128, True), (64, False)])
-def test_deterministic_fused_is_bitwise_repeatable(d, causal):
+def test_deterministic_fused_is_bitwise_repeatable(monkeypatch, d, causal, splits, rotate):
     """deterministic=True on the fused kernel (its serial launches over
     dq_accum slices): five backward calls give the same bits and agree with
-    the atomic form (checked against float64 by bench/check_bwd.py). 2 x 2 heads and 4096 keys: 32 key
-    blocks of 128 over 4 (batch, head)s, so the schedule takes several
-    slices (serial_schedule) and many programs add into each query block."""
+    the atomic form (checked against float64 by bench/check_bwd.py). 2 x 2
+    heads and 4096 keys: 32 key blocks of 128 over 4 (batch, head)s; S as
+    serial_schedule picks it (32: one launch, 32 slices) or 5 (7 launches,
+    n_base > 0, the last with 2 key blocks). rotate: the query loops rotated
+    (serial_rotate; non-causal with S > 1)."""
+    from dataclasses import replace
+
+    from tilec import flash_bwd, strategy
     from tilec.flash_bwd import _flash_attn_backward
+
+    if splits:
+        monkeypatch.setattr(flash_bwd, "serial_schedule", lambda *a, **k: splits)
+    if rotate:
+        if causal:
+            pytest.skip("rotation is for non-causal calls only")
+        key = ("sm_80", d, causal)
+        monkeypatch.setitem(strategy.BWD_TABLE, key,
+                            replace(strategy.BWD_TABLE[key], serial_rotate=True))
 
     torch.manual_seed(1)
     q, k, v, dout = (torch.randn(2, 4096, 2, d, device="cuda", dtype=torch.bfloat16)
