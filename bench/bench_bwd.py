@@ -120,15 +120,15 @@ def main():
                              "tilec pair bwd": dict(deterministic=True, atomic_dq=False)}
                     tf = lambda ms, mult: mult * flops / (ms * 1e-3) / 1e12
                     row = {"dtype": str(dtype)[6:], "d": d, "causal": causal, "seqlen": s}
-                    grads = []
+                    grads = {}
                     for name, kw in forms.items():
                         row[name] = tf(median_ms(lambda: t_bwd(**kw), args.iters, args.warmup), 2.5)
-                        grads += list(t_bwd(**kw))
+                        grads[name] = t_bwd(**kw)
                     row["det/bwd"] = row["tilec det bwd"] / row["tilec bwd"]
                     row["tilec f+b"] = tf(median_ms(t_fwd_bwd, args.iters, args.warmup), 3.5)
                     mark = ""
                     again = t_bwd(deterministic=True)
-                    if not all(torch.equal(a, b) for a, b in zip(again, grads[3:6])):
+                    if not all(torch.equal(a, b) for a, b in zip(again, grads["tilec det bwd"])):
                         mark = "!"
                         print(f"  deterministic=True not bitwise repeatable at d{d} causal={causal} "
                               f"seqlen {s}", flush=True)
@@ -142,7 +142,8 @@ def main():
                         row[f"{label} bwd"] = tf(median_ms(bwd, args.iters, args.warmup), 2.5)
                         row[f"{label} f+b"] = tf(median_ms(fwd_bwd, args.iters, args.warmup), 3.5)
                         if label == "FA2":
-                            for g, r in zip(grads, list(theirs) * len(forms)):
+                            for g, r in zip((g for gs in grads.values() for g in gs),
+                                            list(theirs) * len(forms)):
                                 if ((g.float() - r.float()).norm() / r.float().norm()).item() > 1e-2:
                                     mark = "!"
                     for kind in ("bwd", "f+b"):

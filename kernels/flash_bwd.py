@@ -18,9 +18,10 @@ single fused kernel (flash_bwd_dkdv with ATOMIC_DQ, below):
   In no fixed order, so not deterministic, unless SERIAL_DQ: then the caller
   launches it once per group of S key blocks, each program adding into its
   own slice of S dq_accum slices (a single adder per element per launch),
-  and sums the slices in a fixed order (flash_bwd.py's serial schedule). The buffer is blocked, (batch, heads,
-  cdiv(seqlen_q, BLOCK_M), R, BLOCK_M) (varlen: (total_q, heads, head_dim)),
-  R the head-dim rows: D, or the pieces' total below.
+  and sums the slices in a fixed order (flash_bwd.py's serial schedule).
+  The buffer is blocked, (batch, heads, cdiv(seqlen_q, BLOCK_M), R,
+  BLOCK_M) (varlen: (total_q, heads, head_dim)), R the head-dim rows: D, or
+  the pieces' total below.
 
 Head dims that are not powers of two are computed in power-of-two column
 pieces, as the forward's (strategy.bwd_head_dim_pieces: d96 = 64 + 32,

@@ -8,8 +8,8 @@ runs FlashAttention-2's backward (Algorithm 2) in DSL kernels: the pair
 Delta = rowsum(dO ∘ O)), then the dK/dV kernel (one program per key block);
 or FA2's fused kernel (one program per key block, dQ added with atomics;
 with deterministic=True launched in groups of key blocks that each add into
-their own dq_accum slice, summed in a fixed order: bitwise repeatable). CUDA torch tensors launch on
-the GPU; torch CPU tensors and numpy float16 arrays run on the CPU runner
+their own dq_accum slice, summed in a fixed order: bitwise repeatable).
+CUDA torch tensors launch on the GPU; torch CPU tensors and numpy float16 arrays run on the CPU runner
 (same kernels, same IR), which is how CI checks the gradients.
 
 ``FlashAttnFunc`` wraps the forward core (tilec.flash_attn._flash_attn_forward;
@@ -217,8 +217,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     deterministic=True gives bitwise repeatable gradients: the pair, or,
     where the table's serial_min/max_seqlen_k say it is faster, the fused
     kernel launched serially over S dq_accum slices (serial_schedule; with
-    atomic_dq=True always; not with varlen). Dropout: dropout_p > 0 with rng_state = (seed, offset), the
-    forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
+    atomic_dq=True always; not with varlen). Dropout: dropout_p > 0 with
+    rng_state = (seed, offset), the forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
     mask from them (out must be the dropped forward's output).
     """
     from .flash_attn import _dummy, _mask_mode
@@ -328,8 +328,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
             dq_accum = _zeros_f32(q, q.shape)
         else:  # blocked: query block i's dQᵀ is a row-major (R, BLOCK_M) tile
             delta, lse2 = _preprocess(dout, out, lse, dtype, d, on_gpu)
-            dq_accum = _zeros_f32(q, (splits if serial else 1, b, hq, -(-sq // bm),
-                                      _dq_accum_rows(cfg, d), bm))
+            dq_accum = _zeros_f32(q, (splits, b, hq, -(-sq // bm), _dq_accum_rows(cfg, d), bm))
     else:
         delta = _empty(q, lse.shape, "float32")
         lse2 = _empty(q, lse.shape, "float32")

@@ -32,9 +32,6 @@ from .strategy import tile_width
 from .flash_attn import _dtype_name, _is_torch, _pad_head_dim, _rows_aligned, _strides
 
 _MAX_SPLITS = 128
-# What num_splits=0 assumes without a GPU to ask (an H100/H200).
-_DEFAULT_SMS = runtime_support.DEFAULT_SMS
-_sm_count = runtime_support.sm_count
 # A window side of -1 (unbounded) reaches the kernel as this many keys.
 _UNBOUNDED = 1 << 30
 
@@ -343,7 +340,7 @@ class DecodePlan:
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
-                on_gpu=True, sms=_DEFAULT_SMS, per_batch=False):
+                on_gpu=True, sms=runtime_support.DEFAULT_SMS, per_batch=False):
     """Tiles and splits for a call (_decode_plan, cached: the split rule is a
     loop over the candidate counts). per_batch: cache_seqlens is a tensor
     (lengths per sequence, unknown here), so num_splits=0 weighs spread
@@ -357,7 +354,7 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
                         (FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS))
 
 
-def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=_DEFAULT_SMS, head_dim=128):
+def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=runtime_support.DEFAULT_SMS, head_dim=128):
     """WIDE_GPU_TILE for head dims over 128; else GPU_TILE, or PAGED_TILE
     when the packed rows fit its 16 and either the
     cache is in pages smaller than GPU_TILE's key block, or the lengths may
@@ -838,7 +835,7 @@ def _build_fast_plan(key):
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
      device, *_) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
-                       _sm_count(device), per_batch)
+                       runtime_support.sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
                                                           paged=page_size > 0, per_batch=per_batch))
     split = plan.num_splits > 1
@@ -1049,7 +1046,8 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         q = ops.contiguous(ops.transpose12(q))                    # (b, h, s, d)
         qb, qk, qr = heads * seqlen_q * head_dim, rows_q * head_dim, head_dim
     plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size if paged else 0,
-                       num_splits, on_gpu, _sm_count(q.device) if on_gpu else _DEFAULT_SMS, per_batch)
+                       num_splits, on_gpu, runtime_support.sm_count(q.device) if on_gpu else runtime_support.DEFAULT_SMS,
+                       per_batch)
     m_blocks, num_splits = plan.m_blocks, plan.num_splits
     split = num_splits > 1
 
