@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""deterministic=True's two forms against the default, by sequence length:
-the fused kernel's serial launches (flash_bwd.serial_schedule: S dq_accum
-slices, a launch per S key blocks) and the pair (atomic_dq=False), with
+"""deterministic=True's forms against the default, by sequence length: the
+fused kernel in turns (ORDERED_DQ: one launch, a head's key blocks adding
+dQ one after another), its serial launches (flash_bwd.serial_schedule: S
+dq_accum slices, a launch per S key blocks) and the pair (atomic_dq=False), with
 deterministic=False (the fused kernel, atomics in no order) as the
 reference. H200-style 16k tokens (batch 16384 / seqlen, heads 2048 /
 head_dim), bf16, TFLOP/s of the backward alone (2.5x forward FLOPs,
@@ -44,8 +45,9 @@ def main():
     from tilec import flash_bwd, runtime_support, strategy
 
     sms = runtime_support.sm_count(0)
-    print("| d | causal | seqlen | atomic | serial | pair | serial/atomic | pair/atomic | S | launches |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| d | causal | seqlen | atomic | ordered | serial | pair | ordered/atomic | serial/atomic | "
+          "pair/atomic | S | launches |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for d in args.head_dims:
         for causal in map(bool, args.causal):
             for s in args.seqlens:
@@ -57,7 +59,10 @@ def main():
                                                  return_lse=True)
                 flops = 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
                 forms = {"atomic": dict(deterministic=False, atomic_dq=True),
-                         "serial": dict(deterministic=True, atomic_dq=True),
+                         "ordered": dict(deterministic=True, atomic_dq=True,
+                                         deterministic_form="ordered"),
+                         "serial": dict(deterministic=True, atomic_dq=True,
+                                        deterministic_form="serial"),
                          "pair": dict(deterministic=True, atomic_dq=False)}
                 tf = {}
                 for name, kw in forms.items():
@@ -71,7 +76,8 @@ def main():
                     blocks, b * h * cfg.atomic_split, sms, a.num_warps,
                     b * h * -(-s // a.block_m) * flash_bwd._dq_accum_rows(cfg, d) * a.block_m * 4)
                 print(f"| {d} | {'yes' if causal else 'no'} | {s} | {tf['atomic']:.1f} | "
-                      f"{tf['serial']:.1f} | {tf['pair']:.1f} | {tf['serial'] / tf['atomic']:.2f}x | "
+                      f"{tf['ordered']:.1f} | {tf['serial']:.1f} | {tf['pair']:.1f} | "
+                      f"{tf['ordered'] / tf['atomic']:.2f}x | {tf['serial'] / tf['atomic']:.2f}x | "
                       f"{tf['pair'] / tf['atomic']:.2f}x | {splits} | {-(-blocks // splits)} |",
                       flush=True)
                 if args.profile:

@@ -11,7 +11,8 @@ MUFU.EX2, LDL/STL.
     python3 bench/sass_bwd.py fused --config 32,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dkdv --config 64,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dq --config 64,64,4,2,0 [--causal] [--dump DIR]
-    python3 bench/sass_bwd.py fused ... --serial [--rotate]   (deterministic=True's form)
+    python3 bench/sass_bwd.py fused ... --serial [--rotate]   (deterministic=True's serial form)
+    python3 bench/sass_bwd.py fused ... --ordered             (its form in turns, ORDERED_DQ)
     python3 bench/sass_bwd.py fused --config 64,64,8,1,0 --warps-n 2 --dq-warps-n 2 \
         --head-dim 256 --split 2 --ptx-arch sm_90a --lowering-options region-barriers=true
 
@@ -63,6 +64,8 @@ def main(argv=None):
                    help="fused: deterministic=True's serial form (SERIAL_DQ)")
     p.add_argument("--rotate", action="store_true",
                    help="--serial with its query loops rotated (ROTATE_Q; non-causal)")
+    p.add_argument("--ordered", action="store_true",
+                   help="fused: deterministic=True's form in turns (ORDERED_DQ)")
     args = p.parse_args(argv)
     if args.arch is None:
         args.arch = "sm_90a" if args.ptx_arch == "sm_90a" else "sm_90"
@@ -90,7 +93,8 @@ def main(argv=None):
     try:
         kdq, kdkdv, _ = fb.flash_bwd_kernels("bfloat16", args.head_dim, args.causal,
                                              atomic_dq=args.kernel == "fused",
-                                             serial=args.serial, rotate=args.rotate)
+                                             serial=args.serial, rotate=args.rotate,
+                                             ordered=args.ordered)
     finally:
         strategy.BWD_TABLE.clear()
         strategy.BWD_TABLE.update(saved)

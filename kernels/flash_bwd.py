@@ -115,8 +115,10 @@ def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **kw):
     return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw)
 
 
-def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, SERIAL_DQ=False, ROTATE_Q=False, **kw):
+def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, SERIAL_DQ=False, ROTATE_Q=False,
+               ORDERED_DQ=False, **kw):
     serial = ("_serial" + "_rotated" * bool(ROTATE_Q)) if SERIAL_DQ else ""
+    serial += "_ordered" if ORDERED_DQ else ""
     return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}{serial}"
             f"_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw))
 
@@ -372,7 +374,8 @@ def flash_bwd_dq(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
            variant={"kind": "bwd_dkdv", "dtype": "DTYPE", "head_dim": "HEAD_DIM",
                     "causal": "CAUSAL", "window": "WINDOW", "softcap": "SOFTCAP", "alibi": "ALIBI",
                     "varlen": "VARLEN", "block_m": "BLOCK_M", "block_n": "BLOCK_N",
-                    "atomic_dq": "ATOMIC_DQ", "serial_dq": "SERIAL_DQ"})
+                    "atomic_dq": "ATOMIC_DQ", "serial_dq": "SERIAL_DQ",
+                    "ordered_dq": "ORDERED_DQ"})
 def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.ptr(DTYPE),
                    lse2: tl.ptr(tl.float32), delta: tl.ptr(tl.float32),
                    dk: tl.ptr(DTYPE), dv: tl.ptr(DTYPE), dq_accum: tl.ptr(tl.float32),
@@ -397,6 +400,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    rng_offset: tl.int64 if DROPOUT else None,
                    n_base: tl.int32 if SERIAL_DQ else None,
                    stride_dqa_split: tl.int64 if SERIAL_DQ else None,
+                   turns: tl.ptr(tl.int32) if ORDERED_DQ else None,
                    DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128,
                    CAUSAL: tl.constexpr = False, WINDOW: tl.constexpr = False,
                    SOFTCAP: tl.constexpr = False, ALIBI: tl.constexpr = False,
@@ -406,6 +410,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
                    SERIAL_DQ: tl.constexpr = False, ROTATE_Q: tl.constexpr = False,
+                   ORDERED_DQ: tl.constexpr = False,
                    WARPS_N: tl.constexpr = 1, DQ_WARPS_N: tl.constexpr = 1,
                    LOWERING_OPTIONS: tl.constexpr = ""):
     tl.assume(scale > 0)
@@ -424,7 +429,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
         # blocks s, S + s, 2S + s, ...): bitwise deterministic.
         dq_accum = dq_accum + pid_n * stride_dqa_split
         pid_n = pid_n + n_base
-    elif CAUSAL and not WINDOW:  # the first key blocks (most queries) first
+    elif CAUSAL and not WINDOW and not ORDERED_DQ:  # the first key blocks (most queries) first
         pid_n, pid_bh = longest_first(pid_n, pid_bh, tl.cdiv(seqlen_k, BLOCK_N), batch * num_heads,
                                       False, seqlen_q, HEAD_DIM)
     b, h = pid_bh // num_heads, pid_bh % num_heads
@@ -503,9 +508,39 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     if SERIAL_DQ and ROTATE_Q and not (CAUSAL or WINDOW):
         shift = (tl.program_id(0) * nq) // tl.num_programs(0)
         RANGES = ((shift, nq), (0, shift))
+    if ORDERED_DQ:
+        # The deterministic fused kernel in one launch (ATOMIC_DQ, no
+        # window, not varlen): the key blocks of a (batch, head) add into
+        # query block i's dQᵀ one after another, in the order the GPU starts
+        # them (program_id(0) counts down: the last key block first), each
+        # waiting for its turn on the block's counter, so every element's
+        # adds come in a fixed order (bitwise deterministic) into one region
+        # per head, which stays in L2 like the atomic form's; the serial
+        # form's S regions per launch did not (session 15, run 5). A block
+        # waits only for blocks that started before it, so no wait is
+        # endless. Turn of key block n at query block i: the visitors of i
+        # after n, i.e. last(i) - n, last(i) the last key block that sees
+        # i. Causal: the loop starts at the first query block that sees key
+        # col0, so the blocks a program visits are exactly those the turn
+        # formula counts (tile-split-masked-loops skips nothing here: the
+        # turn ops write memory), and the heaviest key blocks start last
+        # (no longest_first: it would start blocks after the ones they wait
+        # for). A block's turn is passed at the start of the program's next
+        # query block, not right after its adds (the pass's release fence
+        # would wait for them: 0.79x of the atomic form against 0.85x at d128,
+        # H200, session 16 run 1); the first block passes on slot nq, which
+        # nobody waits on. turns: (SPLIT_D, batch * num_heads, nq + 1)
+        # zeroed int32.
+        turn_base = turns + (tl.program_id(2) * (batch * num_heads) + pid_bh) * (nq + 1)
+        last_n = tl.cdiv(seqlen_k, BLOCK_N) - 1
+        if CAUSAL:
+            RANGES = ((tl.maximum(col0 - diag, 0) // BLOCK_M, nq),)
     for lo, hi in RANGES:
         for i in range(lo, hi):
             row0 = i * BLOCK_M
+            if ORDERED_DQ:  # read early: by the adds the turn has usually come
+                seen = tl.load(turn_base + i, volatile=True)
+                tl.pass_turn(turn_base + tl.where(i > lo, i - 1, nq))  # the previous block's
             qps = [tl.load(qv, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
             dops = [tl.load(dov, (row0, pc), (BLOCK_M, pw)) for pc, pw in PIECES]
             l2 = tl.load(lse2v, (row0,), (BLOCK_M,))
@@ -545,9 +580,15 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                 # SPLIT_D > 1: this program adds dQᵀ's rows [c0, c0 + DS) only
                 # (Kᵀ of its columns), so the SPLIT_D programs add each element once.
                 # Pieces: one dQᵀ dot per piece, adding its rows [pc, pc + pw).
+                # ORDERED_DQ: the adds of all pieces in this block's turn.
                 for (pc, pw), ktp, dqwn in zip(PIECES, kts, DQWN):
                     dqt = tl.dot(tl.trans(ktp), dst.to(DTYPE),
                                  tl.zeros((pw // SPLIT_D, BLOCK_M), tl.float32), warps_n=dqwn)
+                    if ORDERED_DQ and pc == 0:
+                        last = last_n
+                        if CAUSAL:  # the last key block some row of query block i sees
+                            last = tl.minimum(last_n, ((i + 1) * BLOCK_M - 1 + diag) // BLOCK_N)
+                        tl.wait_turn(turn_base + i, last - pid_n, seen)
                     if VARLEN:
                         tl.atomic_add(dqtv, (c0 if SPLIT_D > 1 else pc, row0), dqt)
                     else:
@@ -564,6 +605,8 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                         blk = dq_accum_tile(dq_accum + (bq * stride_dqab + h * stride_dqah + row0 * R),
                                             R, BLOCK_M)
                         tl.atomic_add(blk, (c0 if SPLIT_D > 1 else pc, 0), dqt)
+        if ORDERED_DQ:  # the last block's turn
+            tl.pass_turn(turn_base + tl.where(hi > lo, hi - 1, nq))
     for (pc, pw), acc in zip(PIECES, dk_accs):
         tl.store(dkv, (col0, c0 if SPLIT_D > 1 else pc), (acc * scale).to(DTYPE))
     for (pc, pw), acc in zip(PIECES, dv_accs):

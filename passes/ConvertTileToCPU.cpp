@@ -14,13 +14,19 @@
 //   tile.arrive             -> memref.load + store of the count (programs
 //                              run in sequence), true where it reaches
 //                              `expected` (then the count is reset to 0)
+//   tile.wait_turn          -> a check that the turn has come (programs run
+//                              in sequence, in the GPU's start order); a
+//                              fault where it has not
+//   tile.pass_turn          -> memref.load + store of the count + 1
 //   tile.dot                -> linalg.generic: extf to f32, mulf, addf in f32
 //   tile.reduce             -> linalg.generic reduction from -inf / 0
 //   iota/splat/expand_dims/broadcast/trans -> linalg / tensor.expand_shape
 //   program_id/num_programs -> extra i32 parameters of the kernel
 //
 // Each kernel @k gets @__tilec_grid_k(params..., gx, gy, gz: i32) that calls
-// it once per program id, z outermost, x innermost.
+// it once per program id, z outermost, x innermost and counting down: the
+// order the GPU starts them in (the NVVM lowering hands program_id(0) out
+// from the top), which tile.wait_turn's turns follow.
 //
 // An element inside its view but outside its argument's buffer (the memref's
 // size, which the runner sets from the caller's buffer; INT64_MAX when the
@@ -58,6 +64,9 @@ struct HostPtr {
 };
 
 constexpr llvm::StringLiteral kFaultSymbol = "__tilec_fault";
+/// @__tilec_fault[0] at or above this: a tile.wait_turn whose turn never
+/// came (the counter argument + 1 added; [1] holds the turn), see CpuRunner.
+constexpr int64_t kTurnFault = int64_t(1) << 40;
 
 /// A view: pointer plus per-dimension sizes and strides, all index.
 struct HostView {
@@ -267,6 +276,44 @@ LogicalResult KernelLowering::lower(Operation *op) {
     if (failed(value))
       return failure();
     load.replaceAllUsesWith(*value);
+  } else if (auto wait = dyn_cast<tile::WaitTurnOp>(op)) {
+    // Programs run one after another, in the GPU's start order (the grid
+    // wrapper's loops): every turn a program waits for must have been passed
+    // by the programs before it. A counter still behind would make the GPU
+    // wait forever (or trap): recorded as a fault of kind kTurnFault, with
+    // the turn, which the runner reports.
+    FailureOr<Value> behind = scalarAccess(
+        loc, op, wait.getCounter(), "counter", b.getI1Type(),
+        [&](HostPtr p) {
+          Value now = memref::LoadOp::create(b, loc, p.memref, p.offset);
+          Value late = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, now, wait.getTurn());
+          auto ifOp = scf::IfOp::create(b, loc, late, /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(ifOp.thenBlock());
+          unsigned arg = cast<BlockArgument>(p.memref).getArgNumber();
+          memref::StoreOp::create(b, loc,
+                                  arith::ConstantIntOp::create(b, loc, kTurnFault + arg + 1, 64),
+                                  fault, ValueRange{cstIndex(loc, 0)});
+          memref::StoreOp::create(b, loc,
+                                  arith::ExtSIOp::create(b, loc, b.getI64Type(), wait.getTurn()),
+                                  fault, ValueRange{cstIndex(loc, 1)});
+          return late;
+        },
+        [&] { return arith::ConstantIntOp::create(b, loc, 0, 1).getResult(); });
+    if (failed(behind))
+      return failure();
+  } else if (auto pass = dyn_cast<tile::PassTurnOp>(op)) {
+    FailureOr<Value> done = scalarAccess(
+        loc, op, pass.getCounter(), "counter", b.getI1Type(),
+        [&](HostPtr p) {
+          Value old = memref::LoadOp::create(b, loc, p.memref, p.offset);
+          Value next = arith::AddIOp::create(b, loc, old, arith::ConstantIntOp::create(b, loc, 1, 32));
+          memref::StoreOp::create(b, loc, next, p.memref, p.offset);
+          return arith::ConstantIntOp::create(b, loc, 1, 1).getResult();
+        },
+        [&] { return arith::ConstantIntOp::create(b, loc, 0, 1).getResult(); });
+    if (failed(done))
+      return failure();
   } else if (auto arrive = dyn_cast<tile::ArriveOp>(op)) {
     // Programs run one after another here, so the count is a plain
     // read-modify-write: the program that brings it to `expected` is the
@@ -476,7 +523,7 @@ LogicalResult KernelLowering::run() {
       if (!op->use_empty())
         return op->emitOpError("CPU lowering cannot carry pointers or views through "
                                "anything but tile.addptr, tile.view, tile.load, tile.load_scalar, "
-                               "tile.arrive and tile.store");
+                               "tile.arrive, tile.wait_turn, tile.pass_turn and tile.store");
       op->erase();
     }
   return success();
@@ -503,7 +550,10 @@ void buildGridWrapper(func::FuncOp kernel) {
   for (int d = 2; d >= 0; --d) {
     auto loop = scf::ForOp::create(b, loc, c0, grid[d], c1);
     b.setInsertionPointToStart(loop.getBody());
-    pid[d] = arith::IndexCastOp::create(b, loc, b.getI32Type(), loop.getInductionVar());
+    Value id = loop.getInductionVar();
+    if (d == 0) // gx - 1 - i: the GPU's start order (see the file comment)
+      id = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, grid[0], c1), id);
+    pid[d] = arith::IndexCastOp::create(b, loc, b.getI32Type(), id);
   }
   SmallVector<Value> args = params;
   args.append({pid[0], pid[1], pid[2]});

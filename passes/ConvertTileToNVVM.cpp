@@ -32,7 +32,7 @@
 //                      ops (../InsertWaits.cpp), lowered in lowerOp
 //   AsyncCopy.cpp      tile.load into shared tiles (cp.async, commit groups)
 //   LoadStore.cpp      register-tile loads/stores, atomics, scalar loads,
-//                      tile.arrive
+//                      tile.arrive, tile.wait_turn, tile.pass_turn
 //   Dot.cpp            tile.dot: ldmatrix + mma.sync m16n8k16 (MMAv2)
 //   Reduce.cpp         tile.reduce: in-thread trees + lane shuffles
 //   ConvertLayout.cpp  tile.convert_layout, expand_dims/broadcast/trans
@@ -124,6 +124,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerAtomicAdd(add);
   if (auto arrive = dyn_cast<ArriveOp>(op))
     return lowerArrive(arrive);
+  if (auto wait = dyn_cast<WaitTurnOp>(op))
+    return lowerWaitTurn(wait);
+  if (auto pass = dyn_cast<PassTurnOp>(op))
+    return lowerPassTurn(pass);
   if (auto store = dyn_cast<StoreOp>(op))
     return lowerStore(store);
   if (auto dot = dyn_cast<DotOp>(op))
@@ -308,6 +312,8 @@ LogicalResult KernelLowering::run() {
       // read-only. (What programs write before arriving is stored through
       // tile.store, so its parameters are in storedParams already.)
       written(pointerRoot(arrive.getCounter()));
+    } else if (auto pass = dyn_cast<PassTurnOp>(op)) {
+      written(pointerRoot(pass.getCounter())); // as tile.arrive's counter
     }
   });
 

@@ -227,8 +227,9 @@ Value rootPointer(Value v) {
 
 /// What the loop body writes: rotating a load across a store the load might
 /// alias would change what it reads. `any` is a write to memory that is not
-/// a tile.atomic_add into a view of a kernel argument (anything may alias
-/// it); `atomicRoots` the kernel arguments tile.atomic_adds write through.
+/// a tile.atomic_add into a view of a kernel argument or a turn op on a
+/// counter (anything may alias it); `atomicRoots` the kernel arguments
+/// tile.atomic_adds and turn ops write through.
 /// A load through another argument may be rotated across those adds
 /// (FlashAttention-2's fused backward: its Q and dO tiles across the dQ
 /// adds). The assumption: a kernel does not read, through one argument,
@@ -258,8 +259,16 @@ BodyWrites bodyWrites(scf::ForOp loop) {
     if ((effects && effects.hasEffect<MemoryEffects::Write>()) ||
         (!effects && !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() && !isPure(op) &&
          !isa<scf::YieldOp>(op))) {
-      auto atomic = dyn_cast<AtomicAddOp>(op);
-      Value root = atomic ? rootPointer(atomic.getView()) : Value();
+      // A turn counter (tile.wait_turn, tile.pass_turn) is memory other
+      // programs change, as an atomic add's: only the turn ops and volatile
+      // scalar reads touch it.
+      Value root;
+      if (auto atomic = dyn_cast<AtomicAddOp>(op))
+        root = rootPointer(atomic.getView());
+      else if (auto wait = dyn_cast<WaitTurnOp>(op))
+        root = rootPointer(wait.getCounter());
+      else if (auto pass = dyn_cast<PassTurnOp>(op))
+        root = rootPointer(pass.getCounter());
       if (root)
         writes.atomicRoots.push_back(root);
       else

@@ -181,6 +181,10 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                         for rotate in (False, True) if cfg.serial_rotate and not causal else (False,):
                             kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True,
                                                              serial=True, rotate=rotate)[1])
+                    # and its ordered form (turns), where the table takes that
+                    if cfg.fused and cfg.ordered_min_seqlen_k is not None:
+                        kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True,
+                                                         ordered=True)[1])
                     if not causal:  # and its preprocess (Delta, lse2)
                         kernels.append(preprocess_kernel(dtype, head_dim))
                     # and its dQ conversion (one per BLOCK_M and R)

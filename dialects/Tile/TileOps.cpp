@@ -163,6 +163,25 @@ LogicalResult ArriveOp::verify() {
   return success();
 }
 
+/// A turn counter is one i32 (tile.wait_turn, tile.pass_turn).
+static LogicalResult verifyTurnCounter(Operation *op, Value counter) {
+  Type pointee = cast<PtrType>(counter.getType()).getPointeeType();
+  if (!pointee.isInteger(32))
+    return op->emitOpError() << "counter must point to i32, got a pointer to " << pointee;
+  return success();
+}
+
+LogicalResult WaitTurnOp::verify() {
+  if (failed(verifyTurnCounter(*this, getCounter())))
+    return failure();
+  APInt n;
+  if (matchPattern(getTurn(), m_ConstantInt(&n)) && n.isNegative())
+    return emitOpError() << "turn must be at least 0, got " << n.getSExtValue();
+  return success();
+}
+
+LogicalResult PassTurnOp::verify() { return verifyTurnCounter(*this, getCounter()); }
+
 LogicalResult LoadScalarOp::verify() {
   Type pointee = getPtr().getType().getPointeeType();
   if (getResult().getType() != pointee)

@@ -254,6 +254,53 @@ def Tile_ArriveOp : Tile_Op<"arrive", [MemoryEffects<[MemRead, MemWrite]>]> {
   let hasVerifier = 1;
 }
 
+def Tile_WaitTurnOp : Tile_Op<"wait_turn", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait until an i32 turn counter reaches `turn`";
+  let description = [{
+    Blocks the program until the i32 counter at `counter` (one element) is
+    at least `turn`; afterwards the program is ordered after every write
+    the programs that passed the turns before it (`tile.pass_turn`) made
+    before passing. With `tile.pass_turn` it orders programs that update
+    the same memory (a fixed order of floating-point adds: deterministic
+    accumulation without per-program slices). `seen` is a value of the
+    counter read earlier (`tile.load_scalar ... volatile`): when it is
+    already `turn` or more, the op reads nothing, so the read's latency
+    hides behind the work between the two. A program may wait only for
+    programs that start before it (the GPU starts programs in order, axis 0
+    from the top, see tile.program_id's lowering; otherwise the wait can
+    hang), and the turns on one counter must be handed out 0, 1, 2, ... by
+    exactly one pass each. GPU: every thread polls with
+    `ld.acquire.gpu` (with `nanosleep` between polls). CPU runner (programs
+    run one after another in the GPU's start order): a counter still below
+    `turn` is reported as an error (on a GPU the program would wait
+    forever). Example:
+    ```mlir
+    %seen = tile.load_scalar %c volatile : !tile.ptr<i32> -> i32
+    ...
+    tile.wait_turn %c, %turn, %seen : !tile.ptr<i32>
+    tile.atomic_add %dq, %dqv[%r, %c0] : tensor<64x128xf32>, !tile.view<f32, 2>
+    tile.pass_turn %c : !tile.ptr<i32>
+    ```
+  }];
+  let arguments = (ins Tile_PtrType:$counter, I32:$turn, I32:$seen);
+  let assemblyFormat = "$counter `,` $turn `,` $seen attr-dict `:` type($counter)";
+  let hasVerifier = 1;
+}
+
+def Tile_PassTurnOp : Tile_Op<"pass_turn", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "give the next program its turn: add 1 to an i32 turn counter";
+  let description = [{
+    After every write the program (all its threads) made before the op,
+    adds one to the i32 counter at `counter`, which lets the program waiting
+    for the next turn (`tile.wait_turn`) go on. GPU: bar.sync, then thread 0
+    `red.release.gpu.global.add.u32`. CPU runner: a read-modify-write.
+    Example: see `tile.wait_turn`.
+  }];
+  let arguments = (ins Tile_PtrType:$counter);
+  let assemblyFormat = "$counter attr-dict `:` type($counter)";
+  let hasVerifier = 1;
+}
+
 def Tile_LoadScalarOp : Tile_Op<"load_scalar", [MemoryEffects<[MemRead]>]> {
   let summary = "load one element of global memory as a scalar";
   let description = [{
@@ -263,15 +310,17 @@ def Tile_LoadScalarOp : Tile_Op<"load_scalar", [MemoryEffects<[MemRead]>]> {
     varlen kernels read their sequence bounds with and paged kernels their
     block tables. Every thread of the program reads the same element (a
     uniform load); unlike `tile.load` nothing bounds it: the address must be
-    inside the buffer. Example:
+    inside the buffer. `volatile`: a fresh read of memory other programs
+    are changing (`ld.volatile.global`: never cached, merged or moved out of
+    a loop), e.g. a turn counter for `tile.wait_turn`. Example:
     ```mlir
     %p = tile.addptr %cu_seqlens, %b : !tile.ptr<i32>, i32
     %start = tile.load_scalar %p : !tile.ptr<i32> -> i32
     ```
   }];
-  let arguments = (ins Tile_PtrType:$ptr);
+  let arguments = (ins Tile_PtrType:$ptr, UnitAttr:$volatile_);
   let results = (outs AnyTypeOf<[AnyFloat, AnySignlessInteger]>:$result);
-  let assemblyFormat = "$ptr attr-dict `:` type($ptr) `->` type($result)";
+  let assemblyFormat = "$ptr (`volatile` $volatile_^)? attr-dict `:` type($ptr) `->` type($result)";
   let hasVerifier = 1;
 }
 

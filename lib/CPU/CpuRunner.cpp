@@ -15,10 +15,14 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +32,34 @@
 using namespace mlir;
 
 namespace {
+
+/// f32 -> bf16, rounding to nearest even (NaN stays a quiet NaN): what the
+/// JIT-compiled kernels call for arith.truncf to bf16 where LLVM lowers it to
+/// the compiler-rt builtin __truncsfbf2 (LLVM 22.1.8 on x86-64 does), which
+/// Debian 12's libgcc (GCC 12) does not export, so the JIT finds no
+/// definition unless the runner supplies one.
+extern "C" __bf16 tilecTruncSfBf2(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  uint16_t out;
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    out = uint16_t((bits >> 16) | 0x0040u); // quiet NaN, sign kept
+  else
+    out = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  __bf16 result;
+  std::memcpy(&result, &out, sizeof result);
+  return result;
+}
+
+/// bf16 -> f32 (exact): __extendbfsf2's definition, for the same reason.
+extern "C" float tilecExtendBfSf2(__bf16 x) {
+  uint16_t in;
+  std::memcpy(&in, &x, sizeof in);
+  uint32_t bits = uint32_t(in) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
+}
 
 /// A compiled kernel: the engine and what each parameter takes.
 struct CompiledKernel {
@@ -183,6 +215,15 @@ compile(llvm::StringRef source, llvm::StringRef bufferName, llvm::StringRef kern
     return diags.error("JIT compilation of @" + kernel + " failed: " + msg);
   }
   compiled->engine = std::move(*engine);
+  compiled->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    auto define = [&](const char *name, auto *fn) {
+      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn), llvm::JITSymbolFlags::Exported};
+    };
+    define("__truncsfbf2", &tilecTruncSfBf2);
+    define("__extendbfsf2", &tilecExtendBfSf2);
+    return symbols;
+  });
   llvm::Expected<void *> fault = compiled->engine->lookup("__tilec_fault");
   if (!fault)
     return diags.error("JIT compilation of @" + kernel +
@@ -288,6 +329,18 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
   compiled->fault[0] = compiled->fault[1] = 0;
   if (llvm::Error e = compiled->engine->invokePacked(("__tilec_grid_" + kernel).str(), packed))
     return e;
+  // @__tilec_fault[0] at or above this: a tile.wait_turn whose turn never
+  // came (ConvertTileToCPU's kTurnFault).
+  constexpr int64_t kTurnFault = int64_t(1) << 40;
+  if (compiled->fault[0] >= kTurnFault) {
+    size_t arg = size_t(compiled->fault[0] - kTurnFault - 1);
+    return llvm::createStringError(
+        "@%s: a program waits for turn %lld of the counter at argument %zu (%s), which the "
+        "programs that start before it never pass (programs run in the GPU's start order "
+        "here; on a GPU the wait would never end)",
+        kernel.str().c_str(), (long long)compiled->fault[1], arg,
+        compiled->paramNames[arg].c_str());
+  }
   if (compiled->fault[0] != 0) {
     size_t arg = size_t(compiled->fault[0] - 1);
     long long have = args[arg].bytes / std::max<int64_t>(1, compiled->elemBytes[arg]);

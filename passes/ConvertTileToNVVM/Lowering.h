@@ -204,6 +204,8 @@ private:
   LogicalResult lowerStore(StoreOp op);
   LogicalResult lowerAtomicAdd(AtomicAddOp op);
   LogicalResult lowerArrive(ArriveOp op);
+  LogicalResult lowerWaitTurn(WaitTurnOp op);
+  LogicalResult lowerPassTurn(PassTurnOp op);
   LogicalResult lowerStoreThroughShared(StoreOp op);
   void storeGlobalIf(Value ok, Value address, Value value, int64_t bytes);
   LogicalResult lowerDot(DotOp op);

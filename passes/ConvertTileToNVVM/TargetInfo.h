@@ -90,6 +90,16 @@ public:
   virtual mlir::Value arriveLast(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
                                  mlir::Value expectedMinusOne, mlir::Value leader) const = 0;
 
+  /// tile.wait_turn: every thread returns once the i32 at global `counter`
+  /// is >= `turn` (i32), ordered after the writes released before it
+  /// (acquire); `seen` (i32, read earlier) >= `turn` skips the reads.
+  virtual void waitTurn(mlir::ImplicitLocOpBuilder &b, mlir::Value counter, mlir::Value turn,
+                        mlir::Value seen) const = 0;
+  /// tile.pass_turn: after a barrier of the block, thread `leader` (i1)
+  /// releases the block's earlier writes and adds 1 to the i32 at `counter`.
+  virtual void passTurn(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
+                        mlir::Value leader) const = 0;
+
   /// 2^x and log2(x) with the approximate hardware instructions (f32).
   virtual mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
   virtual mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
@@ -133,6 +143,10 @@ public:
                     mlir::Value pred) const override;
   mlir::Value arriveLast(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
                          mlir::Value expectedMinusOne, mlir::Value leader) const override;
+  void waitTurn(mlir::ImplicitLocOpBuilder &b, mlir::Value counter, mlir::Value turn,
+                mlir::Value seen) const override;
+  void passTurn(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
+                mlir::Value leader) const override;
   mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
   mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
 };

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 
@@ -233,6 +234,66 @@ Value Sm80TargetInfo::arriveLast(ImplicitLocOpBuilder &b, Value counter, Value e
                          text, "=r,l,r,r,~{memory}")
                    ->getResult(0);
   return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, last, i32(b, 0));
+}
+
+/// tile.wait_turn. Every thread polls (one transaction per warp: its
+/// lanes read one address), so each warp's later accesses are ordered by its
+/// own acquire load and no barrier is needed. `seen` was read earlier with
+/// a volatile load (tile.load_scalar volatile): in the steady state of a
+/// turn-ordered loop it is already enough, and the op costs one compare.
+/// The program this one waits for started before it (tile.wait_turn's
+/// contract), so the wait ends; a broken contract would hang the GPU, so
+/// after kMaxPolls polls (tens of seconds with the sleeps) the thread traps
+/// and the launch fails with an error instead.
+void Sm80TargetInfo::waitTurn(ImplicitLocOpBuilder &b, Value counter, Value turn,
+                              Value seen) const {
+  constexpr int64_t kMaxPolls = int64_t(1) << 26;
+  Value behind = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, seen, turn);
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, behind, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value zero64 = arith::ConstantIntOp::create(b, 0, 64);
+  auto loop = scf::WhileOp::create(b, TypeRange{b.getI64Type()}, ValueRange{zero64});
+  {
+    Block *before = b.createBlock(&loop.getBefore(), loop.getBefore().end(), {b.getI64Type()}, {b.getLoc()});
+    b.setInsertionPointToStart(before);
+    Value polls = before->getArgument(0);
+    Value now = inlinePtx(b, TypeRange{b.getI32Type()}, ValueRange{counter},
+                          "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}")
+                    ->getResult(0);
+    Value waiting = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, now, turn);
+    scf::ConditionOp::create(b, waiting, ValueRange{polls});
+  }
+  {
+    Block *after = b.createBlock(&loop.getAfter(), loop.getAfter().end(), {b.getI64Type()}, {b.getLoc()});
+    b.setInsertionPointToStart(after);
+    Value polls = arith::AddIOp::create(b, after->getArgument(0),
+                                        arith::ConstantIntOp::create(b, 1, 64));
+    Value tooLong = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, polls,
+                                          arith::ConstantIntOp::create(b, kMaxPolls, 64));
+    inlinePtx(b, TypeRange{}, ValueRange{arith::ExtUIOp::create(b, b.getI32Type(), tooLong)},
+              "{\n.reg .pred p;\nsetp.ne.b32 p, $0, 0;\n@p trap;\nnanosleep.u32 64;\n}",
+              "r");
+    scf::YieldOp::create(b, ValueRange{polls});
+  }
+}
+
+/// tile.pass_turn: the release half of tile.arrive (arriveLast): the bar.sync
+/// orders every thread's earlier writes (the turn's red.global.add of dQ)
+/// before the leader's release add, which makes them visible before the
+/// count moves (red: nothing waits for its result). red.release.gpu is
+/// MEMBAR.ALL.GPU + RED on sm_90; fence.acq_rel.gpu + a relaxed red (as
+/// arriveLast's) adds CCTL.IVALL, an L1 invalidation only the acquire side
+/// needs (timed the same, session 16 runs 1-2).
+void Sm80TargetInfo::passTurn(ImplicitLocOpBuilder &b, Value counter, Value leader) const {
+  Value leaderI32 = arith::ExtUIOp::create(b, b.getI32Type(), leader);
+  static constexpr const char *text = "{\n"
+                                      ".reg .pred p;\n"
+                                      "setp.ne.b32 p, $1, 0;\n"
+                                      "bar.sync 0;\n"
+                                      "@p red.release.gpu.global.add.u32 [$0], 1;\n"
+                                      "}";
+  inlinePtx(b, TypeRange{}, ValueRange{counter, leaderI32}, text, "l,r,~{memory}");
 }
 
 } // namespace tilec::nvvm

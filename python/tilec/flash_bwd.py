@@ -44,14 +44,16 @@ def _bwd_config(dtype, head_dim, causal, window, softcap, alibi, varlen, dropout
 
 
 def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, softcap=False,
-                      alibi=False, varlen=False, dropout=False, serial=False, rotate=False):
+                      alibi=False, varlen=False, dropout=False, serial=False, rotate=False,
+                      ordered=False):
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
     "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
     fused kernel that also adds dQ atomically (then dq is not launched);
     serial: its deterministic form, launched per group of key blocks
     (SERIAL_DQ, serial_schedule); rotate: with its query loops rotated
     (ROTATE_Q: non-causal without a window, where the table's serial_rotate
-    asks for it)."""
+    asks for it); ordered: its deterministic form in one launch, the key
+    blocks adding in turn (ORDERED_DQ)."""
     cfg = _bwd_config(dtype, head_dim, causal, window, softcap, alibi, varlen, dropout)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
     mod = _kernels()
@@ -73,6 +75,8 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
         if serial:
             rotate = rotate and cfg.serial_rotate and not (causal or window)  # (the kernel's rule)
             serial_kw = {"SERIAL_DQ": True, **({"ROTATE_Q": True} if rotate else {})}
+        elif ordered:
+            serial_kw = {"ORDERED_DQ": True}
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True,
                                              **serial_kw)
     else:
@@ -188,7 +192,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                          window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                          deterministic=True, dropout_p=0.0, causal_offset=None,
                          atomic_dq=None, cu_seqlens_q=None, cu_seqlens_k=None,
-                         max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, rng_state=None):
+                         max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, rng_state=None,
+                         deterministic_form=None):
     """Gradients (dq, dk, dv) of out = softmax(scale·Q·Kᵀ [+ mask])·V, given the
     forward's out and lse ((batch, heads, seqlen_q) f32; +inf or -inf on rows
     that see no key, whose gradients are 0).
@@ -214,10 +219,14 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     atomic_dq_fits: the entry's dQᵀ splits over its warps); atomic_dq=True
     forces it (an error where the configuration's dQᵀ does not fit), False
     forces the pair. deterministic=False adds dQ in no fixed order;
-    deterministic=True gives bitwise repeatable gradients: the pair, or,
-    where the table's serial_min/max_seqlen_k say it is faster, the fused
-    kernel launched serially over S dq_accum slices (serial_schedule; with
-    atomic_dq=True always; not with varlen). Dropout: dropout_p > 0 with
+    deterministic=True gives bitwise repeatable gradients: the pair, or the
+    fused kernel in one of two deterministic forms where the table says it
+    is faster: in turns (ORDERED_DQ: one launch, a head's key blocks add
+    each query block's dQ one after another; from ordered_min_seqlen_k) or
+    launched serially over S dq_accum slices (serial_schedule; in
+    serial_min/max_seqlen_k); with atomic_dq=True always one of the two; not
+    with varlen. deterministic_form ("ordered" or "serial") picks the form
+    whatever the table's ranges say. Dropout: dropout_p > 0 with
     rng_state = (seed, offset), the forward's (tilec.flash_attn._dropout_rng): the kernels regenerate its
     mask from them (out must be the dropped forward's output).
     """
@@ -247,10 +256,16 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
             keys = k.shape[-3]
             atomic_dq = (table.fused and keys >= table.fused_min_seqlen_k
                          and atomic_dq_fits(table, q.shape[-1]))
-            if atomic_dq and deterministic:  # the table's range for the serial form
+            form = deterministic_form or _deterministic_form(table, keys)
+            if atomic_dq and deterministic and form == "serial":  # the table's serial range
                 low, high = table.serial_min_seqlen_k, table.serial_max_seqlen_k
                 atomic_dq = low is not None and low <= keys and (high is None or keys <= high)
-    # deterministic=True runs the fused kernel serially (serial_schedule).
+    # deterministic=True runs the fused kernel in turns (ORDERED_DQ) or
+    # serially (serial_schedule): deterministic_form "ordered" or "serial",
+    # None the table's (_deterministic_form).
+    if deterministic_form not in (None, "ordered", "serial"):
+        raise TilecValueError("flash_attn backward: deterministic_form must be None, 'ordered' or "
+                              f"'serial', got {deterministic_form!r}")
     serial = bool(atomic_dq and deterministic)
     if serial and varlen:
         raise TilecValueError("flash_attn backward: the fused kernel's deterministic (serial) "
@@ -305,6 +320,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                       dropout_p > 0)
     key_blocks = -(-sk // cfg.atomic.block_n)
     splits = 1
+    ordered = serial and (deterministic_form or _deterministic_form(cfg, sk)) == "ordered"
+    serial = serial and not ordered
     if serial:  # S dq_accum slices, a launch per S key blocks
         sms = runtime_support.sm_count(q.device) if on_gpu else runtime_support.DEFAULT_SMS
         programs = b * hq * cfg.atomic_split
@@ -318,7 +335,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     # key block per launch (S = 1) there is nothing to spread.
     kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, causal, atomic_dq, window, softcap > 0,
                                         alibi_slopes is not None, varlen, dropout_p > 0, serial,
-                                        rotate=splits > 1)
+                                        rotate=splits > 1, ordered=ordered)
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.
@@ -365,6 +382,8 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                  *sq_[:3], *sk_[:3], *sv_[:3], *sdo_[:3], *sdk[:3], *sdv[:3], *sdqa[:3],
                  *sl[:2], scale, *variant_args)
     dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
+    if ordered:  # the turn counters: per (split, batch·head), one per query block + 1, zeroed
+        dkdv_args += (_zeros_int32(q, (dkdv_split, b * hq, -(-sq // cfg.atomic.block_m) + 1)),)
     if serial:
         _launch_serial(kdkdv, dkdv_args + (_strides(dq_accum)[0],), key_blocks, splits,
                        b * hq, dkdv_split, on_gpu)
@@ -394,6 +413,14 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     if q_sign != 1.0:
         dq = -dq if q_sign < 0 else dq * 0
     return dq, dk, dv
+
+
+def _deterministic_form(cfg, seqlen_k):
+    """The fused kernel's deterministic form the table picks for seqlen_k
+    keys: "ordered" (one launch, turns) from cfg.ordered_min_seqlen_k, else
+    "serial" (whose own range, serial_min/max_seqlen_k, the caller checks)."""
+    low = cfg.ordered_min_seqlen_k
+    return "ordered" if low is not None and seqlen_k >= low else "serial"
 
 
 # deterministic=True on the fused kernel: FA2's dq_accum splits, as launches.
@@ -629,6 +656,17 @@ def _zeros_like_dtype(like, shape):
     import numpy as np
 
     return np.zeros(shape, dtype=like.dtype)
+
+
+def _zeros_int32(like, shape):
+    """Zeroed int32 (torch on like's device, or numpy)."""
+    if _is_torch(like):
+        import torch
+
+        return torch.zeros(shape, dtype=torch.int32, device=like.device)
+    import numpy as np
+
+    return np.zeros(shape, dtype=np.int32)
 
 
 def _zeros_f32(like, shape):

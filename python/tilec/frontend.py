@@ -1633,12 +1633,39 @@ class CodeGen(ast.NodeVisitor):
         return self.emit(node, text, [view] + offs, ty)
 
     def _load_scalar(self, node, args, kwargs):
-        """tl.load(ptr + i): the one element at a pointer, as a scalar."""
-        (ptr,) = self._args(node, "load", args, kwargs, ["ptr"])
+        """tl.load(ptr + i[, volatile=True]): the one element at a pointer, as a scalar."""
+        ptr, volatile = self._args(node, "load", args, kwargs, ["ptr", "volatile"], [False])
+        if not isinstance(volatile, bool):
+            self.error(node, f"tl.load volatile must be True or False, got {_describe(volatile)}")
         dtype = ptr.type.dtype
         if dtype.kind == "bool":
             self.error(node, f"tl.load of one element reads integers or floats, not {dtype.name}")
-        return self.emit(node, f"tile.load_scalar {ptr.ref} : {ptr.type} -> {dtype}", [ptr], dtype)
+        return self.emit(node, f"tile.load_scalar {ptr.ref}{' volatile' * volatile} : {ptr.type} -> {dtype}",
+                         [ptr], dtype)
+
+    def _turn_counter(self, node, counter, fn):
+        if not isinstance(counter, Value) or not isinstance(counter.type, PtrTy) or counter.dtype != tl.int32:
+            self.error(node, f"tl.{fn} needs a pointer to int32 (the turn counter), got {_describe(counter)}")
+
+    def tl_wait_turn(self, node, args, kwargs):
+        """tl.wait_turn(counter_ptr, turn, seen=None): tile.wait_turn; without
+        `seen`, the counter is read (volatile) right here."""
+        counter, turn, seen = self._args(node, "wait_turn", args, kwargs, ["counter", "turn", "seen"], [None])
+        self._turn_counter(node, counter, "wait_turn")
+        if not isinstance(turn, Value) and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 0):
+            self.error(node, f"tl.wait_turn: turn must be an integer >= 0, got {_describe(turn)}")
+        t = self._scalar_of(node, turn, tl.int32, "tl.wait_turn turn")
+        if seen is None:
+            seen = self._load_scalar(node, [counter], {"volatile": True})
+        sn = self._scalar_of(node, seen, tl.int32, "tl.wait_turn seen")
+        self.emit(node, f"tile.wait_turn {counter.ref}, {t.ref}, {sn.ref} : {counter.type}",
+                  [counter, t, sn], None)
+
+    def tl_pass_turn(self, node, args, kwargs):
+        """tl.pass_turn(counter_ptr): tile.pass_turn."""
+        (counter,) = self._args(node, "pass_turn", args, kwargs, ["counter"])
+        self._turn_counter(node, counter, "pass_turn")
+        self.emit(node, f"tile.pass_turn {counter.ref} : {counter.type}", [counter], None)
 
     def tl_store(self, node, args, kwargs):
         view, offsets, value = self._args(node, "store", args, kwargs, ["view", "offsets", "value"])

@@ -223,7 +223,9 @@ def load(view, offsets, shape, padding="zero"):
     ``tl.load(ptr + i)`` (a pointer, nothing else) reads the one element at
     the pointer as a scalar, usable as offsets, view sizes, loop bounds and in
     arithmetic (e.g. ``start = tl.load(cu_seqlens + b)``). It is not bounds
-    checked: the element must be inside the buffer."""
+    checked: the element must be inside the buffer. ``volatile=True``: a
+    fresh read of memory other programs change (a turn counter, see
+    wait_turn), never cached or merged with another read."""
 
 
 @_builtin
@@ -250,6 +252,30 @@ def arrive(counter, expected):
     that uses a counter arrives on it exactly once, and exactly `expected`
     programs do (else the count stays behind for the next launch). Zero the
     counters once; they reset themselves."""
+
+
+@_builtin
+def wait_turn(counter, turn, seen=None):
+    """Wait until the int32 turn `counter` (a pointer) is at least `turn`;
+    afterwards this program sees every write the programs that passed the
+    earlier turns made before passing (tl.pass_turn). With pass_turn it
+    puts programs that update the same memory in a fixed order (e.g. f32
+    atomic adds: bitwise deterministic sums without a buffer per program).
+    Turns on one counter are 0, 1, 2, ..., each passed exactly once, and a
+    program may wait only for programs that start before it: the GPU
+    starts programs in order, program_id(0) counting down fastest, then
+    program_id(1) and (2) counting up (the CPU runner runs them in that
+    order and reports a wait no earlier program satisfies; on a GPU it
+    would hang, and traps after tens of seconds). `seen`: the counter read
+    earlier with ``tl.load(counter, volatile=True)``; when it is already
+    `turn` or more the wait reads nothing (hide the read's latency behind
+    work). Zero the counters before the launch."""
+
+
+@_builtin
+def pass_turn(counter):
+    """Add one to the int32 turn `counter` after every write this program
+    made before (tl.wait_turn)."""
 
 
 @_builtin

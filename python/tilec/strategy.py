@@ -506,6 +506,11 @@ class FlashBwdConfig:
     # The serial form's programs start their query loops spread over the
     # query blocks (kernels/flash_bwd.py's ROTATE_Q; non-causal, no window).
     serial_rotate: bool = False
+    # deterministic=True: the fused kernel in one launch, its key blocks
+    # adding dQ in turns (kernels/flash_bwd.py's ORDERED_DQ), for calls of at
+    # least this many keys where the fused kernel applies (before the serial
+    # range above is looked at); None: never.
+    ordered_min_seqlen_k: int | None = None
     # dkdv's warp grid (its WARPS_N, tile.dot's warps_n): 1 is split-Q (each
     # warp owns BLOCK_N / num_warps key rows); w > 1 splits its four dots
     # over (num_warps / w) x w warps, FlashAttention-2's backward layouts.
@@ -673,7 +678,13 @@ _PAIR_D32 = dict(dq=FlashConfig(128, 64, 4, 2, False), dkdv=FlashConfig(32, 128,
 # once check_bwd has checked the rotated kernel's gradients on a GPU (d64
 # rotated: 16k 232, -10%: d64 stays unrotated); d128
 # causal 1k 182 / 199, 2k 218 / 224, 4k 240 / 238, 8k 265 / 247, 16k 277 /
-# 249 -> serial from 8192.
+# 249 -> serial from 8192. The ordered form (ordered_min_seqlen_k; session 16
+# run 4, ordered / best of serial and pair, TFLOP/s): d128 non-causal 1k
+# 227 / 240, 2k 249 / 258, 4k 265 / 249, 8k 274 / 249, 16k 279 / 246 ->
+# from 4096; causal 1k 193 / 200, 2k 231 / 224, 4k 256 / 240, 8k 271 / 265,
+# 16k 278 / 276 -> from 2048; d64 (run 3) non-causal 0.81-0.87x of the
+# atomic form against serial's 0.90-0.95x, causal 0.85-0.90x against the
+# pair's / serial's 0.88-0.97x -> not at d64.
 BWD_TABLE = {
     ("sm_80", 64, False): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(32, 128, 4, 1, False),
@@ -688,12 +699,12 @@ BWD_TABLE = {
                                           dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                           atomic=_FUSED_D128, atomic_warps_n=4, atomic_dq_warps_n=2,
                                           fused=True, serial_min_seqlen_k=0,
-                                          serial_max_seqlen_k=2048),
+                                          serial_max_seqlen_k=2048, ordered_min_seqlen_k=4096),
     ("sm_80", 128, True): FlashBwdConfig(dq=FlashConfig(64, 64, 4, 2, False),
                                          dkdv=FlashConfig(64, 64, 4, 2, False), dkdv_warps_n=2,
                                          atomic=_FUSED_D128_CAUSAL, atomic_warps_n=4,
                                          atomic_dq_warps_n=2, fused=True, fused_min_seqlen_k=1024,
-                                         serial_min_seqlen_k=8192),
+                                         serial_min_seqlen_k=8192, ordered_min_seqlen_k=2048),
     # D = 32 and D = 256 (see above, session 12 run 2).
     ("sm_80", 32, False): FlashBwdConfig(**_PAIR_D32),
     ("sm_80", 32, True): FlashBwdConfig(**_PAIR_D32, fused_min_seqlen_k=4096),

@@ -2,7 +2,8 @@
 
 // Pointers become host buffers; a load reads memory only inside the in-bounds
 // branch and yields the padding otherwise; a store writes only in bounds; the
-// grid becomes a wrapper looping over program ids (z outer, x inner). An
+// grid becomes a wrapper looping over program ids (z outer, x inner, x
+// counting down from gx - 1: the GPU's start order, tile.wait_turn's). An
 // element inside its view but outside the buffer (memref.dim) is not
 // accessed: @__tilec_fault records (argument + 1, element) for the runner.
 // CHECK:         memref.global "public" @__tilec_fault : memref<2xi64> = dense<0>
@@ -28,10 +29,14 @@
 // CHECK:               memref.store {{.*}}, %[[DST]]
 // CHECK-LABEL: func.func @__tilec_grid_copy(
 // CHECK-SAME:    memref<?xf32>, %{{.+}}: memref<?xf32>, %[[N:.+]]: i32, %[[GX:.+]]: i32, %[[GY:.+]]: i32, %[[GZ:.+]]: i32)
+// CHECK:         %[[NX:.+]] = arith.index_cast %[[GX]] : i32 to index
 // CHECK:         scf.for
 // CHECK:           scf.for
-// CHECK:             scf.for
-// CHECK:               func.call @copy(
+// CHECK:             scf.for %[[X:.+]] = %{{.+}} to %[[NX]]
+// CHECK:               %[[TOP:.+]] = arith.subi %[[NX]], %{{.+}} : index
+// CHECK:               %[[PX:.+]] = arith.subi %[[TOP]], %[[X]] : index
+// CHECK:               %[[PX32:.+]] = arith.index_cast %[[PX]] : index to i32
+// CHECK:               func.call @copy(%{{.+}}, %{{.+}}, %{{.+}}, %[[PX32]],
 func.func @copy(%src: !tile.ptr<f32>, %dst: !tile.ptr<f32>, %n: i32) attributes {tile.kernel} {
   %c1 = arith.constant 1 : i64
   %c0 = arith.constant 0 : i32
@@ -111,7 +116,7 @@ func.func @load_scalar(%dst: !tile.ptr<f32>, %cu: !tile.ptr<i32>, %b: i32) attri
 func.func @not_a_kernel_pointer(%p: !tile.ptr<f32>) -> !tile.view<f32, 1> attributes {tile.kernel} {
   %c1 = arith.constant 1 : i64
   %n = arith.constant 4 : i32
-  // expected-error @below {{CPU lowering cannot carry pointers or views through anything but tile.addptr, tile.view, tile.load, tile.load_scalar, tile.arrive and tile.store}}
+  // expected-error @below {{CPU lowering cannot carry pointers or views through anything but tile.addptr, tile.view, tile.load, tile.load_scalar, tile.arrive, tile.wait_turn, tile.pass_turn and tile.store}}
   %v = tile.view %p sizes(%n) strides(%c1) : !tile.ptr<f32> -> !tile.view<f32, 1>
   return %v : !tile.view<f32, 1>
 }

@@ -419,7 +419,8 @@ def test_deterministic_selects_the_form(monkeypatch):
     def spy(*args, **kwargs):
         fused = bool(args[3] if len(args) > 3 else kwargs.get("atomic_dq", False))
         serial = bool(args[9] if len(args) > 9 else kwargs.get("serial", False))
-        calls.append("serial" if serial else fused)
+        ordered = kwargs.get("ordered", False)
+        calls.append("ordered" if ordered else "serial" if serial else fused)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(flash_bwd, "flash_bwd_kernels", spy)
@@ -461,10 +462,25 @@ def test_deterministic_selects_the_form(monkeypatch):
                                     serial_max_seqlen_k=high))
         _flash_attn_backward(*args, deterministic=True)
         assert calls == [want], (low, high)
-    # atomic_dq=True with deterministic=True: the serial form whatever the table says.
+    # atomic_dq=True with deterministic=True: the serial form whatever the serial range says.
     calls.clear()
     _flash_attn_backward(*args, deterministic=True, atomic_dq=True)
     assert calls == ["serial"]
+    # The ordered form from the entry's ordered_min_seqlen_k (before the serial
+    # range: a call outside it takes the ordered form, not the pair), also
+    # with atomic_dq=True; deterministic_form overrides the table's ranges.
+    for low, want in ((140, "ordered"), (141, False), (None, False)):
+        calls.clear()
+        monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, True),
+                            replace(strategy.BWD_DEFAULT, fused=True, serial_min_seqlen_k=None,
+                                    ordered_min_seqlen_k=low))
+        _flash_attn_backward(*args, deterministic=True)
+        _flash_attn_backward(*args, deterministic=True, atomic_dq=True)
+        assert calls == [want, "ordered" if want else "serial"], low
+    calls.clear()
+    _flash_attn_backward(*args, deterministic=True, atomic_dq=True, deterministic_form="ordered")
+    _flash_attn_backward(*args, deterministic=True, deterministic_form="ordered")
+    assert calls == ["ordered", "ordered"]
 
 
 def test_bwd_table_fused_thresholds():
@@ -541,6 +557,107 @@ def test_serial_fused_split_head_dim(monkeypatch):
     out, lse, *refs = reference(q, k, v, dout, 0.125, False)
     got = _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False)
     check_grads(got, refs, torch.float16)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("sq,sk", [(90, 200), (200, 90), (130, 130), (5, 300)])
+def test_ordered_fused(monkeypatch, causal, sq, sk):
+    """deterministic=True on the fused kernel in one launch (ORDERED_DQ): the
+    key blocks of a head add each query block's dQᵀ in turns, the last key
+    block first. The CPU runner runs programs in the GPU's start order and
+    reports a wait no earlier program satisfies (a hang on the GPU), so this
+    also checks the kernel's turns against the query blocks each key block
+    visits: causal with seqlen_q < and > seqlen_k (query blocks no key
+    block sees, key blocks whose first query block is not 0), GQA 4/2,
+    head_dim 40. One launch; matches float64; repeats bitwise; each counter
+    ends at the number of key blocks that see its query block, counted
+    here from the mask (the spare last slot takes each program's first
+    pass, a query block before its first add)."""
+    from dataclasses import replace
+
+    from tilec import flash_bwd, strategy
+
+    cfg = replace(strategy.BWD_DEFAULT, fused=True, ordered_min_seqlen_k=0)
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, causal), cfg)
+    launches, counters = [], []
+    real_run, real_zeros = flash_bwd._run_cpu, flash_bwd._zeros_int32
+
+    def spy_run(kernel, args, grid):
+        launches.append(kernel.name)
+        real_run(kernel, args, grid)
+
+    def spy_zeros(like, shape):
+        counters.append(real_zeros(like, shape))
+        return counters[-1]
+
+    monkeypatch.setattr(flash_bwd, "_run_cpu", spy_run)
+    monkeypatch.setattr(flash_bwd, "_zeros_int32", spy_zeros)
+    monkeypatch.setattr(flash_bwd, "_launch_serial", None)  # not the serial form
+    q, k, v, dout = inputs(2, sq, sk, 4, 2, 40)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, causal)
+    args = (dout, q, k, v, out.half(), lse.float(), 0.125, causal)
+    first = _flash_attn_backward(*args, deterministic=True)
+    assert [n for n in launches if "dkdv" in n] == [n for n in launches if "_ordered" in n]
+    assert len([n for n in launches if "dkdv" in n]) == 1, launches
+    check_grads(first, refs, torch.float16, f"ordered {sq}x{sk}")
+    second = _flash_attn_backward(*args, deterministic=True)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    bm, bn = cfg.atomic.block_m, cfg.atomic.block_n
+    rows, keys = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+    seen = keys <= rows + (sk - sq) if causal else torch.ones(sq, sk, dtype=torch.bool)
+    visitors = [len({int(j) // bn for j in seen[i * bm:(i + 1) * bm].nonzero()[:, 1]})
+                for i in range(-(-sq // bm))]
+    want = torch.tensor(visitors, dtype=torch.int32).expand(1, 2 * 4, -1)
+    assert torch.equal(torch.as_tensor(counters[0])[..., :-1], want)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ordered_fused_head_dim_pieces(monkeypatch, causal):
+    """The ordered form at head_dim 96 through the d128 table entry (its
+    real blocks, 64 x 128): dQᵀ in two pieces (64 + 32 rows), both added in
+    the block's one turn. Matches float64 and repeats bitwise."""
+    from dataclasses import replace
+
+    from tilec import strategy
+
+    key = ("sm_80", 128, causal)
+    monkeypatch.setitem(strategy.BWD_TABLE, key,
+                        replace(strategy.BWD_TABLE[key], ordered_min_seqlen_k=0))
+    q, k, v, dout = inputs(1, 100, 300, 2, 1, 96)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, causal)
+    args = (dout, q, k, v, out.half(), lse.float(), 0.125, causal)
+    got = _flash_attn_backward(*args, deterministic=True, deterministic_form="ordered")
+    check_grads(got, refs, torch.float16)
+    again = _flash_attn_backward(*args, deterministic=True, deterministic_form="ordered")
+    assert all(torch.equal(a, b) for a, b in zip(got, again))
+
+
+def test_ordered_fused_split_head_dim(monkeypatch):
+    """The ordered form where two programs per key block (BWD_WIDE's
+    atomic_split = 2, program_id(2)) each add half of dQᵀ: one counter set
+    per half. head_dim 160, 3 key blocks, GQA 2/1, causal; matches
+    float64 and repeats bitwise."""
+    from dataclasses import replace
+
+    from tilec import strategy
+
+    monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 256, True),
+                        replace(strategy.BWD_WIDE, fused=True, ordered_min_seqlen_k=0))
+    q, k, v, dout = inputs(1, 40, 150, 2, 1, 160)
+    out, lse, *refs = reference(q, k, v, dout, 0.125, True)
+    args = (dout, q, k, v, out.half(), lse.float(), 0.125, True)
+    got = _flash_attn_backward(*args, deterministic=True)
+    check_grads(got, refs, torch.float16)
+    again = _flash_attn_backward(*args, deterministic=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, again))
+
+
+def test_deterministic_form_is_checked():
+    q, k, v, dout = inputs(1, 8, 8, 1, 1, 64)
+    out, lse, *_ = reference(q, k, v, dout, 0.125, False)
+    with pytest.raises(tilec.TilecValueError, match="deterministic_form must be None, 'ordered' or"):
+        _flash_attn_backward(dout, q, k, v, out.half(), lse.float(), 0.125, False,
+                             deterministic_form="fast")
 
 
 def test_serial_schedule():

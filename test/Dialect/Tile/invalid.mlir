@@ -701,6 +701,31 @@ func.func @arrive_not_i32(%c: !tile.ptr<f32>, %n: i32) {
 
 // -----
 
+func.func @wait_turn_not_i32(%c: !tile.ptr<i64>, %t: i32) {
+  // expected-error @below {{'tile.wait_turn' op counter must point to i32, got a pointer to 'i64'}}
+  tile.wait_turn %c, %t, %t : !tile.ptr<i64>
+  return
+}
+
+// -----
+
+func.func @wait_turn_negative(%c: !tile.ptr<i32>, %seen: i32) {
+  %t = arith.constant -1 : i32
+  // expected-error @below {{'tile.wait_turn' op turn must be at least 0, got -1}}
+  tile.wait_turn %c, %t, %seen : !tile.ptr<i32>
+  return
+}
+
+// -----
+
+func.func @pass_turn_not_i32(%c: !tile.ptr<f32>) {
+  // expected-error @below {{'tile.pass_turn' op counter must point to i32, got a pointer to 'f32'}}
+  tile.pass_turn %c : !tile.ptr<f32>
+  return
+}
+
+// -----
+
 func.func @arrive_none_expected(%c: !tile.ptr<i32>) {
   %zero = arith.constant 0 : i32
   // expected-error @below {{'tile.arrive' op expected arrivals must be at least 1, got 0}}

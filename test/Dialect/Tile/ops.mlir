@@ -100,6 +100,20 @@ func.func @arrive(%counters: !tile.ptr<i32>, %g: i32, %n: i32) {
   return
 }
 
+// Turns: a volatile scalar read of the counter, a wait for turn %t (given
+// what was read), and the pass that gives the next program its turn.
+// CHECK-LABEL: func.func @turns
+// CHECK:         %[[SEEN:.+]] = tile.load_scalar %[[C:.+]] volatile : <i32> -> i32
+// CHECK:         tile.wait_turn %[[C]], %{{.+}}, %[[SEEN]] : <i32>
+// CHECK:         tile.pass_turn %[[C]] : <i32>
+func.func @turns(%counters: !tile.ptr<i32>, %g: i32, %t: i32) {
+  %c = tile.addptr %counters, %g : !tile.ptr<i32>, i32
+  %seen = tile.load_scalar %c volatile : !tile.ptr<i32> -> i32
+  tile.wait_turn %c, %t, %seen : !tile.ptr<i32>
+  tile.pass_turn %c : !tile.ptr<i32>
+  return
+}
+
 // Views of rank 1, 2 and 3, with float and integer element types.
 // CHECK-LABEL: func.func @views
 // CHECK-SAME:    (%[[PF:.+]]: !tile.ptr<f32>, %[[PB:.+]]: !tile.ptr<bf16>, %[[PI:.+]]: !tile.ptr<i8>, %[[N:.+]]: i32, %[[S:.+]]: i64)
