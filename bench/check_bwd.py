@@ -16,7 +16,8 @@ error of the same naive attention computed in the input dtype (flash_attn's
 own test rule) plus 1e-4 · ‖ref‖. Each kernels case runs deterministic=True
 (the table's form) twice, which must be bitwise identical; the pair
 (atomic_dq=False); and where its dQᵀ fits (atomic_dq_fits) the fused
-atomic-dQ kernel (atomic_dq=True) and its serial form (deterministic=True,
+atomic-dQ kernel (atomic_dq=True), its ordered form (deterministic_form=
+"ordered", twice, bitwise identical) and its serial form (deterministic=True,
 atomic_dq=True; twice, bitwise identical; launched --serial-splits key
 blocks at a time, default 5, so that every case takes several launches and
 a partial last one; --rotate: with its query loops rotated, ROTATE_Q).
@@ -166,19 +167,21 @@ def main():
                         worst = max([worst] + [rel(g, r) for g, r in zip(got, ref) if r.norm() > 0])
                         # the fused kernel with atomic dQ (atomic_dq=True), where its dQᵀ
                         # fits: atomics in no order, and deterministic=True's serial launches
-                        # (bitwise repeatable); the pair (atomic_dq=False)
+                        # and turns (ordered; each bitwise repeatable); the pair (atomic_dq=False)
                         if atomic_dq_fits(strategy.flash_bwd_config(head_dim=d, causal=causal), d):
                             fused = _flash_attn_backward(dout, q, k, v, out64.to(dtype), lse64.float(),
                                                          scale, causal, deterministic=False,
                                                          atomic_dq=True)
                             bad += [f"atomic_dq {m}" for m in check(name, fused, ref, same, dtype)]
-                            serial = [_flash_attn_backward(dout, q, k, v, out64.to(dtype),
-                                                           lse64.float(), scale, causal,
-                                                           deterministic=True, atomic_dq=True)
-                                      for _ in range(2)]
-                            bad += [f"serial {m}" for m in check(name, serial[0], ref, same, dtype)]
-                            if not all(torch.equal(x, y) for x, y in zip(*serial)):
-                                bad.append("serial: two runs differ (not deterministic)")
+                            for form in ("serial", "ordered"):  # deterministic=True's two
+                                runs = [_flash_attn_backward(dout, q, k, v, out64.to(dtype),
+                                                             lse64.float(), scale, causal,
+                                                             deterministic=True, atomic_dq=True,
+                                                             deterministic_form=form)
+                                        for _ in range(2)]
+                                bad += [f"{form} {m}" for m in check(name, runs[0], ref, same, dtype)]
+                                if not all(torch.equal(x, y) for x, y in zip(*runs)):
+                                    bad.append(f"{form}: two runs differ (not deterministic)")
                         pair = _flash_attn_backward(dout, q, k, v, out64.to(dtype), lse64.float(),
                                                     scale, causal, atomic_dq=False)
                         bad += [f"pair {m}" for m in check(name, pair, ref, same, dtype)]
