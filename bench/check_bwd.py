@@ -20,7 +20,7 @@ atomic-dQ kernel (atomic_dq=True), its ordered form (deterministic_form=
 "ordered", twice, bitwise identical) and its serial form (deterministic=True,
 atomic_dq=True; twice, bitwise identical; launched --serial-splits key
 blocks at a time, default 5, so that every case takes several launches and
-a partial last one; --rotate: with its query loops rotated, ROTATE_Q).
+a partial last one).
 GQA: 8 query heads over 2 KV heads.
 
 Then the variants (unless --no-variants), through the public functions'
@@ -114,9 +114,6 @@ def main():
     parser.add_argument("--serial-splits", type=int, default=5,
                         help="key blocks per launch of the serial form's checks (flash_bwd."
                              "serial_schedule's S; 0: the schedule's own)")
-    parser.add_argument("--rotate", action="store_true",
-                        help="the serial form's checks with rotated query loops (every table "
-                             "entry's serial_rotate on)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: needs a CUDA GPU (or --device cpu)")
@@ -126,11 +123,6 @@ def main():
 
     if args.serial_splits:  # several launches per serial call (n_base > 0, a partial last one)
         flash_bwd.serial_schedule = lambda *a, **k: args.serial_splits
-    if args.rotate:
-        from dataclasses import replace
-
-        for key, entry in list(strategy.BWD_TABLE.items()):
-            strategy.BWD_TABLE[key] = replace(entry, serial_rotate=True)
     art = REPO / "build" / "artifacts"
     head_dims = [64, 128]
     if args.head_dims:

@@ -11,7 +11,7 @@ MUFU.EX2, LDL/STL.
     python3 bench/sass_bwd.py fused --config 32,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dkdv --config 64,64,4,2,0 --warps-n 2
     python3 bench/sass_bwd.py dq --config 64,64,4,2,0 [--causal] [--dump DIR]
-    python3 bench/sass_bwd.py fused ... --serial [--rotate]   (deterministic=True's serial form)
+    python3 bench/sass_bwd.py fused ... --serial              (deterministic=True's serial form)
     python3 bench/sass_bwd.py fused ... --ordered             (its form in turns, ORDERED_DQ)
     python3 bench/sass_bwd.py fused --config 64,64,8,1,0 --warps-n 2 --dq-warps-n 2 \
         --head-dim 256 --split 2 --ptx-arch sm_90a --lowering-options region-barriers=true
@@ -62,8 +62,6 @@ def main(argv=None):
     p.add_argument("--all-ops", action="store_true", help="print every opcode's count per loop")
     p.add_argument("--serial", action="store_true",
                    help="fused: deterministic=True's serial form (SERIAL_DQ)")
-    p.add_argument("--rotate", action="store_true",
-                   help="--serial with its query loops rotated (ROTATE_Q; non-causal)")
     p.add_argument("--ordered", action="store_true",
                    help="fused: deterministic=True's form in turns (ORDERED_DQ)")
     args = p.parse_args(argv)
@@ -82,8 +80,7 @@ def main(argv=None):
     base = strategy.flash_bwd_config(head_dim=args.head_dim, causal=args.causal)
     if args.kernel == "fused":
         cfg = replace(base, atomic=fc, atomic_warps_n=args.warps_n,
-                      atomic_dq_warps_n=args.dq_warps_n, atomic_split=args.split,
-                      serial_rotate=args.rotate)
+                      atomic_dq_warps_n=args.dq_warps_n, atomic_split=args.split)
     elif args.kernel == "dkdv":
         cfg = replace(base, dkdv=fc, dkdv_warps_n=args.warps_n, dkdv_split=args.split)
     else:
@@ -93,8 +90,7 @@ def main(argv=None):
     try:
         kdq, kdkdv, _ = fb.flash_bwd_kernels("bfloat16", args.head_dim, args.causal,
                                              atomic_dq=args.kernel == "fused",
-                                             serial=args.serial, rotate=args.rotate,
-                                             ordered=args.ordered)
+                                             serial=args.serial, ordered=args.ordered)
     finally:
         strategy.BWD_TABLE.clear()
         strategy.BWD_TABLE.update(saved)

@@ -115,10 +115,9 @@ def _dq_name(DTYPE, HEAD_DIM, CAUSAL, **kw):
     return f"flash_bwd_dq_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw)
 
 
-def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, SERIAL_DQ=False, ROTATE_Q=False,
-               ORDERED_DQ=False, **kw):
-    serial = ("_serial" + "_rotated" * bool(ROTATE_Q)) if SERIAL_DQ else ""
-    serial += "_ordered" if ORDERED_DQ else ""
+def _dkdv_name(DTYPE, HEAD_DIM, CAUSAL, ATOMIC_DQ=False, SERIAL_DQ=False, ORDERED_DQ=False,
+               **kw):
+    serial = "_serial" * bool(SERIAL_DQ) + "_ordered" * bool(ORDERED_DQ)
     return (f"flash_bwd_dkdv{'_atomic' if ATOMIC_DQ else ''}{serial}"
             f"_{DTYPE.name}_d{HEAD_DIM}" + _variants(CAUSAL, **kw))
 
@@ -409,8 +408,7 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
                    BLOCK_N: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
                    NUM_STAGES: tl.constexpr = _S.num_stages, SMEM_EPILOGUE: tl.constexpr = False,
                    SPLIT_D: tl.constexpr = 1, ATOMIC_DQ: tl.constexpr = False,
-                   SERIAL_DQ: tl.constexpr = False, ROTATE_Q: tl.constexpr = False,
-                   ORDERED_DQ: tl.constexpr = False,
+                   SERIAL_DQ: tl.constexpr = False, ORDERED_DQ: tl.constexpr = False,
                    WARPS_N: tl.constexpr = 1, DQ_WARPS_N: tl.constexpr = 1,
                    LOWERING_OPTIONS: tl.constexpr = ""):
     tl.assume(scale > 0)
@@ -495,19 +493,9 @@ def flash_bwd_dkdv(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), do: tl.
     if DROPOUT:
         keys = (col0 + tl.arange(0, BLOCK_N))[:, None]
         rp = 1.0 / (1.0 - dropout_p)
-    # The query blocks, in one run-time loop; ROTATE (SERIAL_DQ with
-    # ROTATE_Q, non-causal): the launch's S programs of a head start theirs
-    # S evenly spaced blocks apart and wrap around, as two loops (shift..nq,
-    # then 0..shift) so that row0 stays affine in the loop variable and the
-    # row-bound mask stays peeled (one loop with (i + shift) % nq kept it in
-    # every iteration: d64 spilled, 8 LDL per iteration). Timed with the
-    # single loop (H200, session 15 run 8): d128 non-causal serial +5-7%,
-    # d64 -10% (those spills); FlashBwdConfig.serial_rotate is the knob.
+    # The query blocks, in one run-time loop (RANGES: its bounds).
     nq = tl.cdiv(seqlen_q, BLOCK_M)
     RANGES = ((0, nq),)
-    if SERIAL_DQ and ROTATE_Q and not (CAUSAL or WINDOW):
-        shift = (tl.program_id(0) * nq) // tl.num_programs(0)
-        RANGES = ((shift, nq), (0, shift))
     if ORDERED_DQ:
         # The deterministic fused kernel in one launch (ATOMIC_DQ, no
         # window, not varlen): the key blocks of a (batch, head) add into

@@ -176,11 +176,9 @@ def build_bwd_variants(out, head_dims, args, tilec, compiler, tl):
                 if atomic_dq_fits(cfg, head_dim):
                     kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True)[1])
                     # deterministic=True's serial form, where the table takes it
-                    # (and rotated, where serial_rotate asks for it)
                     if cfg.fused and cfg.serial_min_seqlen_k is not None:
-                        for rotate in (False, True) if cfg.serial_rotate and not causal else (False,):
-                            kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True,
-                                                             serial=True, rotate=rotate)[1])
+                        kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True,
+                                                         serial=True)[1])
                     # and its ordered form (turns), where the table takes that
                     if cfg.fused and cfg.ordered_min_seqlen_k is not None:
                         kernels.append(flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=True,

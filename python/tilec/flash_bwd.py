@@ -44,16 +44,13 @@ def _bwd_config(dtype, head_dim, causal, window, softcap, alibi, varlen, dropout
 
 
 def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, softcap=False,
-                      alibi=False, varlen=False, dropout=False, serial=False, rotate=False,
-                      ordered=False):
+                      alibi=False, varlen=False, dropout=False, serial=False, ordered=False):
     """The (dq, dkdv) kernels for one variant (`dtype` "float16" or
     "bfloat16"; the switches as the forward's); with atomic_dq, dkdv is the
     fused kernel that also adds dQ atomically (then dq is not launched);
     serial: its deterministic form, launched per group of key blocks
-    (SERIAL_DQ, serial_schedule); rotate: with its query loops rotated
-    (ROTATE_Q: non-causal without a window, where the table's serial_rotate
-    asks for it); ordered: its deterministic form in one launch, the key
-    blocks adding in turn (ORDERED_DQ)."""
+    (SERIAL_DQ, serial_schedule); ordered: its deterministic form in one
+    launch, the key blocks adding in turn (ORDERED_DQ)."""
     cfg = _bwd_config(dtype, head_dim, causal, window, softcap, alibi, varlen, dropout)
     DTYPE = tl.float16 if dtype == "float16" else tl.bfloat16
     mod = _kernels()
@@ -71,12 +68,7 @@ def flash_bwd_kernels(dtype, head_dim, causal, atomic_dq=False, window=False, so
                 f"does not split into 16-row blocks over its {a.num_warps // cfg.atomic_dq_warps_n} rows "
                 f"of warps ({a.num_warps} warps, atomic_dq_warps_n {cfg.atomic_dq_warps_n}); "
                 "strategy.flash_bwd_config has no fused configuration for this head_dim")
-        serial_kw = {}
-        if serial:
-            rotate = rotate and cfg.serial_rotate and not (causal or window)  # (the kernel's rule)
-            serial_kw = {"SERIAL_DQ": True, **({"ROTATE_Q": True} if rotate else {})}
-        elif ordered:
-            serial_kw = {"ORDERED_DQ": True}
+        serial_kw = {"SERIAL_DQ": True} if serial else {"ORDERED_DQ": True} if ordered else {}
         dkdv = mod.flash_bwd_dkdv.specialize(**common, **cfg.constexprs("atomic"), ATOMIC_DQ=True,
                                              **serial_kw)
     else:
@@ -331,11 +323,9 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         if by_table and not serial_fills(key_blocks, programs, sms, cfg.atomic.num_warps, splits):
             serial = atomic_dq = False
             splits = 1
-    # Rotated query loops spread a launch's programs of one head; with one
-    # key block per launch (S = 1) there is nothing to spread.
     kdq, kdkdv, cfg = flash_bwd_kernels(dtype, d, causal, atomic_dq, window, softcap > 0,
                                         alibi_slopes is not None, varlen, dropout_p > 0, serial,
-                                        rotate=splits > 1, ordered=ordered)
+                                        ordered=ordered)
     if atomic_dq:
         # Delta and lse·log2e (what the dq kernel writes otherwise), and the
         # zeroed f32 dQ accumulator the fused kernel adds into.

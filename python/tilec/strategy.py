@@ -506,9 +506,6 @@ class FlashBwdConfig:
     # (entries where the serial form was not timed against the pair).
     serial_min_seqlen_k: int | None = None
     serial_max_seqlen_k: int | None = None
-    # The serial form's programs start their query loops spread over the
-    # query blocks (kernels/flash_bwd.py's ROTATE_Q; non-causal, no window).
-    serial_rotate: bool = False
     # deterministic=True: the fused kernel in one launch, its key blocks
     # adding dQ in turns (kernels/flash_bwd.py's ORDERED_DQ), for calls of at
     # least this many keys where the fused kernel applies (before the serial
@@ -675,11 +672,9 @@ _PAIR_D32 = dict(dq=FlashConfig(128, 64, 4, 2, False), dkdv=FlashConfig(32, 128,
 # 220, 4k 235 / 233, 8k 250 / 243, 16k 258 / 248 -> serial everywhere;
 # d64 causal 1k 155 / 176, 2k 189 / 206, 4k 210 / 221, 8k 235 / 231, 16k
 # 249 / 237 -> serial from 8192; d128 non-causal 1k 239 / 234, 2k 259 /
-# 242, 4k 239 / 247, 8k 240 / 252, 16k 245 / 250 -> serial to 2048. With
-# the query loops rotated (serial_rotate, run 8, timed only) 4k 252 / 249,
-# 16k 261 / 242: the next step is serial_rotate=True and no maximum here,
-# once check_bwd has checked the rotated kernel's gradients on a GPU (d64
-# rotated: 16k 232, -10%: d64 stays unrotated); d128
+# 242, 4k 239 / 247, 8k 240 / 252, 16k 245 / 250 -> serial to 2048 (its
+# query loops rotated per launch, session 15 run 8: +5-7% at d128, -10% at
+# d64; removed in session 16, the ordered form below beats both); d128
 # causal 1k 182 / 199, 2k 218 / 224, 4k 240 / 238, 8k 265 / 247, 16k 277 /
 # 249 -> serial from 8192. The ordered form (ordered_min_seqlen_k; session 16
 # run 4, ordered / best of serial and pair, TFLOP/s): d128 non-causal 1k

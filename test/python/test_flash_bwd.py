@@ -500,31 +500,27 @@ def test_bwd_table_fused_thresholds():
     assert strategy.flash_bwd_config(head_dim=64, causal=False).fused_min_seqlen_k == 0
 
 
-@pytest.mark.parametrize("rotate", [False, True])
 @pytest.mark.parametrize("splits", [1, 2, 3])
 @pytest.mark.parametrize("causal", [False, True])
-def test_serial_fused_launches(monkeypatch, splits, causal, rotate):
+def test_serial_fused_launches(monkeypatch, splits, causal):
     """deterministic=True on the fused kernel (SERIAL_DQ): launches of S key
     blocks, program s adding into dq_accum slice s, the slices summed at the
     end. 200 keys are 4 key blocks of BWD_DEFAULT's 64: S = 1, 2, 3 gives 4,
     2 and 2 launches (the last with 1 key block); GQA 4/2, seqlen_q !=
     seqlen_k, head_dim 40 (padded tile). Each matches float64 and repeats
     bitwise; launches cover every key block once (a block added twice or
-    skipped would show in dq and dk). rotate: the programs' query loops start
-    spread over the 6 query blocks of 16 and wrap (serial_rotate; non-causal
-    and S > 1 only)."""
+    skipped would show in dq and dk)."""
     from dataclasses import replace
 
     from tilec import flash_bwd, strategy
 
     monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, causal),
-                        replace(strategy.BWD_DEFAULT, fused=True, serial_rotate=rotate))
+                        replace(strategy.BWD_DEFAULT, fused=True))
     launches = []
     real = flash_bwd._launch_serial
 
     def spy(kernel, args, key_blocks, s, programs, split_d, on_gpu):
         launches.append((key_blocks, s))
-        assert ("_rotated" in kernel.name) == (rotate and not causal and s > 1), kernel.name
         real(kernel, args, key_blocks, s, programs, split_d, on_gpu)
         accum = args[8]  # (S, batch, heads, query blocks, R, BLOCK_M): every slice added to
         assert accum.shape[0] == s and all(accum[i].abs().sum() > 0 for i in range(s))

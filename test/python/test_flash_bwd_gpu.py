@@ -102,30 +102,20 @@ def test_ordered_fused_is_bitwise_repeatable(d, causal, shape):
         assert err < 1e-2, f"{name}: ordered vs atomic relative difference {err:.2e}"
 
 
-@pytest.mark.parametrize("rotate", [False, True])
 @pytest.mark.parametrize("splits", [None, 5])
 @pytest.mark.parametrize("d,causal", [(128, False), (128, True), (64, False)])
-def test_deterministic_fused_is_bitwise_repeatable(monkeypatch, d, causal, splits, rotate):
-    """deterministic=True on the fused kernel (its serial launches over
-    dq_accum slices): five backward calls give the same bits and agree with
-    the atomic form (checked against float64 by bench/check_bwd.py). 2 x 2
-    heads and 4096 keys: 32 key blocks of 128 over 4 (batch, head)s; S as
-    serial_schedule picks it (32: one launch, 32 slices) or 5 (7 launches,
-    n_base > 0, the last with 2 key blocks). rotate: the query loops rotated
-    (serial_rotate; non-causal with S > 1)."""
-    from dataclasses import replace
-
-    from tilec import flash_bwd, strategy
+def test_deterministic_fused_is_bitwise_repeatable(monkeypatch, d, causal, splits):
+    """The fused kernel's serial form (deterministic_form="serial": launches
+    over dq_accum slices): five backward calls give the same bits and agree
+    with the atomic form (checked against float64 by bench/check_bwd.py).
+    2 x 2 heads and 4096 keys: 32 key blocks of 128 over 4 (batch, head)s; S
+    as serial_schedule picks it (32: one launch, 32 slices) or 5 (7
+    launches, n_base > 0, the last with 2 key blocks)."""
+    from tilec import flash_bwd
     from tilec.flash_bwd import _flash_attn_backward
 
     if splits:
         monkeypatch.setattr(flash_bwd, "serial_schedule", lambda *a, **k: splits)
-    if rotate:
-        if causal:
-            pytest.skip("rotation is for non-causal calls only")
-        key = ("sm_80", d, causal)
-        monkeypatch.setitem(strategy.BWD_TABLE, key,
-                            replace(strategy.BWD_TABLE[key], serial_rotate=True))
 
     torch.manual_seed(1)
     q, k, v, dout = (torch.randn(2, 4096, 2, d, device="cuda", dtype=torch.bfloat16)
@@ -133,7 +123,7 @@ def test_deterministic_fused_is_bitwise_repeatable(monkeypatch, d, causal, split
     scale = d ** -0.5
     out, lse = tilec.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal, return_lse=True)
     runs = [_flash_attn_backward(dout, q, k, v, out, lse, scale, causal, deterministic=True,
-                                 atomic_dq=True) for _ in range(5)]
+                                 atomic_dq=True, deterministic_form="serial") for _ in range(5)]
     assert all(torch.equal(a, b) for run in runs[1:] for a, b in zip(run, runs[0]))
     atomic = _flash_attn_backward(dout, q, k, v, out, lse, scale, causal, deterministic=False,
                                   atomic_dq=True)
