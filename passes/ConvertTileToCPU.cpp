@@ -64,9 +64,6 @@ struct HostPtr {
 };
 
 constexpr llvm::StringLiteral kFaultSymbol = "__tilec_fault";
-/// @__tilec_fault[0] at or above this: a tile.wait_turn whose turn never
-/// came (the counter argument + 1 added; [1] holds the turn), see CpuRunner.
-constexpr int64_t kTurnFault = int64_t(1) << 40;
 
 /// A view: pointer plus per-dimension sizes and strides, all index.
 struct HostView {
@@ -280,7 +277,7 @@ LogicalResult KernelLowering::lower(Operation *op) {
     // Programs run one after another, in the GPU's start order (the grid
     // wrapper's loops): every turn a program waits for must have been passed
     // by the programs before it. A counter still behind would make the GPU
-    // wait forever (or trap): recorded as a fault of kind kTurnFault, with
+    // wait forever (or trap): recorded as a fault of kind kCpuTurnFault, with
     // the turn, which the runner reports.
     FailureOr<Value> behind = scalarAccess(
         loc, op, wait.getCounter(), "counter", b.getI1Type(),
@@ -292,7 +289,7 @@ LogicalResult KernelLowering::lower(Operation *op) {
           b.setInsertionPointToStart(ifOp.thenBlock());
           unsigned arg = cast<BlockArgument>(p.memref).getArgNumber();
           memref::StoreOp::create(b, loc,
-                                  arith::ConstantIntOp::create(b, loc, kTurnFault + arg + 1, 64),
+                                  arith::ConstantIntOp::create(b, loc, tilec::kCpuTurnFault + arg + 1, 64),
                                   fault, ValueRange{cstIndex(loc, 0)});
           memref::StoreOp::create(b, loc,
                                   arith::ExtSIOp::create(b, loc, b.getI64Type(), wait.getTurn()),

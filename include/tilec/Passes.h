@@ -28,6 +28,12 @@ inline constexpr int64_t kMaxWarps = 16;
 /// it where it enters, before any arithmetic with it.
 mlir::LogicalResult checkNumWarps(mlir::Operation *anchor, llvm::StringRef what, int64_t numWarps);
 
+/// convert-tile-to-cpu's fault record, @__tilec_fault, which the CPU runner
+/// reads after a run: [0] is 0, or a pointer argument + 1 (an access outside
+/// its buffer; [1] the element), or kCpuTurnFault + a counter argument + 1
+/// (a tile.wait_turn whose turn no earlier program passed; [1] the turn).
+inline constexpr int64_t kCpuTurnFault = int64_t(1) << 40;
+
 /// Registers the named pipelines (tile-opt --pass-pipeline=... and Python
 /// run the same list).
 void registerTilecPipelines();

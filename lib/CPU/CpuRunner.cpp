@@ -3,6 +3,7 @@
 
 #include "dialects/Tile/TileDialect.h"
 #include "tilec/InitAll.h"
+#include "tilec/Passes.h"
 #include "tilec/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -329,11 +330,8 @@ llvm::Error tilec::runOnCPU(llvm::StringRef source, llvm::StringRef bufferName,
   compiled->fault[0] = compiled->fault[1] = 0;
   if (llvm::Error e = compiled->engine->invokePacked(("__tilec_grid_" + kernel).str(), packed))
     return e;
-  // @__tilec_fault[0] at or above this: a tile.wait_turn whose turn never
-  // came (ConvertTileToCPU's kTurnFault).
-  constexpr int64_t kTurnFault = int64_t(1) << 40;
-  if (compiled->fault[0] >= kTurnFault) {
-    size_t arg = size_t(compiled->fault[0] - kTurnFault - 1);
+  if (compiled->fault[0] >= tilec::kCpuTurnFault) { // a wait_turn whose turn never came
+    size_t arg = size_t(compiled->fault[0] - tilec::kCpuTurnFault - 1);
     return llvm::createStringError(
         "@%s: a program waits for turn %lld of the counter at argument %zu (%s), which the "
         "programs that start before it never pass (programs run in the GPU's start order "

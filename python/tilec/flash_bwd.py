@@ -239,6 +239,9 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         from .flash_attn import _raise_sequence_errors
 
         _raise_sequence_errors("flash_attn backward")
+    if deterministic_form not in (None, "ordered", "serial"):
+        raise TilecValueError("flash_attn backward: deterministic_form must be None, 'ordered' or "
+                              f"'serial', got {deterministic_form!r}")
     by_table = atomic_dq is None
     if atomic_dq is None:
         atomic_dq = fused_applies(q.shape[-1], window_size, softcap, alibi_slopes, varlen,
@@ -255,9 +258,6 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
     # deterministic=True runs the fused kernel in turns (ORDERED_DQ) or
     # serially (serial_schedule): deterministic_form "ordered" or "serial",
     # None the table's (_deterministic_form).
-    if deterministic_form not in (None, "ordered", "serial"):
-        raise TilecValueError("flash_attn backward: deterministic_form must be None, 'ordered' or "
-                              f"'serial', got {deterministic_form!r}")
     serial = bool(atomic_dq and deterministic)
     if serial and varlen:
         raise TilecValueError("flash_attn backward: the fused kernel's deterministic (serial) "
@@ -304,7 +304,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         lse = np.ascontiguousarray(lse)
     # Varlen: rows outside every sequence (and keys past seqused_k) are never
     # written by the kernels: their gradients are zero.
-    alloc = (lambda like, shape: _zeros_like_dtype(like, shape)) if varlen else _empty
+    alloc = _zeros if varlen else _empty
     dq = alloc(q, q.shape)
     dk = alloc(k, k.shape[:-2] + (hq, d))  # per query head; summed over each group below
     dv = alloc(v, v.shape[:-2] + (hq, d))
@@ -332,10 +332,11 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
         bm = cfg.atomic.block_m
         if varlen:
             delta, lse2 = _delta_and_lse2(dout, out, lse, varlen)
-            dq_accum = _zeros_f32(q, q.shape)
+            dq_accum = _zeros(q, q.shape, "float32")
         else:  # blocked: query block i's dQᵀ is a row-major (R, BLOCK_M) tile
             delta, lse2 = _preprocess(dout, out, lse, dtype, d, on_gpu)
-            dq_accum = _zeros_f32(q, (splits, b, hq, -(-sq // bm), _dq_accum_rows(cfg, d), bm))
+            dq_accum = _zeros(q, (splits, b, hq, -(-sq // bm), _dq_accum_rows(cfg, d), bm),
+                              "float32")
     else:
         delta = _empty(q, lse.shape, "float32")
         lse2 = _empty(q, lse.shape, "float32")
@@ -373,7 +374,7 @@ def _flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fal
                  *sl[:2], scale, *variant_args)
     dkdv_cfg, dkdv_split = (cfg.atomic, cfg.atomic_split) if atomic_dq else (cfg.dkdv, cfg.dkdv_split)
     if ordered:  # the turn counters: per (split, batch·head), one per query block + 1, zeroed
-        dkdv_args += (_zeros_int32(q, (dkdv_split, b * hq, -(-sq // cfg.atomic.block_m) + 1)),)
+        dkdv_args += (_zeros(q, (dkdv_split, b * hq, -(-sq // cfg.atomic.block_m) + 1), "int32"),)
     if serial:
         _launch_serial(kdkdv, dkdv_args + (_strides(dq_accum)[0],), key_blocks, splits,
                        b * hq, dkdv_split, on_gpu)
@@ -638,35 +639,17 @@ def _dq_from_accum(dq_accum, dq, varlen, scale, dtype, on_gpu):
     return dq
 
 
-def _zeros_like_dtype(like, shape):
+def _zeros(like, shape, dtype=None):
+    """A zeroed contiguous buffer on `like`'s device (torch) or numpy; dtype
+    None means like's dtype, else a name ("float32", "int32"), as _empty."""
     if _is_torch(like):
         import torch
 
-        return torch.zeros(shape, dtype=like.dtype, device=like.device)
+        return torch.zeros(shape, dtype=like.dtype if dtype is None else getattr(torch, dtype),
+                           device=like.device)
     import numpy as np
 
-    return np.zeros(shape, dtype=like.dtype)
-
-
-def _zeros_int32(like, shape):
-    """Zeroed int32 (torch on like's device, or numpy)."""
-    if _is_torch(like):
-        import torch
-
-        return torch.zeros(shape, dtype=torch.int32, device=like.device)
-    import numpy as np
-
-    return np.zeros(shape, dtype=np.int32)
-
-
-def _zeros_f32(like, shape):
-    if _is_torch(like):
-        import torch
-
-        return torch.zeros(shape, dtype=torch.float32, device=like.device)
-    import numpy as np
-
-    return np.zeros(shape, dtype=np.float32)
+    return np.zeros(shape, dtype=like.dtype if dtype is None else np.dtype(dtype))
 
 
 def _delta_and_lse2(dout, out, lse, varlen=False):

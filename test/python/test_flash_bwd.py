@@ -576,18 +576,20 @@ def test_ordered_fused(monkeypatch, causal, sq, sk):
     cfg = replace(strategy.BWD_DEFAULT, fused=True, ordered_min_seqlen_k=0)
     monkeypatch.setitem(strategy.BWD_TABLE, ("sm_80", 64, causal), cfg)
     launches, counters = [], []
-    real_run, real_zeros = flash_bwd._run_cpu, flash_bwd._zeros_int32
+    real_run, real_zeros = flash_bwd._run_cpu, flash_bwd._zeros
 
     def spy_run(kernel, args, grid):
         launches.append(kernel.name)
         real_run(kernel, args, grid)
 
-    def spy_zeros(like, shape):
-        counters.append(real_zeros(like, shape))
-        return counters[-1]
+    def spy_zeros(like, shape, dtype=None):
+        zeros = real_zeros(like, shape, dtype)
+        if dtype == "int32":  # the turn counters (dq_accum is float32)
+            counters.append(zeros)
+        return zeros
 
     monkeypatch.setattr(flash_bwd, "_run_cpu", spy_run)
-    monkeypatch.setattr(flash_bwd, "_zeros_int32", spy_zeros)
+    monkeypatch.setattr(flash_bwd, "_zeros", spy_zeros)
     monkeypatch.setattr(flash_bwd, "_launch_serial", None)  # not the serial form
     q, k, v, dout = inputs(2, sq, sk, 4, 2, 40)
     out, lse, *refs = reference(q, k, v, dout, 0.125, causal)
