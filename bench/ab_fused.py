@@ -26,7 +26,7 @@ for path in (ROOT / "python", ROOT / os.environ.get("TILEC_BUILD_DIR", "build") 
     if str(path) not in sys.path:
         sys.path.append(str(path))
 
-from bench_decode import lengths, paged  # noqa: E402
+from bench_decode import case_tensors  # noqa: E402
 from bench_flash import median_ms  # noqa: E402
 
 D, HEADS = 128, 32
@@ -41,7 +41,6 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--trips", default="", help="extra _FUSED_MAX_TRIPS values, comma-separated")
     args = parser.parse_args()
-    import torch
 
     import tilec
     from tilec import flash_decode as fd, runtime
@@ -64,16 +63,7 @@ def main():
     print("| case | " + " | ".join(f"{s[0]} µs (GB/s)" for s in settings) + " | launches |")
     print("|---|" + "---:|" * len(settings) + "---|")
     for batch, hk, kv, page in CASES:
-        gen = torch.Generator().manual_seed(0)
-        lens = lengths(batch, kv)
-        cap = max(lens)
-        q = torch.randn(batch, 1, HEADS, D, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(batch, cap, hk, D, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn_like(k)
-        table = None
-        if page:
-            k, v, table = paged(k, v, lens, page, gen)
-        seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        q, k, v, table, seqlens, lens = case_tensors(batch, hk, kv, page)
         gbytes = 2 * sum(lens) * hk * D * 2 / 1e9
 
         def call():

@@ -191,6 +191,24 @@ def paged(k, v, lens, page, gen):
     return kp, vp, table
 
 
+def case_tensors(batch, heads_k, kv, page, extra=0, heads=HEADS):
+    """One case's CUDA tensors, bf16 d128, seed 0: q (batch, 1, heads, D),
+    the cache (contiguous, or shuffled pages of `page`) with room for
+    `extra` more keys, its block table or None, cache_seqlens (int32) and
+    the lengths as a list."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    lens = lengths(batch, kv)
+    q = torch.randn(batch, 1, heads, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(batch, max(lens) + extra, heads_k, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    table = None
+    if page:
+        k, v, table = paged(k, v, lens, page, gen)
+    return q, k, v, table, torch.tensor(lens, dtype=torch.int32, device="cuda"), lens
+
+
 def bench_case(batch, heads_k, kv, args, flex, failures):
     import torch
     import torch.nn.functional as F

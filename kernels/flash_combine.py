@@ -51,7 +51,11 @@ def flash_combine(out_partial: tl.ptr(tl.float32), lse_partial: tl.ptr(tl.float3
                   stride_lps: tl.int64, stride_lpo: tl.int64,
                   stride_oo: tl.int64, stride_or: tl.int64, stride_lo: tl.int64,
                   DTYPE: tl.constexpr = tl.float32, HEAD_DIM: tl.constexpr = 128,
-                  SPLITS_TILE: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps):
+                  SPLITS_TILE: tl.constexpr = 64, NUM_WARPS: tl.constexpr = _S.num_warps,
+                  PRIOR_WAIT: tl.constexpr = False):
+    if PRIOR_WAIT:                    # as flash_combine_chunks
+        tl.wait_prior_kernels()
+        tl.launch_dependents()
     r = tl.program_id(0)
     o = tl.program_id(1)
     D = max(16, tl.next_power_of_2(HEAD_DIM))
@@ -88,7 +92,7 @@ def flash_combine_chunks(out_partial: tl.ptr(tl.float32), lse_partial: tl.ptr(tl
                          stride_oo: tl.int64, stride_or: tl.int64, stride_lo: tl.int64,
                          DTYPE: tl.constexpr = tl.float32, HEAD_DIM: tl.constexpr = 128,
                          SPLITS_TILE: tl.constexpr = 64, D_TILE: tl.constexpr = 32,
-                         NUM_WARPS: tl.constexpr = 1):
+                         NUM_WARPS: tl.constexpr = 1, PRIOR_WAIT: tl.constexpr = False):
     """The combine with the partial outputs read as (splits, D_TILE) tiles,
     each split's D_TILE features contiguous (flash_combine's (d, splits)
     tile reads 4-byte elements a split stride apart: run 25, 5.1 us for 32
@@ -97,7 +101,12 @@ def flash_combine_chunks(out_partial: tl.ptr(tl.float32), lse_partial: tl.ptr(tl
     features [c·D_TILE, (c+1)·D_TILE) of row r in one pass over the split
     tiles (an online max), a tile's lse and O loads independent, so up to
     SPLITS_TILE splits are one round trip. Program c = 0 writes lse. The
-    max starts at −1e30 so that a tile of −inf splits weighs 0, not NaN."""
+    max starts at −1e30 so that a tile of −inf splits weighs 0, not NaN.
+    PRIOR_WAIT: launched early (programmatic dependent launch, sm_90+), it
+    waits for the decode kernel before it reads a partial."""
+    if PRIOR_WAIT:
+        tl.wait_prior_kernels()
+        tl.launch_dependents()
     r = tl.program_id(0)
     o = tl.program_id(1)
     c = tl.program_id(2)

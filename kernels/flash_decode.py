@@ -128,8 +128,11 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  BLOCK_M: tl.constexpr = 64, BLOCK_N: tl.constexpr = 64,
                  NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
                  EARLY_REFILL: tl.constexpr = False, FUSED: tl.constexpr = False,
-                 MERGE_SPLITS: tl.constexpr = 64, MERGE_D: tl.constexpr = 32):
+                 MERGE_SPLITS: tl.constexpr = 64, MERGE_D: tl.constexpr = 32,
+                 PRIOR_WAIT: tl.constexpr = False):
     tl.assume(scale > 0)
+    if PRIOR_WAIT:
+        _prior_wait()
     split = tl.program_id(0)
     pid_mk = tl.program_id(1)
     b = tl.program_id(2)
@@ -297,6 +300,18 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                         DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D, NUM_WARPS)
 
 
+def _prior_wait():
+    """Programmatic dependent launch (PRIOR_WAIT; sm_90+, nothing elsewhere):
+    the kernel may start while the kernel before it on the stream (the
+    append, the previous call's decode or combine, whatever the caller ran)
+    finishes, so it waits before it reads or writes anything; then it lets
+    the next kernel (the combine, the next call's kernels) start early too.
+    A call's two or three launches then do not each pay the launch latency
+    after the kernel before them has drained."""
+    tl.wait_prior_kernels()
+    tl.launch_dependents()
+
+
 def _merge_rows(o, lse, o_final, lse_final, row_lo, row_hi, b, hk, num_splits, stride_osplit,
                 stride_ob, stride_ok, stride_or, stride_lsplit, stride_lb, stride_lk, stride_fb,
                 stride_fk, stride_fr, stride_flb, stride_flk, DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D,
@@ -405,12 +420,15 @@ def kv_append(k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: t
               stride_vb: tl.int64, stride_vs: tl.int64, stride_vh: tl.int64, stride_btb: tl.int64,
               DTYPE: tl.constexpr = tl.float16, HEAD_DIM: tl.constexpr = 128, HEADS_K: tl.constexpr = 8,
               PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 64, PER_BATCH: tl.constexpr = False,
-              BATCH_IDX: tl.constexpr = False, NUM_WARPS: tl.constexpr = _S.num_warps):
+              BATCH_IDX: tl.constexpr = False, NUM_WARPS: tl.constexpr = _S.num_warps,
+              PRIOR_WAIT: tl.constexpr = False):
     """flash_attn_with_kvcache's append: new key/value i of sequence b (every
     KV head) goes to cache position cache_seqlens[b] + i, in its page
     (block_table) or cache row (cache_batch_idx). One program per (i, b).
     A position outside the cache (a bad cache_seqlens the host did not
     check) writes nothing; rows and pages are clamped into the cache."""
+    if PRIOR_WAIT:
+        _prior_wait()
     i = tl.program_id(0)
     b = tl.program_id(1)
     D = max(16, tl.next_power_of_2(HEAD_DIM))

@@ -32,7 +32,8 @@
 //                      ops (../InsertWaits.cpp), lowered in lowerOp
 //   AsyncCopy.cpp      tile.load into shared tiles (cp.async, commit groups)
 //   LoadStore.cpp      register-tile loads/stores, atomics, scalar loads,
-//                      tile.arrive, tile.wait_turn, tile.pass_turn
+//                      tile.arrive, tile.wait_turn, tile.pass_turn,
+//                      tile.wait_prior_kernels, tile.launch_dependents
 //   Dot.cpp            tile.dot: ldmatrix + mma.sync m16n8k16 (MMAv2)
 //   Reduce.cpp         tile.reduce: in-thread trees + lane shuffles
 //   ConvertLayout.cpp  tile.convert_layout, expand_dims/broadcast/trans
@@ -128,6 +129,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerWaitTurn(wait);
   if (auto pass = dyn_cast<PassTurnOp>(op))
     return lowerPassTurn(pass);
+  if (auto wait = dyn_cast<WaitPriorKernelsOp>(op))
+    return lowerWaitPriorKernels(wait);
+  if (auto launch = dyn_cast<LaunchDependentsOp>(op))
+    return lowerLaunchDependents(launch);
   if (auto store = dyn_cast<StoreOp>(op))
     return lowerStore(store);
   if (auto dot = dyn_cast<DotOp>(op))
@@ -314,6 +319,8 @@ LogicalResult KernelLowering::run() {
       written(pointerRoot(arrive.getCounter()));
     } else if (auto pass = dyn_cast<PassTurnOp>(op)) {
       written(pointerRoot(pass.getCounter())); // as tile.arrive's counter
+    } else if (isa<WaitPriorKernelsOp>(op)) {
+      waitsPriorKernels = target.hasProgrammaticLaunch();
     }
   });
 
@@ -362,6 +369,8 @@ LogicalResult KernelLowering::run() {
         kernel.setArgAttr(i, tilec::kAlignAttrName, b.getI64IntegerAttr(it->second));
     }
   }
+  if (programmaticLaunch)
+    kernel->setAttr(kProgrammaticLaunchAttrName, UnitAttr::get(ctx));
   int64_t threads = numWarps * kWarpSize;
   kernel->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),

@@ -103,6 +103,11 @@ inline constexpr llvm::StringLiteral kTargetAttrName = "tile.target";
 /// of its regions). Set on the func.func by tile-allocate-shared, carried
 /// over to the llvm.func by convert-tile-to-nvvm.
 inline constexpr llvm::StringLiteral kSharedBytesAttrName = "tile.shared_bytes";
+/// Unit on a lowered kernel: it waits for the kernels before it
+/// (tile.wait_prior_kernels on a target that has the wait), so the runtime
+/// may launch it before they end (programmatic dependent launch). The
+/// manifest's "programmatic_launch".
+inline constexpr llvm::StringLiteral kProgrammaticLaunchAttrName = "tile.programmatic_launch";
 /// Type argument attribute on a lowered kernel's pointer parameter: the
 /// element type it points to (LLVM pointers are opaque).
 inline constexpr llvm::StringLiteral kElemAttrName = "tile.elem";

@@ -301,6 +301,43 @@ def Tile_PassTurnOp : Tile_Op<"pass_turn", [MemoryEffects<[MemRead, MemWrite]>]>
   let hasVerifier = 1;
 }
 
+def Tile_WaitPriorKernelsOp : Tile_Op<"wait_prior_kernels", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait until the kernels launched before this one on the stream are done";
+  let description = [{
+    Blocks the program until every kernel launched before this one on its
+    stream has completed and its writes are visible. A kernel with this op
+    may be launched while the kernel before it is still running
+    (programmatic dependent launch, sm_90 and later): its programs start as
+    soon as the earlier kernel lets them (`tile.launch_dependents`, or its
+    end) and do what comes before the wait meanwhile, so what comes before
+    the wait must read nothing an earlier kernel writes and write nothing an
+    earlier kernel reads. GPU sm_90+: `griddepcontrol.wait`, and the
+    manifest's "programmatic_launch" tells the runtime to launch the kernel
+    so; sm_80 and the CPU runner: nothing (kernels run one after another).
+    Example:
+    ```mlir
+    tile.wait_prior_kernels
+    tile.launch_dependents
+    %q = tile.load %qv[%r, %c0] ...
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_LaunchDependentsOp : Tile_Op<"launch_dependents", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "let the next kernel on the stream start its programs";
+  let description = [{
+    Once every program of this kernel has executed it (or ended), the next
+    kernel on the stream, if it waits with `tile.wait_prior_kernels`, may
+    start its programs on the SMs this kernel leaves free; they wait there
+    until this kernel is done, so the launch latency hides behind this
+    kernel's tail. It orders nothing and says nothing about memory. GPU
+    sm_90+: `griddepcontrol.launch_dependents`; sm_80 and the CPU runner:
+    nothing.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 def Tile_LoadScalarOp : Tile_Op<"load_scalar", [MemoryEffects<[MemRead]>]> {
   let summary = "load one element of global memory as a scalar";
   let description = [{

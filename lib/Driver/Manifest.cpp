@@ -192,6 +192,11 @@ FailureOr<LaunchInfo> readLaunchInfo(LLVM::LLVMFuncOp kernel) {
         return fail(Twine(key) + " must be a string");
       *field = str.str();
     }
+  if (Attribute early = kernel->getAttr(kProgrammaticLaunchAttrName)) {
+    if (!isa<UnitAttr>(early))
+      return fail(Twine(kProgrammaticLaunchAttrName) + " must be a unit attribute");
+    info.programmaticLaunch = true;
+  }
   return info;
 }
 
@@ -289,6 +294,8 @@ std::string writeManifest(StringRef kernel, StringRef arch, const ManifestFiles 
     doc["mask"] = launch.mask;
   if (!launch.maskNote.empty())
     doc["mask_note"] = launch.maskNote;
+  if (launch.programmaticLaunch)
+    doc["programmatic_launch"] = true;
   if (launch.strategy)
     doc["strategy"] = *launch.strategy;
   if (ptxasInfo)

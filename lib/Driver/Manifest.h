@@ -2,7 +2,8 @@
 //
 // The kernel ABI is the driver's: from the attributes a lowered llvm.func
 // carries (dialects/Tile/TileAttrNames.h: tile.arg_names, tile.grid,
-// tile.variant, tile.mask, tile.shared_bytes, nvvm.maxntid, and per
+// tile.variant, tile.mask, tile.shared_bytes, tile.programmatic_launch,
+// nvvm.maxntid, and per
 // parameter tile.elem, tile.align, tile.positive) this builds the launch
 // description, checking it (diagnostics on the function), and writes the
 // JSON the runtime parses (lib/runtime/Manifest.cpp is the reader; keep the
@@ -45,6 +46,9 @@ struct LaunchInfo {
   /// tile-split-masked-loops' verdict on the kernel's masks ("split", "skip",
   /// "dense"; empty: no mask) and, when not "split", its remark.
   std::string mask, maskNote;
+  /// The kernel waits for the kernels before it (tile.programmatic_launch):
+  /// the runtime may launch it before they end.
+  bool programmaticLaunch = false;
   /// The strategy record it was lowered with (tile.strategy on the module),
   /// by tilec.strategy.Strategy's field names; none for LLVM-dialect input.
   std::optional<llvm::json::Value> strategy;

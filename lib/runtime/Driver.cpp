@@ -63,6 +63,8 @@ LoadResult loadDriver() {
     return r;
   d->ctxGetId =
       reinterpret_cast<decltype(d->ctxGetId)>(dlsym(lib, "cuCtxGetId"));
+  d->launchKernelEx = reinterpret_cast<decltype(d->launchKernelEx)>(
+      dlsym(lib, "cuLaunchKernelEx"));
   CUresult res = d->init(0);
   if (res != CUDA_SUCCESS) {
     r.failure = "no usable CUDA driver: cuInit failed: " + d->describe(res);

@@ -33,6 +33,10 @@ struct Driver {
   decltype(&::cuModuleGetFunction) moduleGetFunction;
   decltype(&::cuFuncSetAttribute) funcSetAttribute;
   decltype(&::cuLaunchKernel) launchKernel;
+  /// CUDA >= 11.8; null on older drivers, where kernels marked
+  /// "programmatic_launch" are launched in plain stream order (their wait
+  /// then returns at once).
+  decltype(&::cuLaunchKernelEx) launchKernelEx;
 
   /// The driver, loaded and initialized (cuInit) on first call. Throws
   /// Error(Driver) saying why when that is impossible.

@@ -7,6 +7,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -177,6 +178,16 @@ CUcontext ensureContext(const Driver &d, uint64_t firstPointer) {
   }
   d.check(d.ctxSetCurrent(ctx), "cuCtxSetCurrent");
   return ctx;
+}
+
+/// $TILEC_PDL=0 launches kernels marked "programmatic_launch" in plain
+/// stream order (for A/B timing; read once).
+bool programmaticLaunchEnabled() {
+  static const bool enabled = [] {
+    const char *v = std::getenv("TILEC_PDL");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
 }
 
 uint64_t contextId(const Driver &d, CUcontext ctx) {
@@ -472,11 +483,34 @@ void Kernel::launchPacked(const uint64_t *slots, size_t count, uintptr_t stream,
   for (size_t i = 0; i < count; ++i)
     params[i] = const_cast<uint64_t *>(&slots[i]);
   const Dim3 &b = manifest_.block;
-  CUresult r = d.launchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2],
-                              manifest_.sharedBytes,
-                              reinterpret_cast<CUstream>(stream), params, nullptr);
+  CUresult r;
+  bool early = manifest_.programmaticLaunch && d.launchKernelEx && programmaticLaunchEnabled();
+  if (early) {
+    // Programmatic stream serialization: the kernel's programs may start
+    // once the kernel ahead of it on the stream lets them
+    // (griddepcontrol.launch_dependents) or ends; the kernel waits for it
+    // (griddepcontrol.wait) before touching what it wrote.
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = g[0];
+    config.gridDimY = g[1];
+    config.gridDimZ = g[2];
+    config.blockDimX = b[0];
+    config.blockDimY = b[1];
+    config.blockDimZ = b[2];
+    config.sharedMemBytes = manifest_.sharedBytes;
+    config.hStream = reinterpret_cast<CUstream>(stream);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    r = d.launchKernelEx(&config, fn, params, nullptr);
+  } else {
+    r = d.launchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], manifest_.sharedBytes,
+                       reinterpret_cast<CUstream>(stream), params, nullptr);
+  }
   if (r != CUDA_SUCCESS)
-    d.check(r, "cuLaunchKernel",
+    d.check(r, early ? "cuLaunchKernelEx" : "cuLaunchKernel",
             " for kernel '" + manifest_.kernel + "' (grid " + dimString(g) +
                 ", block " + dimString(b) + ", " +
                 std::to_string(manifest_.sharedBytes) +

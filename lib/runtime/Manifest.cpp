@@ -108,6 +108,13 @@ public:
       m.sharedBytes = static_cast<uint32_t>(expectInteger(
           *smem, "shared_bytes", 0, std::numeric_limits<uint32_t>::max()));
 
+    if (const JsonValue *early = doc.find("programmatic_launch")) {
+      if (!early->isBool())
+        fail("programmatic_launch", std::string("must be a bool, got ") +
+                                        JsonValue::typeName(early->type()));
+      m.programmaticLaunch = early->asBool();
+    }
+
     readParams(require(doc, "params"), m);
     readGrid(require(doc, "grid"), m);
     return m;

@@ -3,7 +3,8 @@
 // Global memory to and from register tiles: vector loads honouring the
 // copy-bounds mode, stores (direct, widened by lane exchanges, or through
 // shared memory as 16-byte chunks: the smem-epilogue), tile.atomic_add,
-// tile.arrive, tile.wait_turn, tile.pass_turn and tile.load_scalar.
+// tile.arrive, tile.wait_turn, tile.pass_turn, tile.wait_prior_kernels,
+// tile.launch_dependents and tile.load_scalar.
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -474,6 +475,23 @@ LogicalResult KernelLowering::lowerPassTurn(PassTurnOp op) {
   return success();
 }
 
+/// tile.wait_prior_kernels (TargetInfo::waitPriorKernels): every thread
+/// waits (griddepcontrol.wait is per thread), and the kernel is marked for
+/// programmatic launch; nothing on a target without it.
+LogicalResult KernelLowering::lowerWaitPriorKernels(WaitPriorKernelsOp) {
+  if (target.hasProgrammaticLaunch()) {
+    target.waitPriorKernels(b);
+    programmaticLaunch = true;
+  }
+  return success();
+}
+
+LogicalResult KernelLowering::lowerLaunchDependents(LaunchDependentsOp) {
+  if (target.hasProgrammaticLaunch())
+    target.launchDependents(b);
+  return success();
+}
+
 /// One element read by every thread of the program (a uniform load: the
 /// threads of a warp hit one address, one transaction). A buffer the kernel
 /// never writes is read through the non-coherent path (ld.global.nc, via
@@ -482,7 +500,7 @@ LogicalResult KernelLowering::lowerLoadScalar(LoadScalarOp op) {
   Type type = op.getType();
   BlockArgument root = pointerRoot(op.getPtr());
   bool readOnly = !op.getVolatile_() && root && isa<func::FuncOp>(root.getOwner()->getParentOp()) &&
-                  !storesUntraced && !storedParams.contains(root.getArgNumber());
+                  !storesUntraced && !waitsPriorKernels && !storedParams.contains(root.getArgNumber());
   unsigned bytes = std::max<unsigned>(1, type.getIntOrFloatBitWidth() / 8);
   mapping.map(op.getResult(), LLVM::LoadOp::create(b, type, scalar(op.getPtr()), bytes,
                                                    /*isVolatile=*/op.getVolatile_(),

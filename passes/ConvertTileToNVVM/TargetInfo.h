@@ -100,6 +100,19 @@ public:
   virtual void passTurn(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
                         mlir::Value leader) const = 0;
 
+  /// Whether the target has programmatic dependent launch (griddepcontrol,
+  /// sm_90+). Without it tile.wait_prior_kernels and tile.launch_dependents
+  /// are nothing and launches stay in stream order.
+  virtual bool hasProgrammaticLaunch() const = 0;
+  /// tile.wait_prior_kernels (hasProgrammaticLaunch only): waits until the
+  /// kernels launched before this one on its stream are done and their
+  /// writes visible. Only a kernel that waits may be launched before the
+  /// kernel ahead of it ends (the manifest's "programmatic_launch").
+  virtual void waitPriorKernels(mlir::ImplicitLocOpBuilder &b) const = 0;
+  /// tile.launch_dependents (hasProgrammaticLaunch only): lets the next
+  /// kernel on the stream start its programs.
+  virtual void launchDependents(mlir::ImplicitLocOpBuilder &b) const = 0;
+
   /// 2^x and log2(x) with the approximate hardware instructions (f32).
   virtual mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
   virtual mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const = 0;
@@ -147,6 +160,10 @@ public:
                 mlir::Value seen) const override;
   void passTurn(mlir::ImplicitLocOpBuilder &b, mlir::Value counter,
                 mlir::Value leader) const override;
+  /// sm_80 has no programmatic dependent launch.
+  bool hasProgrammaticLaunch() const override { return false; }
+  void waitPriorKernels(mlir::ImplicitLocOpBuilder &) const override {}
+  void launchDependents(mlir::ImplicitLocOpBuilder &) const override {}
   mlir::Value exp2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
   mlir::Value log2Approx(mlir::ImplicitLocOpBuilder &b, mlir::Value x) const override;
 };

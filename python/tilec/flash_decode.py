@@ -80,6 +80,16 @@ WIDE_GPU_TILE = (64, 32, 2)
 # rest of the call's 43 us is the combine (2 us) and launch gaps.
 EARLY_REFILL = False
 
+# Programmatic dependent launch (the kernels' PRIOR_WAIT, tl.wait_prior_kernels
+# and tl.launch_dependents at their top): on sm_90+ the append, decode and
+# combine kernels are launched so that each may start while the kernel ahead
+# of it on the stream finishes, and waits on the SM for its writes; a call's
+# two or three kernels (and the next call's) then do not each pay a launch
+# latency after the previous one has drained. Nothing on sm_80 and the CPU.
+# A module setting so that the benches can A/B it (bench_decode --no-pdl;
+# TILEC_PDL=0 keeps the kernels and launches them in plain stream order).
+PRIOR_WAIT = True
+
 # Whether a split call merges the splits inside the decode kernel (the
 # kernel's FUSED: the last of a row block's num_splits programs to arrive on
 # its counter, tl.arrive, merges) instead of a second launch, the combine
@@ -336,7 +346,8 @@ class DecodePlan:
                     NUM_STAGES=self.num_stages, **({"CHUNKS": self.chunks} if self.chunks != "length" else {}),
                     **({"EARLY_REFILL": True} if self.early_refill else {}),
                     **(dict(FUSED=True, MERGE_SPLITS=self.merge_splits, MERGE_D=self.merge_d)
-                       if self.fused and split else {}))
+                       if self.fused and split else {}),
+                    **({"PRIOR_WAIT": True} if PRIOR_WAIT else {}))
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
@@ -851,7 +862,7 @@ def _build_fast_plan(key):
 _FAST_PLANS = None
 _FAST_DTYPES = {}
 _FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
-_FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, device) -> kv_append launcher
+_FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, device, PRIOR_WAIT) -> launcher
 
 
 def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
@@ -951,7 +962,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
         dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window,
         softcap > 0, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
-        EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS)]
+        EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS, PRIOR_WAIT)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
@@ -995,9 +1006,9 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             sq[0], group * sq[2], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             block_table.stride(0) if page_size else 0, 0, 0, *final_strides, scale, softcap or 1.0)
     if seqlen_new:
-        append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device))
+        append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT))
         if append is None:
-            append = _FAST_APPENDS[(dtype, head_dim, heads_k, page_size, per_batch, device)] = append_kernel(
+            append = _FAST_APPENDS[(dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT)] = append_kernel(
                 dtype, head_dim, heads_k, page_size, per_batch, False).launcher(device=device)
         runtime.launch_on(device, append, _append_args(
             k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
@@ -1126,7 +1137,7 @@ def append_kernel(dtype, head_dim, heads_k, page_size, per_batch, batch_idx):
     return _load_kernel("flash_decode").kv_append.specialize(
         DTYPE=tdt, HEAD_DIM=head_dim, HEADS_K=1 << (heads_k - 1).bit_length(), PAGED=page_size > 0,
         PAGE_SIZE=page_size or 64, PER_BATCH=bool(per_batch), BATCH_IDX=bool(batch_idx),
-        NUM_WARPS=4)
+        NUM_WARPS=4, **({"PRIOR_WAIT": True} if PRIOR_WAIT else {}))
 
 
 def _append_args(k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, capacity, dummy):
@@ -1199,9 +1210,11 @@ COMBINE_TILE = (64, 32)
 def combine_constexprs(dtype, head_dim):
     """The combine kernel's constexprs for an output dtype and head_dim."""
     dt = {"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
+    early = {"PRIOR_WAIT": True} if PRIOR_WAIT else {}
     if COMBINE_TILE is None:
-        return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4)
-    return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=COMBINE_TILE[0], D_TILE=COMBINE_TILE[1], NUM_WARPS=1)
+        return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=64, NUM_WARPS=4, **early)
+    return dict(DTYPE=dt, HEAD_DIM=head_dim, SPLITS_TILE=COMBINE_TILE[0], D_TILE=COMBINE_TILE[1], NUM_WARPS=1,
+                **early)
 
 
 def combine_grid(rows, outer, head_dim):

@@ -1667,6 +1667,16 @@ class CodeGen(ast.NodeVisitor):
         self._turn_counter(node, counter, "pass_turn")
         self.emit(node, f"tile.pass_turn {counter.ref} : {counter.type}", [counter], None)
 
+    def tl_wait_prior_kernels(self, node, args, kwargs):
+        """tl.wait_prior_kernels(): tile.wait_prior_kernels."""
+        self._args(node, "wait_prior_kernels", args, kwargs, [])
+        self.emit(node, "tile.wait_prior_kernels", [], None)
+
+    def tl_launch_dependents(self, node, args, kwargs):
+        """tl.launch_dependents(): tile.launch_dependents."""
+        self._args(node, "launch_dependents", args, kwargs, [])
+        self.emit(node, "tile.launch_dependents", [], None)
+
     def tl_store(self, node, args, kwargs):
         view, offsets, value = self._args(node, "store", args, kwargs, ["view", "offsets", "value"])
         offs = self._view_and_offsets(node, view, offsets, "tl.store")

@@ -279,6 +279,26 @@ def pass_turn(counter):
 
 
 @_builtin
+def wait_prior_kernels():
+    """Wait until the kernels launched before this one on the stream have
+    finished and their writes are visible. A kernel that calls it may be
+    launched while the kernel ahead of it still runs (programmatic dependent
+    launch, sm_90 and later): its programs start early and run what comes
+    before the call meanwhile, which must therefore read nothing an earlier
+    kernel writes and write nothing an earlier kernel reads. On sm_80 and
+    the CPU runner it does nothing (kernels run one after another)."""
+
+
+@_builtin
+def launch_dependents():
+    """Let the next kernel on the stream start its programs, if it waits
+    with tl.wait_prior_kernels: once every program of this kernel has
+    called it (or ended), they start on the SMs this kernel leaves free and
+    wait there, so the next launch's latency hides behind this kernel's
+    tail. Orders no memory. Nothing on sm_80 and the CPU runner."""
+
+
+@_builtin
 def dot(a, b, acc=None, trans_b=False, warps_n=1):
     """acc + a @ b (a @ b.T with trans_b); f16/bf16 in, f32 accumulator.
     warps_n > 1 (a constexpr power of two dividing num_warps) splits the

@@ -10,7 +10,8 @@
  *   - cubin: "\x7fELF" followed by PTX-like text; it loads only when the text
  *     contains "arch=sm_90", else CUDA_ERROR_NO_BINARY_FOR_GPU.
  * A launch logs the kernel, its configuration and each parameter's bytes,
- * sized by the .param types, as the real driver reads them.
+ * sized by the .param types, as the real driver reads them (cuLaunchKernelEx
+ * also its launch attributes).
  * $FAKE_CUDA_INIT_ERROR makes cuInit return that error code.
  */
 #include <stdarg.h>
@@ -223,11 +224,10 @@ CUresult cuFuncSetAttribute(void *fn, int attr, int value) {
   return SUCCESS;
 }
 
-CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz,
-                        unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                        void *stream, void **params, void **extra) {
+static CUresult launchAs(const char *what, void *fn, unsigned gx, unsigned gy,
+                         unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shared, void *stream, void **params) {
   Module *m = fn;
-  (void)extra;
   if ((int)shared > m->maxDynamicShared)
     return INVALID_VALUE;
   char args[2048] = "";
@@ -238,9 +238,45 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz,
     len += (size_t)snprintf(args + len, sizeof args - len, " %d:0x%llx",
                             m->sizes[i], v);
   }
-  logCall("launch %s grid=%u,%u,%u block=%u,%u,%u shared=%u stream=0x%llx "
+  logCall("%s %s grid=%u,%u,%u block=%u,%u,%u shared=%u stream=0x%llx "
           "params%s",
-          m->name, gx, gy, gz, bx, by, bz, shared,
+          what, m->name, gx, gy, gz, bx, by, bz, shared,
           (unsigned long long)(uintptr_t)stream, args);
   return SUCCESS;
+}
+
+CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                        void *stream, void **params, void **extra) {
+  (void)extra;
+  return launchAs("launch", fn, gx, gy, gz, bx, by, bz, shared, stream, params);
+}
+
+/* cuLaunchKernelEx: cuda.h's CUlaunchConfig and CUlaunchAttribute layouts.
+ * Logs "launch" with " attr=ID:VALUE" per attribute (the value's first int). */
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int i;
+  } value;
+} FakeLaunchAttribute;
+typedef struct {
+  unsigned gx, gy, gz, bx, by, bz, shared;
+  void *stream;
+  FakeLaunchAttribute *attrs;
+  unsigned numAttrs;
+} FakeLaunchConfig;
+
+CUresult cuLaunchKernelEx(const FakeLaunchConfig *c, void *fn, void **params,
+                          void **extra) {
+  (void)extra;
+  char what[256] = "launch";
+  size_t len = strlen(what);
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    len += (size_t)snprintf(what + len, sizeof what - len, " attr=%d:%d",
+                            c->attrs[i].id, c->attrs[i].value.i);
+  return launchAs(what, fn, c->gx, c->gy, c->gz, c->bx, c->by, c->bz,
+                  c->shared, c->stream, params);
 }

@@ -283,6 +283,7 @@ def with_param(index, **fields):
         (mutated(sass=[{"arch": "sm_90", "cubin": "a.cubin"}, {"arch": "sm_90", "cubin": "b.cubin"}]),
          'sass[1].arch "sm_90" is listed twice'),
         (mutated(sass=[{"arch": "sm_90", "cubin": ""}]), "sass[0].cubin must not be empty"),
+        (mutated(programmatic_launch="yes"), "programmatic_launch must be a bool, got a string"),
     ],
 )
 def test_manifest_errors(rt, tmp_path, manifest, message):
@@ -550,6 +551,24 @@ def test_fake_driver_launch_packs_parameters(rt, fake_cuda_dir, tmp_path):
     assert "cuDevicePrimaryCtxRetain" not in calls
     assert calls.count("load ptx") == 1
     assert not [c for c in calls if c.startswith("cuFuncSetAttribute")]
+
+
+@pytest.mark.parametrize("early, env, expected", [
+    (True, {}, " attr=6:1"),                  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    (True, {"TILEC_PDL": "0"}, ""),           # the A/B switch: plain stream order
+    (False, {}, ""),
+    (None, {}, ""),                           # no key: a kernel that does not wait
+])
+def test_fake_driver_programmatic_launch(rt, fake_cuda_dir, tmp_path, early, env, expected):
+    """A kernel whose manifest says "programmatic_launch" (it waits for the
+    kernel before it: tl.wait_prior_kernels) goes through cuLaunchKernelEx
+    with programmatic stream serialization; every other launch is plain."""
+    path = write_manifest(tmp_path, BASE_MANIFEST if early is None else mutated(programmatic_launch=early))
+    _, calls = run_fake(rt, fake_cuda_dir, tmp_path, f"""
+        rt.load({str(path)!r}).launch([0x7f0000001000, 1, 0, 1, 1.0], 0xabc)
+    """, env)
+    assert launches(calls) == [f"launch{expected} k grid=1,1,1 block=128,1,1 shared=0 stream=0xabc params"
+                               " 8:0x7f0000001000 4:0x1 4:0x0 8:0x1 4:0x3f800000"]
 
 
 def test_fake_driver_primary_context_without_pointer_context(rt, fake_cuda_dir, tmp_path):

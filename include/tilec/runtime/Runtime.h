@@ -143,6 +143,11 @@ struct Manifest {
   std::vector<Sass> sass;
   Dim3 block{1, 1, 1};
   uint32_t sharedBytes = 0; ///< dynamic shared memory per block
+  /// "programmatic_launch": the kernel waits for the kernels before it on
+  /// its stream (tile.wait_prior_kernels, sm_90+), so it is launched with
+  /// programmatic stream serialization: its programs may start while the
+  /// kernel ahead of it finishes (unless $TILEC_PDL=0).
+  bool programmaticLaunch = false;
   std::array<GridExpr, 3> grid;
   std::vector<Param> params;
   /// Slot i of the grid expressions is the value of params[gridParams[i]].

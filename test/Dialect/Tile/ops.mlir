@@ -114,6 +114,17 @@ func.func @turns(%counters: !tile.ptr<i32>, %g: i32, %t: i32) {
   return
 }
 
+// Programmatic dependent launch: the wait for the kernels before this one,
+// and the signal that lets the next one start.
+// CHECK-LABEL: func.func @grid_dependency
+// CHECK-NEXT:    tile.wait_prior_kernels
+// CHECK-NEXT:    tile.launch_dependents
+func.func @grid_dependency() {
+  tile.wait_prior_kernels
+  tile.launch_dependents
+  return
+}
+
 // Views of rank 1, 2 and 3, with float and integer element types.
 // CHECK-LABEL: func.func @views
 // CHECK-SAME:    (%[[PF:.+]]: !tile.ptr<f32>, %[[PB:.+]]: !tile.ptr<bf16>, %[[PI:.+]]: !tile.ptr<i8>, %[[N:.+]]: i32, %[[S:.+]]: i64)
