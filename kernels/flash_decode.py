@@ -54,11 +54,11 @@ _S = Strategy()  # the strategy record: its defaults are the knobs' defaults
 
 def _name(DTYPE, HEAD_DIM, SPLIT, CAUSAL, PAGED, PAGE_SIZE, PER_BATCH, BLOCK_M, BLOCK_N, WINDOW,
           ALIBI, SOFTCAP, BATCH_IDX, LEFTPAD, QPOS, NUM_WARPS, NUM_STAGES=2, CHUNKS="length", EARLY_REFILL=False,
-          FUSED=False, MERGE_SPLITS=64, MERGE_D=32, **_):
+          FUSED=False, MERGE_SPLITS=64, MERGE_D=32, APPEND=False, **_):
     flags = "".join(f for f, on in (("_split", SPLIT), ("_causal", CAUSAL), ("_softcap", SOFTCAP), (f"_page{PAGE_SIZE}", PAGED),
                                     ("_seqlens", PER_BATCH), ("_window", WINDOW), ("_alibi", ALIBI),
                                     ("_bidx", BATCH_IDX), ("_leftpad", LEFTPAD),
-                                    ("_capchunks", CHUNKS == "capacity")) if on)
+                                    ("_capchunks", CHUNKS == "capacity"), ("_append", APPEND)) if on)
     stages = (f"s{NUM_STAGES}" if NUM_STAGES != 2 else "") + ("r" if EARLY_REFILL else "")
     fused = f"_fused{MERGE_SPLITS}x{MERGE_D}" if FUSED and SPLIT else ""
     return f"flash_decode_{DTYPE.name}_d{HEAD_DIM}_m{BLOCK_M}n{BLOCK_N}w{NUM_WARPS}{stages}_q{QPOS}{flags}{fused}"
@@ -105,7 +105,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  lse: tl.ptr(tl.float32), cache_seqlens: tl.ptr(tl.int32), block_table: tl.ptr(tl.int32),
                  cache_batch_idx: tl.ptr(tl.int32), cache_leftpad: tl.ptr(tl.int32),
                  alibi_rows: tl.ptr(tl.float32), o_final: tl.ptr(DTYPE), lse_final: tl.ptr(tl.float32),
-                 counters: tl.ptr(tl.int32),
+                 counters: tl.ptr(tl.int32), k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE),
                  rows_q: tl.int32, seqlen_q: tl.int32, seqlen_k_all: tl.int32, num_heads_k: tl.int32,
                  batch: tl.int32, num_splits: tl.int32, window_left: tl.int32, window_right: tl.int32,
                  capacity: tl.int32, cache_slots: tl.int32, seqlen_add: tl.int32,
@@ -117,6 +117,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  stride_btb: tl.int64, stride_ab: tl.int64, stride_ak: tl.int64,
                  stride_fb: tl.int64, stride_fk: tl.int64, stride_fr: tl.int64,
                  stride_flb: tl.int64, stride_flk: tl.int64,
+                 stride_knb: tl.int64, stride_knh: tl.int64, stride_vnb: tl.int64, stride_vnh: tl.int64,
                  scale: tl.float32, softcap: tl.float32,
                  DTYPE: tl.constexpr = tl.float16, ODTYPE: tl.constexpr = tl.float16,
                  HEAD_DIM: tl.constexpr = 128, SPLIT: tl.constexpr = False,
@@ -129,7 +130,7 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                  NUM_WARPS: tl.constexpr = _S.num_warps, NUM_STAGES: tl.constexpr = _S.num_stages,
                  EARLY_REFILL: tl.constexpr = False, FUSED: tl.constexpr = False,
                  MERGE_SPLITS: tl.constexpr = 64, MERGE_D: tl.constexpr = 32,
-                 PRIOR_WAIT: tl.constexpr = False):
+                 PRIOR_WAIT: tl.constexpr = False, APPEND: tl.constexpr = False):
     tl.assume(scale > 0)
     if PRIOR_WAIT:
         _prior_wait()
@@ -191,6 +192,12 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                      (stride_ks, 1))
         vv = tl.view(v + (bc * stride_vb + first * stride_vs + hk * stride_vh), (key_end, HEAD_DIM),
                      (stride_vs, 1))
+    if APPEND:
+        _append_own_row(k, v, k_new, v_new, cache_seqlens, block_table, b, bc, hk, split, first, seqlen_k,
+                        seqlen_k_all, seqlen_add, capacity, cache_slots, n_lo, n_hi, j_lo, key_end,
+                        stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_btb,
+                        stride_knb, stride_knh, stride_vnb, stride_vnh,
+                        PER_BATCH, PAGED, PAGE_SIZE, BLOCK_N, D, HEAD_DIM)
     m = tl.full((BLOCK_M,), -1e30, tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
@@ -298,6 +305,53 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                         num_splits, stride_osplit, stride_ob, stride_ok, stride_or, stride_lsplit,
                         stride_lb, stride_lk, stride_fb, stride_fk, stride_fr, stride_flb, stride_flk,
                         DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D, NUM_WARPS)
+
+
+def _at_least(x, lo):
+    """1 where the int x >= lo, else 0 (scalars, no branch)."""
+    return tl.minimum(tl.maximum(x - lo + 1, 0), 1)
+
+
+def _append_own_row(k, v, k_new, v_new, cache_seqlens, block_table, b, bc, hk, split, first, seqlen_k,
+                    seqlen_k_all, seqlen_add, capacity, cache_slots, n_lo, n_hi, j_lo, key_end,
+                    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_btb,
+                    stride_knb, stride_knh, stride_vnb, stride_vnh,
+                    PER_BATCH, PAGED, PAGE_SIZE, BLOCK_N, D, HEAD_DIM):
+    """APPEND (one new token; flash_attn 2's Append_KV, in the attention
+    kernel instead of a kv_append launch): the new key/value row of KV head
+    hk goes to cache position cache_seqlens[b], as kv_append writes it. No
+    program sees another's writes, so every program whose key range
+    [j_lo·BLOCK_N, key_end) holds the position writes the row itself (the
+    row blocks of one KV head write the same bytes) and reads it back after
+    the barrier; split 0 also writes it where no split reads it (a window
+    that hides it), so the cache always gets it. A position outside the
+    cache writes nothing."""
+    n_old = seqlen_k_all - seqlen_add
+    if PER_BATCH:
+        n_old = tl.load(cache_seqlens + b)
+    key = n_old - first                                  # the new key's index among the visible keys
+    covered_hi = tl.minimum(n_hi * BLOCK_N, seqlen_k)
+    mine = _at_least(key, j_lo * BLOCK_N) * _at_least(key_end - 1, key)
+    unread = 1 - _at_least(key, n_lo * BLOCK_N) * _at_least(covered_hi - 1, key)
+    orphan = (1 - tl.minimum(split, 1)) * unread
+    inside = _at_least(n_old, 0) * _at_least(capacity - 1, n_old)
+    rows = inside * tl.minimum(mine + orphan, 1)         # 0: the stores write nothing
+    at = tl.minimum(tl.maximum(n_old, 0), capacity - 1)
+    if PAGED:
+        page = tl.load(block_table + (b * stride_btb + at // PAGE_SIZE))
+        page = tl.minimum(tl.maximum(page, 0), cache_slots - 1)
+        kbase = page * stride_kb + (at % PAGE_SIZE) * stride_ks
+        vbase = page * stride_vb + (at % PAGE_SIZE) * stride_vs
+    else:
+        kbase = bc * stride_kb + at * stride_ks
+        vbase = bc * stride_vb + at * stride_vs
+    kn = tl.view(k_new + (b * stride_knb + hk * stride_knh), (1, HEAD_DIM), (stride_knh, 1))
+    vn = tl.view(v_new + (b * stride_vnb + hk * stride_vnh), (1, HEAD_DIM), (stride_vnh, 1))
+    kd = tl.view(k + (kbase + hk * stride_kh), (rows, HEAD_DIM), (stride_kh, 1))
+    vd = tl.view(v + (vbase + hk * stride_vh), (rows, HEAD_DIM), (stride_vh, 1))
+    tl.store(kd, (0, 0), tl.load(kn, (0, 0), (1, D)))
+    tl.store(vd, (0, 0), tl.load(vn, (0, 0), (1, D)))
+    tl.barrier()                                         # the rows stored before the loop reads them
 
 
 def _prior_wait():

@@ -18,8 +18,8 @@
 //                              in sequence, in the GPU's start order); a
 //                              fault where it has not
 //   tile.pass_turn          -> memref.load + store of the count + 1
-//   tile.wait_prior_kernels, tile.launch_dependents -> nothing (kernels run
-//                              one after another)
+//   tile.wait_prior_kernels, tile.launch_dependents, tile.barrier -> nothing
+//                              (kernels and programs run one after another)
 //   tile.dot                -> linalg.generic: extf to f32, mulf, addf in f32
 //   tile.reduce             -> linalg.generic reduction from -inf / 0
 //   iota/splat/expand_dims/broadcast/trans -> linalg / tensor.expand_shape
@@ -464,8 +464,9 @@ LogicalResult KernelLowering::lower(Operation *op) {
           linalg::YieldOp::create(nb, nl, r);
         });
     red.replaceAllUsesWith(generic.getResult(0));
-  } else if (isa<tile::WaitPriorKernelsOp, tile::LaunchDependentsOp>(op)) {
-    // Nothing: kernels run one after another here (erased below).
+  } else if (isa<tile::WaitPriorKernelsOp, tile::LaunchDependentsOp, tile::BarrierOp>(op)) {
+    // Nothing: kernels, and the programs of one, run one after another
+    // here, each in one thread (erased below).
   } else if (isa<tile::ConvertLayoutOp>(op)) {
     return op->emitOpError("layout-assigned IR cannot run on the CPU; run the CPU pipeline "
                            "before tile-partition-warps");

@@ -631,10 +631,12 @@ struct TileInsertWaitsPass final : tilec::impl::TileInsertWaitsBase<TileInsertWa
       if (!func->hasAttr(tilec::kKernelAttrName) || func.getBody().empty())
         continue;
       // A kernel that states its schedule already (written by hand, say a
-      // deeper one, or this pass ran) is left as it is.
+      // deeper one, or this pass ran) is left as it is. Its commits and
+      // waits say so; a barrier alone does not (tl.barrier orders a
+      // program's global stores before its loads, the schedule still to do).
       bool scheduled = func.walk([](Operation *op) {
-                             return isa<AsyncCommitOp, AsyncWaitOp, BarrierOp>(op) ? WalkResult::interrupt()
-                                                                                  : WalkResult::advance();
+                             return isa<AsyncCommitOp, AsyncWaitOp>(op) ? WalkResult::interrupt()
+                                                                        : WalkResult::advance();
                            }).wasInterrupted();
       if (!scheduled)
         Schedule(&getContext(), earlyRefill, regionBarriers).run(func);

@@ -90,6 +90,14 @@ EARLY_REFILL = False
 # TILEC_PDL=0 keeps the kernels and launches them in plain stream order).
 PRIOR_WAIT = True
 
+# One new token (a decode step's k/v) is appended by the decode kernel itself
+# (its APPEND: every program whose key range holds the new position stores
+# the row, then a barrier, then its loop reads it; flash_attn 2's
+# Append_KV) instead of a kv_append launch before it: one launch fewer per
+# serving call. More new tokens, and caches the kernel reads through padded
+# copies, keep kv_append. A module setting so that the benches can A/B it.
+FUSED_APPEND = True
+
 # Whether a split call merges the splits inside the decode kernel (the
 # kernel's FUSED: the last of a row block's num_splits programs to arrive on
 # its counter, tl.arrive, merges) instead of a second launch, the combine
@@ -331,7 +339,7 @@ class DecodePlan:
     merge_d: int = 0        # fused: MERGE_D, features per merge tile
 
     def constexprs(self, dtype, causal=False, window=False, alibi=False, softcap=False, paged=False,
-                   per_batch=False, batch_idx=False, leftpad=False):
+                   per_batch=False, batch_idx=False, leftpad=False, append=False):
         """The decode kernel's constexprs for this plan and these features."""
         tdt = {"float16": tl.float16, "bfloat16": tl.bfloat16}[dtype]
         split = self.num_splits > 1
@@ -347,7 +355,8 @@ class DecodePlan:
                     **({"EARLY_REFILL": True} if self.early_refill else {}),
                     **(dict(FUSED=True, MERGE_SPLITS=self.merge_splits, MERGE_D=self.merge_d)
                        if self.fused and split else {}),
-                    **({"PRIOR_WAIT": True} if PRIOR_WAIT else {}))
+                    **({"PRIOR_WAIT": True} if PRIOR_WAIT else {}),
+                    **({"APPEND": True} if append else {}))
 
 
 def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0, num_splits=0,
@@ -800,7 +809,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if k is not None:
             k = _rotary(ops, k, rotary_cos, rotary_sin, _positions(ops, lens, ops.arange(seqlen_new)[None, :]),
                         rotary_interleaved)
-    if k is not None and seqlen_new:
+    # One new token on a cache the kernel reads in place: the decode kernel
+    # appends it (FUSED_APPEND, its APPEND).
+    fused_append = k is not None and seqlen_new == 1 and not copy_cache and FUSED_APPEND
+    if k is not None and seqlen_new and not fused_append:
         if not copy_cache:
             # One kernel (kernels/flash_decode.py kv_append) for k and v.
             _append(ops, on_gpu, k, v, k_cache, v_cache, cache_seqlens if per_batch else None,
@@ -834,7 +846,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     out, lse = _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
                        lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
                        page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
-                       left, right, alibi_slopes, softcap, num_splits, dtype)
+                       left, right, alibi_slopes, softcap, num_splits, dtype, (k, v) if fused_append else None)
     if padded != head_dim:
         out = ops.contiguous(out[..., :head_dim])
     return (out, lse) if return_softmax_lse else out
@@ -844,11 +856,12 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     device, *_) = key
+     append, device, *_) = key
     plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        runtime_support.sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
-                                                          paged=page_size > 0, per_batch=per_batch))
+                                                          paged=page_size > 0, per_batch=per_batch,
+                                                          append=append))
     split = plan.num_splits > 1
     combine = None
     if split and not plan.fused:
@@ -959,9 +972,10 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         from .jit import LaunchCache
 
         _FAST_PLANS = LaunchCache(_build_fast_plan)
+    fused_append = seqlen_new == 1 and FUSED_APPEND
     launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
         dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window,
-        softcap > 0, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
+        softcap > 0, fused_append, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
         EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS, PRIOR_WAIT)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
@@ -998,14 +1012,18 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         dest_o, dest_l = out, base + 4 * lse_at
         o_strides = (0, hd, group * head_dim, head_dim)
         l_strides = (0, heads, group)
+    news, new_strides = (q, q), (0, 0, 0, 0)
+    if fused_append:
+        # The decode kernel stores the token's rows itself (APPEND).
+        news, new_strides = (k, v), (skn[0], skn[2], svn[0], svn[2])
     args = (q, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
-            block_table if page_size else ints, ints, ints, floats, *finals,
+            block_table if page_size else ints, ints, ints, floats, *finals, *news,
             group, 1, uniform + seqlen_new, heads_k, batch, splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             capacity, shape_k[0], seqlen_new,
             sq[0], group * sq[2], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
-            block_table.stride(0) if page_size else 0, 0, 0, *final_strides, scale, softcap or 1.0)
-    if seqlen_new:
+            block_table.stride(0) if page_size else 0, 0, 0, *final_strides, *new_strides, scale, softcap or 1.0)
+    if seqlen_new and not fused_append:
         append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT))
         if append is None:
             append = _FAST_APPENDS[(dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT)] = append_kernel(
@@ -1045,7 +1063,9 @@ def _positions(ops, lens, rows):
 
 def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen_new, cache_batch_idx,
             cache_leftpad, block_table, paged, page_size, capacity, heads_k, group, scale, causal,
-            window, left, right, alibi_slopes, softcap, num_splits, dtype):
+            window, left, right, alibi_slopes, softcap, num_splits, dtype, append=None):
+    """The decode (and combine) launches; `append`: the one new token's (k,
+    v), which the decode kernel stores into the cache itself (APPEND)."""
     batch, seqlen_q, heads, head_dim = q.shape
     rows_q = group * seqlen_q
     # Pack-GQA: the rows of one KV head's query heads, (head, position) order,
@@ -1102,20 +1122,24 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     else:
         finals = (_dummy(ops, dtype), _dummy(ops, "float32"), dummy_i)
         final_strides = (0, 0, 0, 0, 0)
+    news, new_strides = (_dummy(ops, dtype), _dummy(ops, dtype)), (0, 0, 0, 0)
+    if append is not None:
+        skn, svn = _strides(append[0]), _strides(append[1])
+        news, new_strides = append, (skn[0], skn[2], svn[0], svn[2])
     args = (q, k_cache, v_cache, o_part, l_part, seqlens_arg,
             block_table if paged else dummy_i,
             cache_batch_idx if cache_batch_idx is not None else dummy_i,
             cache_leftpad if cache_leftpad is not None else dummy_i,
-            alibi_rows, *finals, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
+            alibi_rows, *finals, *news, rows_q, seqlen_q, seqlen_uniform, heads_k, batch, num_splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             capacity, k_cache.shape[0], seqlen_new,
             qb, qk, qr, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
-            sbt, ab[0], ab[1], *final_strides, scale, softcap or 1.0)
+            sbt, ab[0], ab[1], *final_strides, *new_strides, scale, softcap or 1.0)
     kernel = decode_kernel().specialize(**plan.constexprs(
         dtype, causal=causal, window=window, alibi=alibi_slopes is not None, softcap=softcap > 0,
         paged=paged,
         per_batch=per_batch, batch_idx=cache_batch_idx is not None,
-        leftpad=cache_leftpad is not None))
+        leftpad=cache_leftpad is not None, append=append is not None))
     grid = (num_splits, m_blocks * heads_k, batch)
     _launch(kernel, args, grid, on_gpu)
     if split and not fused:

@@ -1667,6 +1667,11 @@ class CodeGen(ast.NodeVisitor):
         self._turn_counter(node, counter, "pass_turn")
         self.emit(node, f"tile.pass_turn {counter.ref} : {counter.type}", [counter], None)
 
+    def tl_barrier(self, node, args, kwargs):
+        """tl.barrier(): tile.barrier."""
+        self._args(node, "barrier", args, kwargs, [])
+        self.emit(node, "tile.barrier", [], None)
+
     def tl_wait_prior_kernels(self, node, args, kwargs):
         """tl.wait_prior_kernels(): tile.wait_prior_kernels."""
         self._args(node, "wait_prior_kernels", args, kwargs, [])

@@ -279,6 +279,15 @@ def pass_turn(counter):
 
 
 @_builtin
+def barrier():
+    """Every thread of the program reaches this point before any goes on:
+    what the program stored to global memory before it is seen by every
+    load after it (e.g. rows a program writes into a buffer it then reads
+    back through tl.load). Shared memory needs none: the compiler places
+    those barriers. Nothing on the CPU runner."""
+
+
+@_builtin
 def wait_prior_kernels():
     """Wait until the kernels launched before this one on the stream have
     finished and their writes are visible. A kernel that calls it may be

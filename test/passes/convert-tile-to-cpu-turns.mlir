@@ -46,25 +46,3 @@ func.func @add_in_turn(%cnt: !tile.ptr<i32>, %acc: !tile.ptr<f32>, %n: i32) attr
   tile.pass_turn %cnt : !tile.ptr<i32>
   return
 }
-
-// The CPU runner runs kernels one after another: tile.wait_prior_kernels and
-// tile.launch_dependents are nothing there.
-// CHECK-LABEL: func.func @grid_dependency(
-// CHECK-NOT:     tile.wait_prior_kernels
-// CHECK-NOT:     tile.launch_dependents
-// CHECK:         scf.for
-// CHECK:         memref.store
-// CHECK-NOT:     tile.wait_prior_kernels
-// CHECK-NOT:     tile.launch_dependents
-// CHECK-LABEL: func.func @__tilec_grid_grid_dependency(
-func.func @grid_dependency(%dst: !tile.ptr<f32>) attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
-  %c0 = arith.constant 0 : i32
-  %c8 = arith.constant 8 : i32
-  %one = arith.constant 1 : i64
-  tile.wait_prior_kernels
-  tile.launch_dependents
-  %dv = tile.view %dst sizes(%c8) strides(%one) : !tile.ptr<f32> -> !tile.view<f32, 1>
-  %t = arith.constant dense<1.0> : tensor<8xf32>
-  tile.store %t, %dv[%c0] : tensor<8xf32>, !tile.view<f32, 1>
-  return
-}

@@ -112,6 +112,39 @@ func.func @scratch(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>) attributes {tile.ke
 
 // -----
 
+// A barrier the kernel states itself (tl.barrier: a program's global stores
+// seen by its loads after it) is not a schedule: the pass still places the
+// copies' commit, wait and barrier after it.
+// CHECK-LABEL: func.func @user_barrier
+// CHECK:         tile.store
+// CHECK-NEXT:    tile.barrier
+// CHECK:         tile.load
+// CHECK-NEXT:    tile.async_commit
+// CHECK-NEXT:    tile.async_wait pending = 0
+// CHECK-NEXT:    tile.barrier
+// CHECK-NEXT:    tile.dot
+func.func @user_barrier(%kp: !tile.ptr<f16>, %op: !tile.ptr<f32>) attributes {tile.kernel, tile.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %s64 = arith.constant 64 : i64
+  %kv = tile.view %kp sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %rv = tile.view %kp sizes(%c1, %c64) strides(%s64, %one) : !tile.ptr<f16> -> !tile.view<f16, 2>
+  %ov = tile.view %op sizes(%c64, %c64) strides(%s64, %one) : !tile.ptr<f32> -> !tile.view<f32, 2>
+  %row = arith.constant dense<2.0> : tensor<1x64xf16>
+  tile.store %row, %rv[%c0, %c0] : tensor<1x64xf16>, !tile.view<f16, 2>
+  tile.barrier
+  %a = arith.constant dense<1.0> : tensor<64x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %k = tile.load %kv[%c0, %c0] padding = zero : !tile.view<f16, 2> -> tensor<64x64xf16>
+  %s = tile.dot %a, %k, %zero transpose_b : tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>
+  tile.store %s, %ov[%c0, %c0] : tensor<64x64xf32>, !tile.view<f32, 2>
+  return
+}
+
+// -----
+
 // WAR between threads: two stores staged in the same region; the second
 // one's writes wait, behind a barrier, until every warp has read its chunks
 // of the first. WAR with a copy in flight (the drain): the loop's ring

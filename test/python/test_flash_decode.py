@@ -696,6 +696,76 @@ def test_torch_cpu_tensors_and_in_place_append():
 
 
 @needs_cpu
+@pytest.mark.parametrize("case", [
+    dict(page=0, lens="tensor", splits=1),
+    dict(page=0, lens="tensor", splits=3, heads=32, heads_k=1),    # two 16-row blocks store the same row
+    dict(page=16, lens="tensor", splits=0),
+    dict(page=16, lens="tensor", splits=5, heads=32, heads_k=1),
+    dict(page=0, lens="int", splits=2),
+    dict(page=0, lens="tensor", splits=3, batch_idx=True, window=(5, 0)),
+    dict(page=0, lens="tensor", splits=2, leftpad=True, causal=True),
+])
+def test_fused_append_equals_kv_append(monkeypatch, case):
+    """One new token (a decode step): the decode kernel stores its rows into
+    the cache itself (FUSED_APPEND, the kernel's APPEND) where kv_append
+    used to, before attending. The cache afterwards is the old one plus
+    exactly the new rows at cache_seqlens (the last slot and an empty
+    sequence included; page boundaries), and outputs and lse are bitwise
+    those of the kv_append launch -- with splits (only the programs whose
+    keys hold the position store it), several row blocks of one KV head (all
+    store the same row), batch indices, left padding and windows."""
+    from tilec import flash_decode as fd
+
+    rng = np.random.default_rng()
+    heads, heads_k, d = case.get("heads", 8), case.get("heads_k", 2), 64
+    page = case["page"]
+    lens = [0, 15, 16, 47] if case["lens"] == "tensor" else [30] * 4
+    capacity = 48
+    batch = len(lens)
+    q = f16(rng, batch, 1, heads, d)
+    kn, vn = f16(rng, batch, 1, heads_k, d), f16(rng, batch, 1, heads_k, d)
+    old_k = [f16(rng, n, heads_k, d) for n in lens]
+    old_v = [f16(rng, n, heads_k, d) for n in lens]
+    if page:
+        kc, vc, table = paged_pool(rng, [k.copy() for k in old_k], [v.copy() for v in old_v], page,
+                                   width=capacity // page)
+    else:
+        kc, vc, table = f16(rng, batch + 1, capacity, heads_k, d), f16(rng, batch + 1, capacity, heads_k, d), None
+    bidx = np.array([2, 0, 4, 1], np.int32) if case.get("batch_idx") else None
+    pad = np.array([0, 3, 0, 10], np.int32) if case.get("leftpad") else None
+    if not page:
+        for b, n in enumerate(lens):
+            row = bidx[b] if bidx is not None else b
+            kc[row, :n], vc[row, :n] = old_k[b], old_v[b]
+    seqlens = np.array(lens, np.int32) if case["lens"] == "tensor" else lens[0]
+    kwargs = dict(k=kn, v=vn, cache_seqlens=seqlens, block_table=table, cache_batch_idx=bidx,
+                  cache_leftpad=pad, num_splits=case["splits"], causal=case.get("causal", False),
+                  window_size=case.get("window", (-1, -1)), return_softmax_lse=True)
+    launched = []
+    real = fd._launch
+    monkeypatch.setattr(fd, "_launch", lambda kernel, args, grid, on_gpu: (launched.append(kernel.name),
+                                                                           real(kernel, args, grid, on_gpu)))
+    results = {}
+    for fused in (True, False):
+        monkeypatch.setattr(fd, "FUSED_APPEND", fused)
+        k2, v2 = kc.copy(), vc.copy()
+        launched.clear()
+        out, lse = tilec.flash_attn_with_kvcache(q, k2, v2, **kwargs)
+        assert any(n.startswith("kv_append") for n in launched) == (not fused), launched
+        assert any("_append" in n for n in launched if n.startswith("flash_decode")) == fused, launched
+        results[fused] = (out, lse, k2, v2)
+    for a, b in zip(results[True], results[False]):
+        np.testing.assert_array_equal(a, b)
+    # The cache: the old contents plus the new row at each sequence's length.
+    want_k, want_v = kc.copy(), vc.copy()
+    for b, n in enumerate(lens):
+        slot = (table[b, n // page], n % page) if page else (bidx[b] if bidx is not None else b, n)
+        want_k[slot], want_v[slot] = kn[b, 0], vn[b, 0]
+    np.testing.assert_array_equal(results[True][2], want_k)
+    np.testing.assert_array_equal(results[True][3], want_v)
+
+
+@needs_cpu
 @pytest.mark.parametrize("paged", [False, True])
 def test_gpu_tiles_on_the_cpu(monkeypatch, paged):
     """The GPU's 64-row Q tile (rows of padding past the packed ones) and
@@ -1032,7 +1102,7 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
     monkeypatch.setattr(fd, "_launch", lambda kernel, args, grid, on_gpu: general.append((kernel.name, args, tuple(grid))))
     tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     assert [(name, grid) for name, _, grid in fast] == [(name, grid) for name, _, grid in general]
-    pointers = {"flash_decode": 13, "flash_combine": 4, "kv_append": 7}
+    pointers = {"flash_decode": 15, "flash_combine": 4, "kv_append": 7}
     for (name, fa, _), (_, ga, _) in zip(fast, general):
         n = next(v for p, v in pointers.items() if name.startswith(p))
         assert fa[n:] == ga[n:], name                   # every scalar and stride
@@ -1041,10 +1111,15 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
             if "_fused" in name:      # the same counters (per device and stream)
                 assert fa[12].data_ptr() == ga[12].data_ptr() == fd._COUNTERS[(0, 0)].data_ptr()
+            if "_append" in name:     # one new token, stored by the decode kernel (APPEND)
+                assert (fa[13].data_ptr(), fa[14].data_ptr()) == (kn.data_ptr(), vn.data_ptr())
+                assert (ga[13].data_ptr(), ga[14].data_ptr()) == (kn.data_ptr(), vn.data_ptr())
         if name.startswith("kv_append"):
             for i in (0, 1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
-    assert any(name.startswith("kv_append") for name, _, _ in fast) == bool(new)
+    # One new token is appended by the decode kernel (FUSED_APPEND), more by kv_append.
+    assert any(name.startswith("kv_append") for name, _, _ in fast) == (new > 1)
+    assert any("_append" in name for name, _, _ in fast if name.startswith("flash_decode")) == (new == 1)
     # Split calls merge in the decode kernel with FUSED_COMBINE (no combine
     # launch) up to _FUSED_MAX_SPLITS splits, else in the combine kernel.
     splits = next(g for name, _, g in fast if name.startswith("flash_decode"))[0]

@@ -97,6 +97,9 @@ def test_decode_gpu(dtype, heads, heads_k, page, seqlen_q, num_splits, monkeypat
                                              cache_seqlens=torch.tensor(lens, dtype=torch.int32, device=DEVICE),
                                              block_table=table, causal=True, num_splits=num_splits,
                                              return_softmax_lse=True)
+    for b, n in enumerate(lens):            # the new token is in the cache, in place
+        slot = (table[b, n // page], n % page) if page else (b, n)
+        assert torch.equal(kc[slot], kn[b, 0]) and torch.equal(vc[slot], vn[b, 0])
     keys = [torch.cat([keys[b], kn[b]]) for b in range(batch)]
     values = [torch.cat([values[b], vn[b]]) for b in range(batch)]
     ref, ref_lse = reference(q, keys, values, d ** -0.5, True)
@@ -109,6 +112,54 @@ def test_decode_gpu(dtype, heads, heads_k, page, seqlen_q, num_splits, monkeypat
     assert (~seen).any() == (seqlen_q > 1)
     assert (lse[~seen] == math.inf).all()
     assert (lse.double()[seen] - ref_lse[seen]).abs().max().item() < 1e-3
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("page", [0, 16])
+@pytest.mark.parametrize("fused_append", [True, False])
+def test_decode_steps_append_gpu(page, fused_append, monkeypatch):
+    """A serving loop: 96 decode steps back to back (no sync), each
+    appending its token and attending over the cache with it. With
+    FUSED_APPEND the decode kernel stores the token and reads it back in the
+    same launch (barrier, then cp.async), the next step's kernel may start
+    early (programmatic launch): afterwards the cache holds exactly every
+    token at its slot, and each checked step's output is the float64
+    attention over the keys up to it."""
+    monkeypatch.setattr(flash_decode, "FUSED_APPEND", fused_append)
+    g = torch.Generator(device="cuda").manual_seed(2)
+    batch, heads, heads_k, d, steps = 4, 32, 8, 128, 96
+    base = [0, 15, 700, 3000]
+    cap = max(base) + steps
+    dt = torch.bfloat16
+    if page:
+        width = -(-cap // page)
+        kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=dt, generator=g)
+        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
+    else:
+        kc = torch.randn(batch, cap, heads_k, d, device="cuda", dtype=dt, generator=g)
+        table = None
+    vc = torch.randn_like(kc)
+    qs = torch.randn(steps, batch, 1, heads, d, device="cuda", dtype=dt, generator=g)
+    kns = torch.randn(steps, batch, 1, heads_k, d, device="cuda", dtype=dt, generator=g)
+    vns = torch.randn_like(kns)
+    lens0 = torch.tensor(base, dtype=torch.int32, device="cuda")
+    outs = [tilec.flash_attn_with_kvcache(qs[t], kc, vc, k=kns[t], v=vns[t], cache_seqlens=lens0 + t,
+                                          block_table=table) for t in range(steps)]
+    torch.cuda.synchronize()
+
+    def rows(b, n):   # the cache's first n keys/values of sequence b
+        if not page:
+            return kc[b, :n], vc[b, :n]
+        idx = torch.arange(n, device="cuda")
+        return kc[table[b, idx // page].long(), idx % page], vc[table[b, idx // page].long(), idx % page]
+
+    for b, n in enumerate(base):
+        k_all, v_all = rows(b, n + steps)
+        assert torch.equal(k_all[n:], kns[:, b, 0]) and torch.equal(v_all[n:], vns[:, b, 0])
+    for t in (0, 1, steps // 2, steps - 1):
+        keys, values = zip(*(rows(b, n + t + 1) for b, n in enumerate(base)))
+        ref, _ = reference(qs[t], keys, values, d ** -0.5, False)
+        assert ((outs[t].double() - ref).norm() / ref.norm()).item() < TOL[dt], t
 
 
 @pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")

@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""A/B of programmatic dependent launch in decode (flash_decode.PRIOR_WAIT:
-the append, decode and combine kernels wait for the kernel before them with
-tl.wait_prior_kernels and are launched so that they may start while it
-finishes) against the same calls in plain stream order, same process, same
-tensors, alternating, bf16 d128, one query token, GQA 32/8 unless said.
+"""A/B of a decode module setting, same process, same tensors, alternating,
+bf16 d128, one query token, GQA 32/8 unless said:
+
+  --knob PRIOR_WAIT    programmatic dependent launch (flash_decode.PRIOR_WAIT:
+                       the append, decode and combine kernels wait for the
+                       kernel before them with tl.wait_prior_kernels and are
+                       launched so that they may start while it finishes)
+                       against plain stream order (the default knob)
+  --knob FUSED_APPEND  one new token stored by the decode kernel itself
+                       (flash_decode.FUSED_APPEND) against a kv_append
+                       launch first; every case appends a token
 
 Per case and setting, µs per call (and effective GB/s, K+V bytes / time):
   call    median of --iters CUDA-event-timed calls, GPU kept busy (as
           bench_decode: the call's kernels and the gaps between them)
   x10     median of event pairs around 10 back-to-back calls, per call (the
-          next call's kernels may start early too)
+          next call's kernels may start early too; host-bound where the
+          call's host time exceeds its GPU time)
   graph   10 calls captured in a CUDA graph, replayed, per call
 best of --rounds alternations. "+append" cases append one new token (k, v)
-per call first (kv_append, a third kernel).
+per call first.
 
-    python3 bench/ab_pdl.py [--iters 100] [--rounds 3]
+    python3 bench/ab_decode.py [--knob PRIOR_WAIT|FUSED_APPEND] [--iters 100] [--rounds 3]
 """
 
 import argparse
@@ -68,17 +75,21 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iters", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--knob", default="PRIOR_WAIT", choices=("PRIOR_WAIT", "FUSED_APPEND"))
     args = parser.parse_args()
     import torch
 
     import tilec
     from tilec import flash_decode as fd
 
-    default = fd.PRIOR_WAIT
-    settings = [("in order", False), ("programmatic", True)]
+    default = getattr(fd, args.knob)
+    settings = {"PRIOR_WAIT": [("in order", False), ("programmatic", True)],
+                "FUSED_APPEND": [("kv_append", False), ("fused append", True)]}[args.knob]
+    cases = CASES if args.knob == "PRIOR_WAIT" else list(dict.fromkeys((b, hk, kv, page, True)
+                                                                       for b, hk, kv, page, _ in CASES))
     print("| case | " + " | ".join(f"{s} call / x10 / graph µs" for s, _ in settings) + " | GB/s (call) |")
     print("|---|" + "---:|" * len(settings) + "---:|")
-    for batch, hk, kv, page, append in CASES:
+    for batch, hk, kv, page, append in cases:
         q, k, v, table, seqlens, lens = case_tensors(batch, hk, kv, page, extra=1 if append else 0)
         kn = torch.randn(batch, 1, hk, D, device="cuda", dtype=torch.bfloat16) if append else None
         vn = torch.randn_like(kn) if append else None
@@ -91,13 +102,13 @@ def main():
         best, outs = {}, {}
         for _ in range(args.rounds):
             for label, on in settings:
-                fd.PRIOR_WAIT = on
+                setattr(fd, args.knob, on)
                 times = (median_ms(call, args.iters, 5), per_call_x10(torch, call, args.iters // 5),
                          per_call_graph(torch, call, args.iters // 5))
                 best[label] = tuple(min(a, b) for a, b in zip(best.get(label, times), times))
                 outs[label] = call().float()
-        fd.PRIOR_WAIT = default
-        if not torch.equal(outs["in order"], outs["programmatic"]):
+        setattr(fd, args.knob, default)
+        if not torch.equal(*outs.values()):
             print("  warning: the two settings' outputs differ")
         case = f"b{batch} {HEADS}/{hk} kv {kv}" + (f" p{page}" if page else "") + (" +append" if append else "")
         cells = [" / ".join(f"{t * 1e3:.1f}" for t in best[s]) for s, _ in settings]
