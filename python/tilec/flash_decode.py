@@ -846,7 +846,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     out, lse = _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch,
                        lens, seqlen_new, cache_batch_idx, cache_leftpad, block_table, paged,
                        page_size if paged else 0, capacity, heads_k, group, scale, causal_only, window,
-                       left, right, alibi_slopes, softcap, num_splits, dtype, (k, v) if fused_append else None)
+                       left, right, alibi_slopes, softcap, num_splits, dtype,
+                       (_rows_ready(ops, on_gpu, k), _rows_ready(ops, on_gpu, v)) if fused_append else None)
     if padded != head_dim:
         out = ops.contiguous(out[..., :head_dim])
     return (out, lse) if return_softmax_lse else out
@@ -1176,15 +1177,21 @@ def _append_args(k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch
             _strides(block_table)[0] if block_table is not None else 0)
 
 
+def _rows_ready(ops, on_gpu, t):
+    """t, or a contiguous copy where its rows are not contiguous (or, on
+    CUDA, not 16-byte aligned): the kernels read new keys and values as
+    16-byte vectors."""
+    if _strides(t)[-1] != 1 or (on_gpu and not _rows_aligned(t)):
+        return ops.contiguous(t)
+    return t
+
+
 def _append(ops, on_gpu, k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, page_size,
             capacity, dtype):
     """k, v (batch, seqlen_new, heads_k, d) into the cache at cache_seqlens +
     i, in place, by the kv_append kernel."""
     batch, seqlen_new, heads_k, head_dim = k.shape
-    if _strides(k)[-1] != 1 or (on_gpu and not _rows_aligned(k)):
-        k = ops.contiguous(k)
-    if _strides(v)[-1] != 1 or (on_gpu and not _rows_aligned(v)):
-        v = ops.contiguous(v)
+    k, v = _rows_ready(ops, on_gpu, k), _rows_ready(ops, on_gpu, v)
     kernel = append_kernel(dtype, head_dim, heads_k, page_size, lens is not None, cache_batch_idx is not None)
     args = _append_args(k, v, k_cache, v_cache, lens, uniform, block_table, cache_batch_idx, capacity,
                         _dummy(ops, "int32"))

@@ -704,6 +704,7 @@ def test_torch_cpu_tensors_and_in_place_append():
     dict(page=0, lens="int", splits=2),
     dict(page=0, lens="tensor", splits=3, batch_idx=True, window=(5, 0)),
     dict(page=0, lens="tensor", splits=2, leftpad=True, causal=True),
+    dict(page=16, lens="tensor", splits=3, strided=True),         # new rows not contiguous: copied first
 ])
 def test_fused_append_equals_kv_append(monkeypatch, case):
     """One new token (a decode step): the decode kernel stores its rows into
@@ -724,6 +725,8 @@ def test_fused_append_equals_kv_append(monkeypatch, case):
     batch = len(lens)
     q = f16(rng, batch, 1, heads, d)
     kn, vn = f16(rng, batch, 1, heads_k, d), f16(rng, batch, 1, heads_k, d)
+    if case.get("strided"):
+        kn, vn = f16(rng, batch, 1, heads_k, 2 * d)[..., ::2], f16(rng, batch, 1, heads_k, 2 * d)[..., 1::2]
     old_k = [f16(rng, n, heads_k, d) for n in lens]
     old_v = [f16(rng, n, heads_k, d) for n in lens]
     if page:
