@@ -53,6 +53,17 @@ GPU_TILE = (64, 64, 2)
 # block before, and a third program's copies keep the SM's bytes in flight
 # meanwhile). None: GPU_TILE.
 PAGED_TILE = (16, 64, 2)
+# The tile for one sequence (batch 1) whose packed rows are 2..32 (GQA
+# decode) where GPU_TILE would run: 32 rows over 2 warps, the split count
+# GPU_TILE's (two programs per SM). Half the 64-row tile's MMAs go to padding
+# rows there, and with few (batch, KV head) pairs the programs are short (32
+# splits of 16 blocks at 32k keys), so the per-block latency shows. H200,
+# session 17 runs 6-7, bf16 d128 GQA 32/8, GB/s, 64-row / this tile at 32
+# splits: kv 32k 3,215 / 3,353 and 3,233 / 3,341 (the residency rule's 47
+# splits for the 32-row tile: 3,234); kv 128k 4,176 / 4,244. MHA (one row) and
+# batches > 1 measured no gain (b1 MHA 32k 4,302 / 4,317; b2/b4 GQA take
+# PAGED_TILE's 16 rows through the spread rule). None: GPU_TILE.
+SINGLE_SEQUENCE_TILE = (32, 64, 2)
 # The tile for head dims over 128 (tile width 256), pages or not (pages of
 # 16 / 256 at d256: 0.92-0.99x contiguous, session 12 run 5): GPU_TILE's
 # 64x64 two-buffer ring takes 160 KB of shared memory there, one program per
@@ -365,13 +376,18 @@ def decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size=0
     loop over the candidate counts). per_batch: cache_seqlens is a tensor
     (lengths per sequence, unknown here), so num_splits=0 weighs spread
     lengths too when batch > 1 (num_splits_rule's `spread`)."""
+    rows_q = heads // heads_k * seqlen_q
+    tile = _gpu_tile(rows_q, page_size, batch * heads_k, bool(per_batch) and batch > 1, sms, head_dim)
+    split_tile = tile
+    if (SINGLE_SEQUENCE_TILE is not None and tile == GPU_TILE and batch == 1
+            and 1 < rows_q <= SINGLE_SEQUENCE_TILE[0]):
+        tile = SINGLE_SEQUENCE_TILE          # the split count stays GPU_TILE's
     return _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits,
-                        on_gpu, sms, _gpu_tile(heads // heads_k * seqlen_q, page_size, batch * heads_k,
-                                               bool(per_batch) and batch > 1, sms, head_dim),
+                        on_gpu, sms, tile,
                         CPU_BLOCK_M,
                         bool(per_batch) and batch > 1,
                         _SPREAD_TOLERANCE, _SPREAD_TAIL, SPLIT_CHUNKS, EARLY_REFILL,
-                        (FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS))
+                        (FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS), split_tile)
 
 
 def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=runtime_support.DEFAULT_SMS, head_dim=128):
@@ -399,7 +415,7 @@ def _gpu_tile(rows_q, page_size, pairs=None, spread=False, sms=runtime_support.D
 @functools.lru_cache(maxsize=1024)
 def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, on_gpu, sms,
                  gpu_tile, cpu_block_m, spread, _tolerance, _tail, _chunks, _early_refill=False,
-                 _fused=(False, 0, 0)):
+                 _fused=(False, 0, 0), split_tile=None):
     """Tiles and splits for a call. The Q tile holds the packed rows (group ×
     seqlen_q); on the GPU it is GPU_TILE's (64 rows over 4 warps even for one
     row, as flash_attn 2's split kernel: the warps that compute padding rows
@@ -410,7 +426,9 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     num_splits_rule over the programs (batch × KV heads × row blocks) and the
     capacity in key blocks, `spread` when the lengths may differ (the
     module's tolerance and tail are part of the cache key, so a bench that
-    sets them sees its own choice)."""
+    sets them sees its own choice). `split_tile`: the GPU tile whose
+    residency the split rule counts with (default gpu_tile; see
+    SINGLE_SEQUENCE_TILE)."""
     rows_q = heads // heads_k * seqlen_q
     if on_gpu:
         block_m, block_n, stages = gpu_tile
@@ -425,7 +443,8 @@ def _decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size,
     m_blocks = -(-rows_q // block_m)
     if num_splits == 0:
         n_blocks = max(1, -(-capacity // block_n))
-        resident, saturating = residency(block_m, block_n, stages, head_dim)
+        rm, rn, rs = (split_tile or gpu_tile) if on_gpu else (block_m, block_n, stages)
+        resident, saturating = residency(rm, rn, rs, head_dim)
         num_splits = num_splits_rule(batch * heads_k * m_blocks, n_blocks, sms, saturating, spread=spread,
                                      tolerance=_tolerance, resident=resident)
     num_splits = min(num_splits, _MAX_SPLITS)

@@ -305,7 +305,8 @@ def test_small_tile_for_spread_lengths_with_few_pairs():
     tile = lambda batch, heads_k, per_batch, heads=32: fd.decode_plan(
         batch, 1, heads, heads_k, 128, 32768, 0, 0, True, 132, per_batch).block_m
     assert tile(16, 8, True) == 16 and tile(16, 8, False) == 64
-    assert tile(64, 8, True) == 64 and tile(16, 32, True) == 64 and tile(1, 8, True) == 64
+    assert tile(64, 8, True) == 64 and tile(16, 32, True) == 64
+    assert tile(1, 8, True) == 32                        # one sequence: SINGLE_SEQUENCE_TILE
     assert tile(16, 1, True) == 64                       # 32 packed rows do not fit 16
 
 
@@ -872,7 +873,7 @@ def test_decode_and_combine_compile_for_the_gpu(features):
     from tilec import flash_decode as fd
 
     plan = fd.decode_plan(1, 1, 32, 8, 128, 4096, 16 if features.get("paged") else 0, 0, True, 132)
-    tile = (16, 1) if features.get("paged") else (64, 4)
+    tile = (16, 1) if features.get("paged") else (32, 2)    # batch 1: SINGLE_SEQUENCE_TILE
     assert plan.num_splits > 1 and (plan.block_m, plan.num_warps) == tile
     kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", **features))
     assert f".entry {kernel.name}" in kernel.compile("sm_80").ptx
@@ -898,6 +899,7 @@ def test_fused_decode_compiles_for_the_gpu_with_vector_merge_loads(capacity, spl
 
     monkeypatch.setattr(fd, "FUSED_COMBINE", True)
     monkeypatch.setattr(fd, "_FUSED_MAX_SPLITS", 64)  # the rule keeps these on two kernels
+    monkeypatch.setattr(fd, "SINGLE_SEQUENCE_TILE", None)  # the 64-row tile's merge layout
     plan = fd.decode_plan(1, 1, 32, 8, 128, capacity, 0, 0, True, 132, True)
     assert (plan.num_splits, plan.block_m, plan.num_warps, plan.fused) == (splits, 64, 4, True)
     kernel = fd.decode_kernel().specialize(**plan.constexprs("bfloat16", per_batch=True))
@@ -1220,9 +1222,36 @@ def test_paged_tile_for_small_pages():
     assert (p.block_m, p.block_n, p.num_warps, p.page_block) == (16, 64, 1, 16)
     assert 44 <= p.num_splits <= 49                      # 3 programs per SM, not 2
     assert plan(32, 8, 1, 32).block_m == 16
-    assert plan(32, 8, 1, 64).block_m == 64 and plan(32, 8, 1, 256).block_m == 64 and plan(32, 8, 1, 0).block_m == 64
-    assert plan(32, 1, 1, 16).block_m == 64                # 32 packed rows: GPU_TILE
-    assert plan(32, 8, 4, 16).block_m == 16 and plan(32, 8, 5, 16).block_m == 64
+    # Pages of a key block or more: GPU_TILE's choice, which batch 1 turns
+    # into SINGLE_SEQUENCE_TILE (2..32 packed rows).
+    assert plan(32, 8, 1, 64).block_m == 32 and plan(32, 8, 1, 256).block_m == 32 and plan(32, 8, 1, 0).block_m == 32
+    assert plan(32, 1, 1, 16).block_m == 32                # 32 packed rows: not PAGED_TILE
+    assert plan(32, 8, 4, 16).block_m == 16 and plan(32, 8, 5, 16).block_m == 32   # 20 rows
+    assert plan(32, 8, 9, 16).block_m == 64                # 36 rows
+
+def test_single_sequence_tile():
+    """Batch 1 with 2..32 packed rows, where GPU_TILE would run: the 32-row
+    tile over 2 warps, at GPU_TILE's split count (two programs per SM: the
+    residency rule's third measured slower); one row (MHA), more rows, more
+    sequences, small pages and wide heads keep their tiles."""
+    from tilec import flash_decode as fd
+
+    def plan(batch, heads, heads_k, seqlen_q=1, capacity=32768, page=0, d=128):
+        return fd.decode_plan(batch, seqlen_q, heads, heads_k, d, capacity, page, 0, True, 132, True)
+    for capacity in (2048, 32768, 131072):
+        p = plan(1, 32, 8, capacity=capacity)
+        assert (p.block_m, p.block_n, p.num_warps) == (32, 64, 2)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(fd, "SINGLE_SEQUENCE_TILE", None)
+            assert fd.decode_plan(1, 1, 32, 8, 128, capacity, 0, 0, True, 132, True).num_splits == p.num_splits
+    assert plan(1, 32, 1).block_m == 32 and plan(1, 16, 8).block_m == 32 and plan(1, 32, 8, seqlen_q=4).block_m == 32
+    assert plan(1, 32, 32).block_m == 64                 # one row per KV head: GPU_TILE
+    assert plan(1, 32, 8, seqlen_q=5).block_m == 32      # 20 rows
+    assert plan(1, 32, 8, seqlen_q=9).block_m == 64      # 36 rows
+    assert plan(2, 32, 8).block_m == 16 and plan(16, 32, 8).block_m == 16   # spread: PAGED_TILE
+    assert plan(1, 32, 8, page=16).block_m == 16         # small pages: PAGED_TILE
+    assert plan(1, 32, 8, d=256).block_m == 64           # wide heads: WIDE_GPU_TILE
+
 
 def test_wide_tile_over_head_dim_128():
     """Head dims over 128 take WIDE_GPU_TILE (32-key blocks: the 64-key ring

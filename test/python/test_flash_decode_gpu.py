@@ -114,6 +114,53 @@ def test_decode_gpu(dtype, heads, heads_k, page, seqlen_q, num_splits, monkeypat
     assert (lse.double()[seen] - ref_lse[seen]).abs().max().item() < 1e-3
 
 
+@pytest.mark.parametrize("heads,heads_k", [(32, 8), (32, 1), (16, 8)])
+@pytest.mark.parametrize("n", [1, 100, 40000])
+@pytest.mark.parametrize("page", [0, 256])
+def test_single_sequence_tile_gpu(heads, heads_k, n, page, monkeypatch):
+    """Batch 1 with 2..32 packed rows runs SINGLE_SEQUENCE_TILE (32 rows, 2
+    warps) at GPU_TILE's split count: the plan, and the output, lse and
+    appended cache against float64. Without a GPU, one case on the CPU
+    runner with the 32-row tile."""
+    if not ON_GPU:
+        if (heads, heads_k, n, page) != (32, 8, 100, 0):
+            pytest.skip("no CUDA GPU: the CPU runner runs one case (time)")
+        monkeypatch.setattr(flash_decode, "CPU_BLOCK_M", 32)
+    dt, d = torch.bfloat16, 128
+    g = torch.Generator(device=DEVICE).manual_seed(3)
+    if ON_GPU:
+        plan = flash_decode.decode_plan(1, 1, heads, heads_k, d, n + 1 if not page else -(-(n + 1) // page) * page,
+                                        page, 0, True, torch.cuda.get_device_properties(0).multi_processor_count,
+                                        True)
+        assert (plan.block_m, plan.num_warps) == (32, 2)
+    keys = torch.randn(n, heads_k, d, device=DEVICE, dtype=dt, generator=g)
+    values = torch.randn(n, heads_k, d, device=DEVICE, dtype=dt, generator=g)
+    kn = torch.randn(1, 1, heads_k, d, device=DEVICE, dtype=dt, generator=g)
+    vn = torch.randn_like(kn)
+    q = torch.randn(1, 1, heads, d, device=DEVICE, dtype=dt, generator=g)
+    table = None
+    if page:
+        width = -(-(n + 1) // page)
+        table = torch.randperm(width + 2, device=DEVICE)[:width].view(1, width).to(torch.int32)
+        kc = torch.randn(width + 2, page, heads_k, d, device=DEVICE, dtype=dt, generator=g)
+        vc = torch.randn_like(kc)
+        for i in range(0, n, page):
+            kc[table[0, i // page], :min(page, n - i)] = keys[i:i + page]
+            vc[table[0, i // page], :min(page, n - i)] = values[i:i + page]
+    else:
+        kc = torch.randn(1, n + 1, heads_k, d, device=DEVICE, dtype=dt, generator=g)
+        vc = torch.randn_like(kc)
+        kc[0, :n], vc[0, :n] = keys, values
+    lens = torch.tensor([n], dtype=torch.int32, device=DEVICE)
+    out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=lens, block_table=table,
+                                             return_softmax_lse=True)
+    slot = (table[0, n // page], n % page) if page else (0, n)
+    assert torch.equal(kc[slot], kn[0, 0]) and torch.equal(vc[slot], vn[0, 0])
+    ref, ref_lse = reference(q, [torch.cat([keys, kn[0]])], [torch.cat([values, vn[0]])], d ** -0.5, False)
+    assert ((out.double() - ref).norm() / ref.norm()).item() < TOL[dt]
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-3
+
+
 @pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
 @pytest.mark.parametrize("page", [0, 16])
 @pytest.mark.parametrize("fused_append", [True, False])
