@@ -307,6 +307,19 @@ def flash_decode(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: tl.ptr(DTYPE), o: tl.ptr
                         DTYPE, HEAD_DIM, MERGE_SPLITS, MERGE_D, NUM_WARPS)
 
 
+def _cache_row(pos, b, bc, block_table, capacity, cache_slots, stride_kb, stride_ks, stride_vb, stride_vs,
+               stride_btb, PAGED, PAGE_SIZE):
+    """The element offsets of sequence b's K and V cache row `pos` (clamped
+    into the cache): in its page (block_table, the page clamped into the
+    pool) or in cache batch row bc. The head's offset is the caller's."""
+    at = tl.minimum(tl.maximum(pos, 0), capacity - 1)
+    if PAGED:
+        page = tl.load(block_table + (b * stride_btb + at // PAGE_SIZE))
+        page = tl.minimum(tl.maximum(page, 0), cache_slots - 1)
+        return page * stride_kb + (at % PAGE_SIZE) * stride_ks, page * stride_vb + (at % PAGE_SIZE) * stride_vs
+    return bc * stride_kb + at * stride_ks, bc * stride_vb + at * stride_vs
+
+
 def _at_least(x, lo):
     """1 where the int x >= lo, else 0 (scalars, no branch)."""
     return tl.minimum(tl.maximum(x - lo + 1, 0), 1)
@@ -336,15 +349,8 @@ def _append_own_row(k, v, k_new, v_new, cache_seqlens, block_table, b, bc, hk, s
     orphan = (1 - tl.minimum(split, 1)) * unread
     inside = _at_least(n_old, 0) * _at_least(capacity - 1, n_old)
     rows = inside * tl.minimum(mine + orphan, 1)         # 0: the stores write nothing
-    at = tl.minimum(tl.maximum(n_old, 0), capacity - 1)
-    if PAGED:
-        page = tl.load(block_table + (b * stride_btb + at // PAGE_SIZE))
-        page = tl.minimum(tl.maximum(page, 0), cache_slots - 1)
-        kbase = page * stride_kb + (at % PAGE_SIZE) * stride_ks
-        vbase = page * stride_vb + (at % PAGE_SIZE) * stride_vs
-    else:
-        kbase = bc * stride_kb + at * stride_ks
-        vbase = bc * stride_vb + at * stride_vs
+    kbase, vbase = _cache_row(n_old, b, bc, block_table, capacity, cache_slots, stride_kb, stride_ks,
+                              stride_vb, stride_vs, stride_btb, PAGED, PAGE_SIZE)
     kn = tl.view(k_new + (b * stride_knb + hk * stride_knh), (1, HEAD_DIM), (stride_knh, 1))
     vn = tl.view(v_new + (b * stride_vnb + hk * stride_vnh), (1, HEAD_DIM), (stride_vnh, 1))
     kd = tl.view(k + (kbase + hk * stride_kh), (rows, HEAD_DIM), (stride_kh, 1))
@@ -492,18 +498,11 @@ def kv_append(k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: t
     pos = n + i
     inside = tl.minimum(tl.maximum(capacity - pos, 0), 1) * tl.minimum(tl.maximum(pos + 1, 0), 1)
     rows = heads_k * inside                        # 0: the store writes nothing
-    at = tl.minimum(tl.maximum(pos, 0), capacity - 1)
-    if PAGED:
-        page = tl.load(block_table + (b * stride_btb + at // PAGE_SIZE))
-        page = tl.minimum(tl.maximum(page, 0), cache_slots - 1)
-        kbase = page * stride_kb + (at % PAGE_SIZE) * stride_ks
-        vbase = page * stride_vb + (at % PAGE_SIZE) * stride_vs
-    else:
-        bc = b
-        if BATCH_IDX:
-            bc = tl.minimum(tl.maximum(tl.load(cache_batch_idx + b), 0), cache_slots - 1)
-        kbase = bc * stride_kb + at * stride_ks
-        vbase = bc * stride_vb + at * stride_vs
+    bc = b
+    if BATCH_IDX and not PAGED:
+        bc = tl.minimum(tl.maximum(tl.load(cache_batch_idx + b), 0), cache_slots - 1)
+    kbase, vbase = _cache_row(pos, b, bc, block_table, capacity, cache_slots, stride_kb, stride_ks,
+                              stride_vb, stride_vs, stride_btb, PAGED, PAGE_SIZE)
     kn = tl.view(k_new + (b * stride_knb + i * stride_kns), (heads_k, HEAD_DIM), (stride_knh, 1))
     vn = tl.view(v_new + (b * stride_vnb + i * stride_vns), (heads_k, HEAD_DIM), (stride_vnh, 1))
     kd = tl.view(k + kbase, (rows, HEAD_DIM), (stride_kh, 1))
