@@ -995,7 +995,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     fused_append = seqlen_new == 1 and FUSED_APPEND
     launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
         dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window,
-        softcap > 0, fused_append, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE), _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
+        softcap > 0, fused_append, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE, SINGLE_SEQUENCE_TILE),
+        _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
         EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS, PRIOR_WAIT)]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
