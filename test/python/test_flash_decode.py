@@ -1423,17 +1423,19 @@ def test_any_head_dim_appends_into_the_callers_cache(d, paged):
 
 @needs_cpu
 @pytest.mark.parametrize("paged", [False, True])
-def test_unchecked_append_past_the_capacity_writes_nothing(monkeypatch, paged):
+@pytest.mark.parametrize("new", [2, 1], ids=["kv_append", "fused"])
+def test_unchecked_append_past_the_capacity_writes_nothing(monkeypatch, paged, new):
     """With the value checks off, new keys whose position falls past the
-    cache (cache_seqlens too large) are dropped by the append kernel; the
-    ones inside land, and nothing else in the cache changes (the CPU runner
-    would fail on a write outside the buffer)."""
+    cache (cache_seqlens too large) are dropped by the append (kv_append,
+    or with one new token the decode kernel's own); the ones inside land,
+    and nothing else in the cache changes (the CPU runner would fail on a
+    write outside the buffer)."""
     from tilec import flash_decode
 
     monkeypatch.setattr(flash_decode, "CHECK_VALUES", False)
     rng = np.random.default_rng()
     heads_k, d, page = 2, 32, 16
-    kn, vn = f16(rng, 2, 2, heads_k, d), f16(rng, 2, 2, heads_k, d)
+    kn, vn = f16(rng, 2, new, heads_k, d), f16(rng, 2, new, heads_k, d)
     q = f16(rng, 2, 1, 4, d)
     if paged:
         kc, vc = f16(rng, 4, page, heads_k, d), f16(rng, 4, page, heads_k, d)
@@ -1441,11 +1443,12 @@ def test_unchecked_append_past_the_capacity_writes_nothing(monkeypatch, paged):
     else:
         kc, vc, table = f16(rng, 2, 32, heads_k, d), f16(rng, 2, 32, heads_k, d), None
     before_k, before_v = kc.copy(), vc.copy()
-    lens = np.array([31, 3], np.int32)              # sequence 0: position 32 is past the 32-key cache
+    # sequence 0: position 32 is past the 32-key cache (31 + 1 with two new, 32 itself with one)
+    lens = np.array([31 if new == 2 else 32, 3], np.int32)
     tilec.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=lens, block_table=table)
     want_k, want_v = before_k.copy(), before_v.copy()
     for b, n in enumerate(lens):
-        for i in range(2):
+        for i in range(new):
             p = n + i
             if p < 32:
                 slot = (table[b, p // page], p % page) if paged else (b, p)
