@@ -875,11 +875,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
-    (dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window, softcap,
-     append, device, *_) = key
-    plan = decode_plan(batch, 1, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
+    (dtype, batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, causal,
+     window, softcap, append, device, *_) = key
+    plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        runtime_support.sm_count(device), per_batch)
-    kernel = decode_kernel().specialize(**plan.constexprs(dtype, window=window, softcap=softcap,
+    kernel = decode_kernel().specialize(**plan.constexprs(dtype, causal=causal, window=window, softcap=softcap,
                                                           paged=page_size > 0, per_batch=per_batch,
                                                           append=append))
     split = plan.num_splits > 1
@@ -887,7 +887,7 @@ def _build_fast_plan(key):
     if split and not plan.fused:
         combine = combine_kernel().specialize(**combine_constexprs(dtype, head_dim)).launcher(device=device)
     return (kernel.launcher(device=device), combine, plan.num_splits,
-            (plan.num_splits, plan.m_blocks * heads_k, batch), combine_grid(heads, batch, head_dim),
+            (plan.num_splits, plan.m_blocks * heads_k, batch), combine_grid(heads * seqlen_q, batch, head_dim),
             split and plan.fused)
 
 
@@ -900,13 +900,16 @@ _FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, 
 
 def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
                    softcap, num_splits, return_lse=True, k=None, v=None):
-    """The serving call in O(1): one query token, CUDA tensors of one type,
-    f16/bf16, contiguous or paged, an int or int32 cache_seqlens, scale > 0,
-    new k/v appended or not, no rotary, ALiBi, cache_batch_idx or
-    cache_leftpad; its checks a few integer tests and no value read-back.
+    """The serving call in O(1): CUDA tensors of one type, f16/bf16,
+    contiguous or paged, an int or int32 cache_seqlens, scale > 0, new k/v
+    appended or not, no rotary, ALiBi, cache_batch_idx or cache_leftpad;
+    its checks a few integer tests and no value read-back. One query token
+    (decode) or several (speculative decoding, chunked prefill: q and out go
+    through (batch, heads, seqlen_q, d) copies, as on the general path).
     One cache lookup of the launchers (specialized, compiled and loaded on
-    the first call of a shape), two allocations, one launch for the append
-    (kv_append), one or two for the attention (decode, combine).
+    the first call of a shape), two allocations, a kv_append launch for more
+    than one new token (one is stored by the decode kernel), one or two for
+    the attention (decode, combine).
     Returns out, or (out, lse) with return_lse, or None for anything else: the general path then
     runs it, or raises the error that names the problem. Same kernels and
     arguments as the general path, so the same bits."""
@@ -930,7 +933,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         return None
     batch, seqlen_q, heads, head_dim = shape_q
     heads_k = shape_k[2]
-    if (seqlen_q != 1 or shape_k[3] != head_dim or head_dim & 7 or not 8 <= head_dim <= 256
+    if (seqlen_q < 1 or shape_k[3] != head_dim or head_dim & 7 or not 8 <= head_dim <= 256
             or not (batch and heads and heads_k and shape_k[0] and shape_k[1]) or heads % heads_k):
         return None
     device = q.get_device()
@@ -987,15 +990,16 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         return None
     if causal:
         right = 0
-    window = left >= 0 or right > 0       # one query token: causal alone hides no key
+    window = left >= 0 or right > 0
+    causal_only = right == 0 and left < 0 and seqlen_q > 1   # one query token: causal alone hides no key
     if _FAST_PLANS is None:
         from .jit import LaunchCache
 
         _FAST_PLANS = LaunchCache(_build_fast_plan)
     fused_append = seqlen_new == 1 and FUSED_APPEND
     launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
-        dtype, batch, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, window,
-        softcap > 0, fused_append, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE, SINGLE_SEQUENCE_TILE),
+        dtype, batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, causal_only,
+        window, softcap > 0, fused_append, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE, SINGLE_SEQUENCE_TILE),
         _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
         EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS, PRIOR_WAIT)]
     dummies = _FAST_DUMMIES.get(device)
@@ -1004,45 +1008,53 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
                                            q.new_zeros((1,), dtype=torch.float32))
     ints, floats = dummies
     group = heads // heads_k
-    hd = heads * head_dim
-    out = q.new_empty((batch, 1, heads, head_dim))
+    rows = heads * seqlen_q                   # of a sequence: (head, query position)
+    hd = rows * head_dim
+    kd = group * seqlen_q * head_dim          # a KV head's packed rows
+    # The kernel's view of q and out: (batch, heads, seqlen_q, d) rows, a KV
+    # head's group of query heads' rows one after another (pack-GQA). One
+    # token: q's own head stride does it, and out is (batch, 1, heads, d).
+    if seqlen_q == 1:
+        obuf = q.new_empty((batch, 1, heads, head_dim))
+        q_rows, q_strides = q, (sq[0], group * sq[2], sq[2])
+    else:
+        obuf = q.new_empty((batch, heads, seqlen_q, head_dim))
+        q_rows, q_strides = q.transpose(1, 2).contiguous(), (hd, kd, head_dim)
     # One f32 allocation for the partials (O, lse) and lse, each part
     # starting 64-byte aligned; lse is handed out as a view of it.
     parts = splits if splits > 1 else 0
     o_elems = parts * batch * hd
     l_at = o_elems
-    lse_at = l_at + (parts * batch * heads + 15) // 16 * 16
-    scratch = q.new_empty((lse_at + batch * heads,), dtype=torch.float32)
+    lse_at = l_at + (parts * batch * rows + 15) // 16 * 16
+    scratch = q.new_empty((lse_at + batch * rows,), dtype=torch.float32)
     base = scratch.data_ptr()
-    # The kernel's view of q and out: (batch, heads, 1, d) rows, a KV head's
-    # group of query heads one head stride apart (pack-GQA).
     runtime = _runtime or _import_runtime()
     stream = runtime.raw_stream(device)
     finals, final_strides = (ints, floats, ints), (0, 0, 0, 0, 0)
     if parts:
         dest_o, dest_l = base, base + 4 * l_at
-        o_strides = (batch * hd, hd, group * head_dim, head_dim)
-        l_strides = (batch * heads, heads, group)
+        o_strides = (batch * hd, hd, kd, head_dim)
+        l_strides = (batch * rows, rows, group * seqlen_q)
         if fused:
             # The kernel merges into out and lse itself (FUSED).
             counters = _counters(lambda size: q.new_zeros((size,), dtype=torch.int32), grid[1] * batch,
                                  device, stream)
-            finals = (out, base + 4 * lse_at, counters)
-            final_strides = (hd, group * head_dim, head_dim, heads, group)
+            finals = (obuf, base + 4 * lse_at, counters)
+            final_strides = (hd, kd, head_dim, rows, group * seqlen_q)
     else:
-        dest_o, dest_l = out, base + 4 * lse_at
-        o_strides = (0, hd, group * head_dim, head_dim)
-        l_strides = (0, heads, group)
+        dest_o, dest_l = obuf, base + 4 * lse_at
+        o_strides = (0, hd, kd, head_dim)
+        l_strides = (0, rows, group * seqlen_q)
     news, new_strides = (q, q), (0, 0, 0, 0)
     if fused_append:
         # The decode kernel stores the token's rows itself (APPEND).
         news, new_strides = (k, v), (skn[0], skn[2], svn[0], svn[2])
-    args = (q, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
+    args = (q_rows, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
             block_table if page_size else ints, ints, ints, floats, *finals, *news,
-            group, 1, uniform + seqlen_new, heads_k, batch, splits,
+            group * seqlen_q, seqlen_q, uniform + seqlen_new, heads_k, batch, splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             capacity, shape_k[0], seqlen_new,
-            sq[0], group * sq[2], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
+            *q_strides, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             block_table.stride(0) if page_size else 0, 0, 0, *final_strides, *new_strides, scale, softcap or 1.0)
     if seqlen_new and not fused_append:
         append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT))
@@ -1054,10 +1066,11 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))
     runtime.launch_on(device, launch, args, stream, grid)
     if parts and not fused:
-        runtime.launch_on(device, combine, (base, base + 4 * l_at, out, base + 4 * lse_at, splits, heads,
-                                            batch, batch * hd, hd, head_dim, batch * heads, heads, hd,
-                                            head_dim, heads), stream, cgrid)
-    return (out, scratch[lse_at:].view(batch, heads, 1)) if return_lse else out
+        runtime.launch_on(device, combine, (base, base + 4 * l_at, obuf, base + 4 * lse_at, splits, rows,
+                                            batch, batch * hd, hd, head_dim, batch * rows, rows, hd,
+                                            head_dim, rows), stream, cgrid)
+    out = obuf if seqlen_q == 1 else obuf.transpose(1, 2).contiguous()      # (batch, seqlen_q, heads, d)
+    return (out, scratch[lse_at:].view(batch, heads, seqlen_q)) if return_lse else out
 
 
 _runtime = None
@@ -1089,6 +1102,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     v), which the decode kernel stores into the cache itself (APPEND)."""
     batch, seqlen_q, heads, head_dim = q.shape
     rows_q = group * seqlen_q
+    device = q.get_device() if on_gpu else "host"     # of the caller's q (q may be copied below)
     # Pack-GQA: the rows of one KV head's query heads, (head, position) order,
     # one stride apart. With one query token q's own head stride does it.
     if seqlen_q == 1 and _strides(q)[-1] == 1 and (not on_gpu or _rows_aligned(q)):
@@ -1137,8 +1151,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         # group one row apart, as the partials.
         sf, slf = _strides(obuf), _strides(lse)
         finals = (obuf, lse, _counters(lambda size: ops.zeros((size,), "int32"), batch * m_blocks * heads_k,
-                                       q.get_device() if on_gpu else "host",
-                                       _runtime_or_import().raw_stream(q.get_device()) if on_gpu else None))
+                                       device, _runtime_or_import().raw_stream(device) if on_gpu else None))
         final_strides = (sf[0], group * sf[1], sf[2], slf[0], group * slf[1])
     else:
         finals = (_dummy(ops, dtype), _dummy(ops, "float32"), dummy_i)

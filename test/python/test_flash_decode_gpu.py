@@ -211,12 +211,14 @@ def test_decode_steps_append_gpu(page, fused_append, monkeypatch):
 
 @pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
 @pytest.mark.parametrize("page,heads_k", [(0, 8), (16, 8), (256, 32), (32, 1)])
-def test_fast_path_is_the_general_path_bit_for_bit(page, heads_k, monkeypatch):
+@pytest.mark.parametrize("seqlen_q", [1, 3])
+def test_fast_path_is_the_general_path_bit_for_bit(page, heads_k, seqlen_q, monkeypatch):
     """The serving call's O(1) path and the general path give the same bits
-    (same kernels, same arguments), split and not."""
+    (same kernels, same arguments), split and not, one query token or three
+    (causal: speculative decoding)."""
     g = torch.Generator(device="cuda").manual_seed(1)
     batch, heads, d, cap = 3, 32, 128, 3000
-    q = torch.randn(batch, 1, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    q = torch.randn(batch, seqlen_q, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
     if page:
         width = -(-cap // page)
         kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -226,13 +228,14 @@ def test_fast_path_is_the_general_path_bit_for_bit(page, heads_k, monkeypatch):
         table = None
     vc = torch.randn_like(kc)
     lens = torch.tensor([1, 1700, cap], dtype=torch.int32, device="cuda")
+    causal = seqlen_q > 1
     for splits in (0, 1):
-        fast = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
+        fast = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table, causal=causal,
                                               num_splits=splits, return_softmax_lse=True)
         with monkeypatch.context() as m:
             m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
             general = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
-                                                     num_splits=splits, return_softmax_lse=True)
+                                                     causal=causal, num_splits=splits, return_softmax_lse=True)
         assert torch.equal(fast[0], general[0]) and torch.equal(fast[1], general[1])
 
 
