@@ -496,7 +496,7 @@ def kv_append(k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: t
     if PER_BATCH:
         n = tl.load(cache_seqlens + b)
     pos = n + i
-    inside = tl.minimum(tl.maximum(capacity - pos, 0), 1) * tl.minimum(tl.maximum(pos + 1, 0), 1)
+    inside = _at_least(pos, 0) * _at_least(capacity - 1, pos)
     rows = heads_k * inside                        # 0: the store writes nothing
     bc = b
     if BATCH_IDX and not PAGED:

@@ -369,7 +369,7 @@ LogicalResult KernelLowering::run() {
         kernel.setArgAttr(i, tilec::kAlignAttrName, b.getI64IntegerAttr(it->second));
     }
   }
-  if (programmaticLaunch)
+  if (waitsPriorKernels)
     kernel->setAttr(kProgrammaticLaunchAttrName, UnitAttr::get(ctx));
   int64_t threads = numWarps * kWarpSize;
   kernel->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));

@@ -476,13 +476,11 @@ LogicalResult KernelLowering::lowerPassTurn(PassTurnOp op) {
 }
 
 /// tile.wait_prior_kernels (TargetInfo::waitPriorKernels): every thread
-/// waits (griddepcontrol.wait is per thread), and the kernel is marked for
-/// programmatic launch; nothing on a target without it.
+/// waits (griddepcontrol.wait is per thread); nothing on a target without
+/// it. (run() marks the kernel for programmatic launch: waitsPriorKernels.)
 LogicalResult KernelLowering::lowerWaitPriorKernels(WaitPriorKernelsOp) {
-  if (target.hasProgrammaticLaunch()) {
+  if (target.hasProgrammaticLaunch())
     target.waitPriorKernels(b);
-    programmaticLaunch = true;
-  }
   return success();
 }
 

@@ -254,13 +254,11 @@ private:
   /// with ld.global.nc.
   llvm::SmallDenseSet<unsigned> storedParams;
   bool storesUntraced = false;
-  /// The kernel has a tile.wait_prior_kernels the target emits: its scalar loads are not
-  /// !invariant.load (LLVM may move those above the wait, reading what the
-  /// kernel before it still writes).
+  /// The kernel has a tile.wait_prior_kernels the target emits: it may be
+  /// launched early (tile.programmatic_launch on the lowered kernel), and its
+  /// scalar loads are not !invariant.load (LLVM may move those above the
+  /// wait, reading what the kernel before it still writes).
   bool waitsPriorKernels = false;
-  /// The target emitted that wait: the kernel may be launched early
-  /// (tile.programmatic_launch on the lowered kernel).
-  bool programmaticLaunch = false;
   LogicalResult lowerLoadScalar(LoadScalarOp op);
   /// Widest single global access (bytes) made through each pointer
   /// parameter: the launch manifest asks the runtime to check alignment.

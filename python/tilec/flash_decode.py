@@ -97,8 +97,9 @@ EARLY_REFILL = False
 # of it on the stream finishes, and waits on the SM for its writes; a call's
 # two or three kernels (and the next call's) then do not each pay a launch
 # latency after the previous one has drained. Nothing on sm_80 and the CPU.
-# A module setting so that the benches can A/B it (bench_decode --no-pdl;
-# TILEC_PDL=0 keeps the kernels and launches them in plain stream order).
+# A module setting so that the benches can A/B it (bench/ab_decode.py --knob
+# PRIOR_WAIT; TILEC_PDL=0 keeps the kernels and launches them in plain stream
+# order).
 PRIOR_WAIT = True
 
 # One new token (a decode step's k/v) is appended by the decode kernel itself
@@ -1057,10 +1058,11 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             *q_strides, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
             block_table.stride(0) if page_size else 0, 0, 0, *final_strides, *new_strides, scale, softcap or 1.0)
     if seqlen_new and not fused_append:
-        append = _FAST_APPENDS.get((dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT))
+        akey = (dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT)
+        append = _FAST_APPENDS.get(akey)
         if append is None:
-            append = _FAST_APPENDS[(dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT)] = append_kernel(
-                dtype, head_dim, heads_k, page_size, per_batch, False).launcher(device=device)
+            append = _FAST_APPENDS[akey] = append_kernel(dtype, head_dim, heads_k, page_size, per_batch,
+                                                         False).launcher(device=device)
         runtime.launch_on(device, append, _append_args(
             k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
             block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))
