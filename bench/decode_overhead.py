@@ -4,14 +4,17 @@ the CPU-side pieces of the path to the launch:
 
     fast path          the public call as a serving loop makes it (int32
                        cache_seqlens, contiguous or paged cache): the O(1)
-                       path, flash_decode._gpu_fast_path
+                       path, flash_decode._gpu_fast_path, in C++ where
+                       _tilec_decode is built (native: yes/no)
+    python fast path   the same with flash_decode.NATIVE_FAST_PATH = False
     general path       the same call through the general path (what every
                        call took before the fast path; checks with no value
                        read-back, CHECK_VALUES's CUDA default)
     launches only      the one or two prepared launches (launch_fast) with
                        the fast path's arguments: cuLaunchKernel plus the
                        C++ argument packing
-    beyond launches    fast path − launches only: the Python the call costs
+    beyond launches    fast path − launches only: what the call costs
+                       beyond its launches (Python, or C++ with native)
 
     python3 bench/decode_overhead.py            # on a GPU
     python3 bench/decode_overhead.py --mock     # anywhere: fake libcuda.so.1
@@ -83,6 +86,11 @@ def measure(mock, iters):
                + (f" +{new} appended" if new else ""),
                "launches": len(caught)}
         row["fast path"] = ho.host_us(call, iters, sync)
+        fd.NATIVE_FAST_PATH = False
+        try:
+            row["python fast path"] = ho.host_us(call, iters, sync)
+        finally:
+            fd.NATIVE_FAST_PATH = True
         fast = fd._gpu_fast_path
         fd._gpu_fast_path = lambda *a, **k: None
         try:
@@ -113,7 +121,11 @@ def main():
     where = "fake driver, CPU tensors posing as CUDA (--mock)" if args.mock else "GPU"
     print(f"flash_attn_with_kvcache host time per call, us (median of {args.iters}); bf16 d128, one token; {where}")
     rows = measure(args.mock, args.iters)
-    cols = ["case", "launches", "fast path", "general path", "launches only", "beyond launches"]
+    from tilec import flash_decode as fd
+
+    print(f"native (_tilec_decode): {'yes' if fd._native_fast_path() else 'no'}")
+    cols = ["case", "launches", "fast path", "python fast path", "general path", "launches only",
+            "beyond launches"]
     print("| " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * (len(cols) - 1))
     for r in rows:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -894,9 +895,61 @@ def _build_fast_plan(key):
 
 #: the call shape -> (decode launcher, combine launcher or None, splits, grid, combine grid).
 _FAST_PLANS = None
+#: The module settings a fast-path plan depends on: the last element of its
+#: key is their values (_FAST_KNOB_VALUES(globals())), so that changing one
+#: re-plans. The native path (_tilec_decode) builds the same key.
+_FAST_KNOBS = ("GPU_TILE", "PAGED_TILE", "WIDE_GPU_TILE", "SINGLE_SEQUENCE_TILE", "_SPREAD_TOLERANCE",
+               "_SPREAD_TAIL", "COMBINE_TILE", "SPLIT_CHUNKS", "EARLY_REFILL", "FUSED_COMBINE", "_FUSED_MAX_TRIPS",
+               "_FUSED_MAX_SPLITS", "PRIOR_WAIT")
+_FAST_KNOB_VALUES = operator.itemgetter(*_FAST_KNOBS)
 _FAST_DTYPES = {}
 _FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
 _FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, device, PRIOR_WAIT) -> launcher
+
+
+def _fast_plans():
+    """_FAST_PLANS, made on first use (tests reset it to None)."""
+    global _FAST_PLANS
+    if _FAST_PLANS is None:
+        from .jit import LaunchCache
+
+        _FAST_PLANS = LaunchCache(_build_fast_plan)
+    return _FAST_PLANS
+
+
+#: Run the fast path in C++ (the torch extension _tilec_decode, where it
+#: was built for this torch): the same checks, plan, buffers and launches
+#: as _gpu_fast_path's Python, without the interpreter and the Python-level
+#: tensor attribute reads (bench/decode_overhead.py). False: Python only.
+NATIVE_FAST_PATH = True
+_NATIVE = None       # the native entry, False where there is none or it is off
+
+
+def _native_fast_path():
+    """The native fast path's entry (cached in _NATIVE), or False: not
+    built, or built for another torch (its TORCH_VERSION differs)."""
+    global _NATIVE
+    if _NATIVE is None:
+        try:
+            try:
+                from . import _tilec_decode as native
+            except ImportError:
+                import _tilec_decode as native
+        except ImportError:
+            native = None
+        torch = sys.modules.get("torch")
+        if native is not None and torch is not None and native.TORCH_VERSION == torch.__version__:
+            native.configure(sys.modules[__name__], _runtime_or_import())
+            _NATIVE = native.fast_path
+        else:
+            _NATIVE = False
+    return _NATIVE
+
+
+def _native_counters(q, n, device, stream):
+    """_counters for the native path, on q's device (a miss: made or grown)."""
+    torch = sys.modules["torch"]
+    return _counters(lambda size: q.new_zeros((size,), dtype=torch.int32), n, device, stream)
 
 
 def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
@@ -913,8 +966,20 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     the attention (decode, combine).
     Returns out, or (out, lse) with return_lse, or None for anything else: the general path then
     runs it, or raises the error that names the problem. Same kernels and
-    arguments as the general path, so the same bits."""
-    global _FAST_PLANS
+    arguments as the general path, so the same bits.
+
+    With the native module _tilec_decode (NATIVE_FAST_PATH), the same
+    path runs in C++ first; it returns None for what it does not take
+    (appends of several tokens, CHECK_PAGED_CAPACITY's read-back), which
+    then runs here."""
+    native = _NATIVE if NATIVE_FAST_PATH else False
+    if native is None:
+        native = _native_fast_path()
+    if native:
+        done = native(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
+                      softcap, num_splits, return_lse, k, v)
+        if done is not None:
+            return done
     torch = sys.modules["torch"]
     if not _FAST_DTYPES:
         _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
@@ -993,16 +1058,10 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         right = 0
     window = left >= 0 or right > 0
     causal_only = right == 0 and left < 0 and seqlen_q > 1   # one query token: causal alone hides no key
-    if _FAST_PLANS is None:
-        from .jit import LaunchCache
-
-        _FAST_PLANS = LaunchCache(_build_fast_plan)
     fused_append = seqlen_new == 1 and FUSED_APPEND
-    launch, combine, splits, grid, cgrid, fused = _FAST_PLANS[(
+    launch, combine, splits, grid, cgrid, fused = (_FAST_PLANS or _fast_plans())[(
         dtype, batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, causal_only,
-        window, softcap > 0, fused_append, device, (GPU_TILE, PAGED_TILE, WIDE_GPU_TILE, SINGLE_SEQUENCE_TILE),
-        _SPREAD_TOLERANCE, COMBINE_TILE, SPLIT_CHUNKS,
-        EARLY_REFILL, FUSED_COMBINE, _FUSED_MAX_TRIPS, _FUSED_MAX_SPLITS, PRIOR_WAIT)]
+        window, softcap > 0, fused_append, device, _FAST_KNOB_VALUES(globals()))]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),

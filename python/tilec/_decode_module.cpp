@@ -1,0 +1,600 @@
+// _tilec_decode: flash_attn_with_kvcache's serving call (the decode fast
+// path) in C++. A torch extension, built where the Python it is built for
+// imports torch (lib/runtime/CMakeLists.txt, TILEC_TORCH_EXTENSION).
+//
+// Why: the Python fast path (tilec.flash_decode._gpu_fast_path) spends
+// 20-32 us per call on the H200's host beyond its launches (bench/RESULTS.md,
+// session 17 run 4): ~100 tensor attribute reads at 0.1-0.2 us through
+// torch's Python bindings, two allocations at ~4 us through the dispatcher's
+// Python entry, and the interpreter between them; the launch-path issue's
+// budget is 15 us. Here the attributes are plain field reads of at::Tensor
+// and the buffers come from at::empty.
+//
+// What stays in Python: the plan (which kernels, tiles, splits, grids) is
+// tilec.flash_decode._FAST_PLANS, the same LaunchCache under the same key,
+// filled by _build_fast_plan on a miss; the launches go through
+// tilec.runtime.launch_on and the prepared launchers (launch_fast), and the
+// stream comes from tilec.runtime.raw_stream. So this file mirrors only
+// _gpu_fast_path's checks and argument list; for anything it does not take
+// it returns None and the Python path runs (and raises the errors): the
+// kv_append of several new tokens, CHECK_PAGED_CAPACITY's read-back. Its
+// launches are compared with the Python path's argument by argument in
+// test/python/test_flash_decode_native.py.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <Python.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#ifndef TILEC_TORCH_VERSION
+#error "TILEC_TORCH_VERSION: the torch.__version__ this module is built against"
+#endif
+
+namespace {
+
+/// An owned reference (steals what it is given; nullptr allowed).
+class Ref {
+public:
+  Ref() = default;
+  explicit Ref(PyObject *o) : o_(o) {}
+  Ref(const Ref &) = delete;
+  Ref &operator=(const Ref &) = delete;
+  Ref(Ref &&other) noexcept : o_(other.release()) {}
+  Ref &operator=(Ref &&other) noexcept {
+    reset(other.release());
+    return *this;
+  }
+  ~Ref() { Py_XDECREF(o_); }
+  PyObject *get() const { return o_; }
+  PyObject *release() {
+    PyObject *o = o_;
+    o_ = nullptr;
+    return o;
+  }
+  void reset(PyObject *o = nullptr) {
+    Py_XDECREF(o_);
+    o_ = o;
+  }
+  explicit operator bool() const { return o_ != nullptr; }
+
+private:
+  PyObject *o_ = nullptr;
+};
+
+/// What configure() was given: tilec.flash_decode and tilec.runtime (their
+/// dicts are read at each call, so monkeypatched settings are seen).
+struct State {
+  PyObject *decode = nullptr;   // module tilec.flash_decode (owned)
+  PyObject *runtime = nullptr;  // module tilec.runtime (owned)
+  PyObject *decodeDict = nullptr;
+  PyObject *runtimeDict = nullptr;
+  int64_t unbounded = 0;        // flash_decode._UNBOUNDED
+  bool cpuAsCuda = false;       // tests: CPU tensors stand for CUDA device 0
+};
+State state;
+
+struct Names {
+  PyObject *fastPlans, *makeFastPlans, *fastDummies, *counters, *nativeCounters, *fusedAppend,
+      *checkPagedCapacity, *knobValues, *rawStreamVar, *rawStream, *launchOn, *float16, *bfloat16;
+};
+Names names;
+
+bool intern(PyObject *&slot, const char *text) {
+  slot = PyUnicode_InternFromString(text);
+  return slot != nullptr;
+}
+
+/// A borrowed module global, or nullptr (no exception) when missing.
+PyObject *global(PyObject *dict, PyObject *name) { return PyDict_GetItemWithError(dict, name); }
+
+/// An exact Python int (not bool) that fits in 64 bits.
+bool exactInt(PyObject *o, int64_t &out) {
+  if (!PyLong_CheckExact(o))
+    return false;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+/// float(o) as Python computes it; false (no exception) when it raises.
+bool toDouble(PyObject *o, double &out) {
+  double v = PyFloat_AsDouble(o);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+/// The CUDA device index of t, or -1: not a CUDA tensor (with cpuAsCuda, a
+/// CPU tensor is device 0, as the tests' posing tensors say).
+int deviceOf(const at::Tensor &t) {
+  if (t.is_cuda())
+    return t.get_device();
+  return state.cpuAsCuda && t.is_cpu() ? 0 : -1;
+}
+
+uint64_t address(const at::Tensor &t) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
+}
+
+PyObject *pyInt(int64_t v) { return PyLong_FromLongLong(v); }
+PyObject *pyAddress(uint64_t v) { return PyLong_FromUnsignedLongLong(v); }
+
+/// A tuple of new references; nullptr (exception set) when one is nullptr.
+Ref tupleOf(std::initializer_list<PyObject *> items) {
+  Ref t(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+  Py_ssize_t i = 0;
+  bool ok = static_cast<bool>(t);
+  for (PyObject *o : items) {
+    if (!o)
+      ok = false;
+    if (t && o)
+      PyTuple_SET_ITEM(t.get(), i, o);
+    else
+      Py_XDECREF(o);
+    ++i;
+  }
+  if (!ok)
+    return Ref();
+  return t;
+}
+
+PyObject *newBool(bool b) { return Py_NewRef(b ? Py_True : Py_False); }
+
+/// None, new reference: "not taken here, run the Python path".
+PyObject *notTaken() { Py_RETURN_NONE; }
+
+PyObject *fastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 13) {
+    PyErr_SetString(PyExc_TypeError,
+                    "fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, "
+                    "window_size, softcap, num_splits, return_lse, k, v): 13 arguments");
+    return nullptr;
+  }
+  if (!state.decode) {
+    PyErr_SetString(PyExc_RuntimeError, "_tilec_decode.configure() was not called");
+    return nullptr;
+  }
+  PyObject *qo = args[0], *kco = args[1], *vco = args[2], *lenso = args[3], *tableo = args[4],
+           *scaleo = args[5], *causalo = args[6], *windowo = args[7], *softcapo = args[8],
+           *splitso = args[9], *returnLseo = args[10], *kno = args[11], *vno = args[12];
+
+  // The same tests, in the same order, as _gpu_fast_path.
+  PyTypeObject *kind = Py_TYPE(qo);
+  if (!THPVariable_Check(qo) || Py_TYPE(kco) != kind || Py_TYPE(vco) != kind)
+    return notTaken();
+  if (!(PyTuple_CheckExact(windowo) || PyList_CheckExact(windowo)) || PySequence_Fast_GET_SIZE(windowo) != 2)
+    return notTaken();
+  int64_t numSplits, left, right;
+  if (!exactInt(splitso, numSplits) || numSplits < 0)
+    return notTaken();
+  if (!exactInt(PySequence_Fast_GET_ITEM(windowo, 0), left) ||
+      !exactInt(PySequence_Fast_GET_ITEM(windowo, 1), right) || left < -1 || right < -1)
+    return notTaken();
+  const at::Tensor &q = THPVariable_Unpack(qo);
+  const at::Tensor &kc = THPVariable_Unpack(kco);
+  const at::Tensor &vc = THPVariable_Unpack(vco);
+  const at::ScalarType dt = q.scalar_type();
+  PyObject *dtype = dt == at::kHalf ? names.float16 : dt == at::kBFloat16 ? names.bfloat16 : nullptr;
+  if (!dtype || kc.scalar_type() != dt || vc.scalar_type() != dt)
+    return notTaken();
+  if (q.dim() != 4 || kc.dim() != 4 || vc.sizes() != kc.sizes())
+    return notTaken();
+  const auto shapeQ = q.sizes(), shapeK = kc.sizes();
+  const int64_t batch = shapeQ[0], seqlenQ = shapeQ[1], heads = shapeQ[2], headDim = shapeQ[3];
+  const int64_t headsK = shapeK[2];
+  if (seqlenQ < 1 || shapeK[3] != headDim || (headDim & 7) || !(8 <= headDim && headDim <= 256) ||
+      !(batch && heads && headsK && shapeK[0] && shapeK[1]) || heads % headsK)
+    return notTaken();
+  const int device = deviceOf(q);
+  if (device < 0 || deviceOf(kc) != device || deviceOf(vc) != device)
+    return notTaken();
+  const at::Tensor *table = nullptr;
+  int64_t pageSize, capacity;
+  if (tableo != Py_None) {
+    if (Py_TYPE(tableo) != kind)
+      return notTaken();
+    table = &THPVariable_Unpack(tableo);
+    if (table->scalar_type() != at::kInt || table->dim() != 2 || deviceOf(*table) != device ||
+        table->size(0) != batch || !table->size(1) || table->stride(1) != 1 || (shapeK[1] & 15))
+      return notTaken();
+    pageSize = shapeK[1];
+    capacity = table->size(1) * pageSize;
+  } else {
+    if (shapeK[0] < batch)
+      return notTaken();
+    pageSize = 0;
+    capacity = shapeK[1];
+  }
+  int64_t seqlenNew = 0;
+  const at::Tensor *kn = nullptr, *vn = nullptr;
+  if (kno != Py_None) {
+    if (Py_TYPE(kno) != kind || Py_TYPE(vno) != kind || lenso == Py_None)
+      return notTaken();
+    kn = &THPVariable_Unpack(kno);
+    vn = &THPVariable_Unpack(vno);
+    if (kn->scalar_type() != dt || vn->scalar_type() != dt || kn->dim() != 4 || vn->sizes() != kn->sizes() ||
+        kn->size(0) != batch || kn->size(2) != headsK || kn->size(3) != headDim || deviceOf(*kn) != device ||
+        deviceOf(*vn) != device)
+      return notTaken();
+    const auto skn = kn->strides(), svn = vn->strides();
+    if (skn[3] != 1 || svn[3] != 1 || ((skn[0] | skn[1] | skn[2] | svn[0] | svn[1] | svn[2]) & 7) ||
+        ((address(*kn) | address(*vn)) & 15))
+      return notTaken();
+    seqlenNew = kn->size(1);
+  } else if (vno != Py_None) {
+    return notTaken();
+  }
+  const bool perBatch = lenso != Py_None && !PyLong_CheckExact(lenso);
+  const at::Tensor *lens = nullptr;
+  int64_t uniform;
+  if (lenso == Py_None) {
+    uniform = capacity;
+  } else if (!perBatch) {
+    if (!exactInt(lenso, uniform) || !(0 <= uniform && uniform <= capacity - seqlenNew))
+      return notTaken();
+  } else {
+    if (Py_TYPE(lenso) != kind)
+      return notTaken();
+    lens = &THPVariable_Unpack(lenso);
+    if (lens->scalar_type() != at::kInt || lens->dim() != 1 || lens->size(0) != batch ||
+        deviceOf(*lens) != device || (batch > 1 && lens->stride(0) != 1))
+      return notTaken();
+    if (pageSize) {
+      // The Python path reads max(cache_seqlens) back when asked to.
+      PyObject *check = global(state.decodeDict, names.checkPagedCapacity);
+      if (!check && PyErr_Occurred())
+        return nullptr;
+      int truth = check ? PyObject_IsTrue(check) : 0;
+      if (truth < 0)
+        return nullptr;
+      if (truth)
+        return notTaken();
+    }
+    uniform = 0;
+  }
+  const auto sq = q.strides(), sk = kc.strides(), sv = vc.strides();
+  // Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+  if (sq[3] != 1 || sk[3] != 1 || sv[3] != 1 ||
+      ((sq[0] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7) ||
+      ((address(q) | address(kc) | address(vc)) & 15))
+    return notTaken();
+  double scale, softcap;
+  if (scaleo == Py_None)
+    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  else if (!toDouble(scaleo, scale))
+    return notTaken();
+  if (!toDouble(softcapo, softcap))
+    return notTaken();
+  if (!(scale > 0) || !(0 <= softcap && softcap < std::numeric_limits<double>::infinity()))
+    return notTaken();
+  const int causal = PyObject_IsTrue(causalo);
+  if (causal < 0)
+    return nullptr;
+  if (causal)
+    right = 0;
+  const bool window = left >= 0 || right > 0;
+  const bool causalOnly = right == 0 && left < 0 && seqlenQ > 1;
+  PyObject *fusedAppendKnob = global(state.decodeDict, names.fusedAppend);
+  if (!fusedAppendKnob)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  const int fusedAppendOn = PyObject_IsTrue(fusedAppendKnob);
+  if (fusedAppendOn < 0)
+    return nullptr;
+  const bool fusedAppend = seqlenNew == 1 && fusedAppendOn;
+  if (seqlenNew && !fusedAppend)
+    return notTaken(); // kv_append's launch: the Python path
+
+  // The plan: _FAST_PLANS[key], key as _gpu_fast_path builds it.
+  PyObject *knobValues = global(state.decodeDict, names.knobValues);
+  if (!knobValues)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  Ref knobs(PyObject_CallOneArg(knobValues, state.decodeDict));
+  if (!knobs)
+    return nullptr;
+  Ref key = tupleOf({Py_NewRef(dtype), pyInt(batch), pyInt(seqlenQ), pyInt(heads), pyInt(headsK),
+                     pyInt(headDim), pyInt(capacity), pyInt(pageSize), pyInt(numSplits), newBool(perBatch),
+                     newBool(causalOnly), newBool(window), newBool(softcap > 0), newBool(fusedAppend),
+                     pyInt(device), knobs.release()});
+  if (!key)
+    return nullptr;
+  PyObject *plans = global(state.decodeDict, names.fastPlans);
+  Ref made;
+  if (!plans || plans == Py_None) {
+    if (PyErr_Occurred())
+      return nullptr;
+    made.reset(PyObject_CallMethodNoArgs(state.decode, names.makeFastPlans));
+    if (!made)
+      return nullptr;
+    plans = made.get();
+  }
+  Ref plan(PyObject_GetItem(plans, key.get()));
+  if (!plan)
+    return nullptr;
+  if (!PyTuple_Check(plan.get()) || PyTuple_GET_SIZE(plan.get()) != 6) {
+    PyErr_SetString(PyExc_TypeError, "_FAST_PLANS: expected a 6-tuple (launch, combine, splits, grid, "
+                                     "combine grid, fused)");
+    return nullptr;
+  }
+  PyObject *launch = PyTuple_GET_ITEM(plan.get(), 0), *combine = PyTuple_GET_ITEM(plan.get(), 1),
+           *grid = PyTuple_GET_ITEM(plan.get(), 3), *combineGrid = PyTuple_GET_ITEM(plan.get(), 4);
+  int64_t splits = PyLong_AsLongLong(PyTuple_GET_ITEM(plan.get(), 2));
+  if (splits == -1 && PyErr_Occurred())
+    return nullptr;
+  const int fused = PyObject_IsTrue(PyTuple_GET_ITEM(plan.get(), 5));
+  if (fused < 0)
+    return nullptr;
+
+  // The int32 and f32 dummies of the device (_FAST_DUMMIES, shared with Python).
+  PyObject *dummiesDict = global(state.decodeDict, names.fastDummies);
+  if (!dummiesDict || !PyDict_Check(dummiesDict))
+    return PyErr_Occurred() ? nullptr : notTaken();
+  Ref deviceKey(pyInt(device));
+  if (!deviceKey)
+    return nullptr;
+  PyObject *dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
+  if (!dummies) {
+    if (PyErr_Occurred())
+      return nullptr;
+    Ref fresh = tupleOf({THPVariable_Wrap(at::zeros({1}, q.options().dtype(at::kInt))),
+                         THPVariable_Wrap(at::zeros({1}, q.options().dtype(at::kFloat)))});
+    if (!fresh || PyDict_SetItem(dummiesDict, deviceKey.get(), fresh.get()) < 0)
+      return nullptr;
+    dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
+    if (!dummies)
+      return nullptr;
+  }
+  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
+      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
+    PyErr_SetString(PyExc_TypeError, "_FAST_DUMMIES: expected (int32 tensor, f32 tensor) per device");
+    return nullptr;
+  }
+  const uint64_t ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
+  const uint64_t floats = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
+
+  const int64_t group = heads / headsK;
+  const int64_t rows = heads * seqlenQ;           // of a sequence: (head, query position)
+  const int64_t hd = rows * headDim;
+  const int64_t kd = group * seqlenQ * headDim;   // a KV head's packed rows
+  // The kernel's view of q and out: (batch, heads, seqlen_q, d) rows (see
+  // _gpu_fast_path); one token: q's own head stride, out (batch, 1, heads, d).
+  at::Tensor obuf, qRows;
+  int64_t qStrides[3];
+  if (seqlenQ == 1) {
+    obuf = at::empty({batch, 1, heads, headDim}, q.options());
+    qStrides[0] = sq[0];
+    qStrides[1] = group * sq[2];
+    qStrides[2] = sq[2];
+  } else {
+    obuf = at::empty({batch, heads, seqlenQ, headDim}, q.options());
+    qRows = q.transpose(1, 2).contiguous();
+    qStrides[0] = hd;
+    qStrides[1] = kd;
+    qStrides[2] = headDim;
+  }
+  const int64_t parts = splits > 1 ? splits : 0;
+  const int64_t lAt = parts * batch * hd;
+  const int64_t lseAt = lAt + (parts * batch * rows + 15) / 16 * 16;
+  at::Tensor scratch = at::empty({lseAt + batch * rows}, q.options().dtype(at::kFloat));
+  const uint64_t base = address(scratch);
+  const uint64_t out = address(obuf);
+
+  // The stream: tilec.runtime.raw_stream(device) (its cached getter).
+  Ref stream;
+  PyObject *getter = global(state.runtimeDict, names.rawStreamVar);
+  if (getter && getter != Py_None)
+    stream.reset(PyObject_CallOneArg(getter, deviceKey.get()));
+  else if (!PyErr_Occurred())
+    stream.reset(PyObject_CallMethodOneArg(state.runtime, names.rawStream, deviceKey.get()));
+  if (!stream)
+    return nullptr;
+
+  uint64_t finals[3] = {ints, floats, ints};
+  int64_t finalStrides[5] = {0, 0, 0, 0, 0};
+  uint64_t destO, destL;
+  int64_t oStrides[4], lStrides[3];
+  Ref counters;
+  if (parts) {
+    destO = base;
+    destL = base + 4 * lAt;
+    oStrides[0] = batch * hd, oStrides[1] = hd, oStrides[2] = kd, oStrides[3] = headDim;
+    lStrides[0] = batch * rows, lStrides[1] = rows, lStrides[2] = group * seqlenQ;
+    if (fused) {
+      // The kernel merges into out and lse itself (FUSED): the zeroed
+      // counters of (device, stream), _counters' buffer.
+      int64_t gridY = 0;
+      if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) != 3 ||
+          ((gridY = PyLong_AsLongLong(PyTuple_GET_ITEM(grid, 1))) == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred())
+          PyErr_SetString(PyExc_TypeError, "_FAST_PLANS: the grid is not an (x, y, z) tuple");
+        return nullptr;
+      }
+      const int64_t need = gridY * batch;
+      PyObject *countersDict = global(state.decodeDict, names.counters);
+      if (!countersDict && PyErr_Occurred())
+        return nullptr;
+      Ref countersKey = tupleOf({Py_NewRef(deviceKey.get()), Py_NewRef(stream.get())});
+      if (!countersKey)
+        return nullptr;
+      PyObject *have = countersDict && PyDict_Check(countersDict)
+                           ? PyDict_GetItemWithError(countersDict, countersKey.get())
+                           : nullptr;
+      if (have && THPVariable_Check(have) && THPVariable_Unpack(have).size(0) >= need) {
+        counters.reset(Py_NewRef(have));
+      } else {
+        if (PyErr_Occurred())
+          return nullptr;
+        Ref needed(pyInt(need));
+        if (!needed)
+          return nullptr;
+        counters.reset(PyObject_CallMethodObjArgs(state.decode, names.nativeCounters, qo, needed.get(),
+                                                  deviceKey.get(), stream.get(), nullptr));
+        if (!counters)
+          return nullptr;
+        if (!THPVariable_Check(counters.get())) {
+          PyErr_SetString(PyExc_TypeError, "_native_counters: expected a tensor");
+          return nullptr;
+        }
+      }
+      finals[0] = out;
+      finals[1] = base + 4 * lseAt;
+      finals[2] = address(THPVariable_Unpack(counters.get()));
+      finalStrides[0] = hd, finalStrides[1] = kd, finalStrides[2] = headDim, finalStrides[3] = rows,
+      finalStrides[4] = group * seqlenQ;
+    }
+  } else {
+    destO = out;
+    destL = base + 4 * lseAt;
+    oStrides[0] = 0, oStrides[1] = hd, oStrides[2] = kd, oStrides[3] = headDim;
+    lStrides[0] = 0, lStrides[1] = rows, lStrides[2] = group * seqlenQ;
+  }
+  uint64_t news[2] = {address(q), address(q)};
+  int64_t newStrides[4] = {0, 0, 0, 0};
+  if (fusedAppend) {
+    // The decode kernel stores the token's rows itself (APPEND).
+    news[0] = address(*kn), news[1] = address(*vn);
+    newStrides[0] = kn->stride(0), newStrides[1] = kn->stride(2);
+    newStrides[2] = vn->stride(0), newStrides[3] = vn->stride(2);
+  }
+  // flash_decode's parameters, in its order (_gpu_fast_path's `args`).
+  Ref decodeArgs = tupleOf({
+      pyAddress(seqlenQ == 1 ? address(q) : address(qRows)), pyAddress(address(kc)), pyAddress(address(vc)),
+      pyAddress(destO), pyAddress(destL), pyAddress(perBatch ? address(*lens) : ints),
+      pyAddress(pageSize ? address(*table) : ints), pyAddress(ints), pyAddress(ints), pyAddress(floats),
+      pyAddress(finals[0]), pyAddress(finals[1]), pyAddress(finals[2]), pyAddress(news[0]), pyAddress(news[1]),
+      pyInt(group * seqlenQ), pyInt(seqlenQ), pyInt(uniform + seqlenNew), pyInt(headsK), pyInt(batch),
+      pyInt(splits), pyInt(left >= 0 ? left : state.unbounded), pyInt(right >= 0 ? right : state.unbounded),
+      pyInt(capacity), pyInt(shapeK[0]), pyInt(seqlenNew),
+      pyInt(qStrides[0]), pyInt(qStrides[1]), pyInt(qStrides[2]),
+      pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]), pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
+      pyInt(oStrides[0]), pyInt(oStrides[1]), pyInt(oStrides[2]), pyInt(oStrides[3]),
+      pyInt(lStrides[0]), pyInt(lStrides[1]), pyInt(lStrides[2]),
+      pyInt(pageSize ? table->stride(0) : 0), pyInt(0), pyInt(0),
+      pyInt(finalStrides[0]), pyInt(finalStrides[1]), pyInt(finalStrides[2]), pyInt(finalStrides[3]),
+      pyInt(finalStrides[4]),
+      pyInt(newStrides[0]), pyInt(newStrides[1]), pyInt(newStrides[2]), pyInt(newStrides[3]),
+      PyFloat_FromDouble(scale), PyFloat_FromDouble(softcap != 0 ? softcap : 1.0)});
+  if (!decodeArgs)
+    return nullptr;
+  PyObject *launchOn = global(state.runtimeDict, names.launchOn);
+  if (!launchOn) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_AttributeError, "tilec.runtime has no launch_on");
+    return nullptr;
+  }
+  {
+    PyObject *call[] = {deviceKey.get(), launch, decodeArgs.get(), stream.get(), grid};
+    Ref done(PyObject_Vectorcall(launchOn, call, 5, nullptr));
+    if (!done)
+      return nullptr;
+  }
+  if (parts && !fused) {
+    Ref combineArgs = tupleOf({pyAddress(base), pyAddress(base + 4 * lAt), pyAddress(out),
+                               pyAddress(base + 4 * lseAt), pyInt(splits), pyInt(rows), pyInt(batch),
+                               pyInt(batch * hd), pyInt(hd), pyInt(headDim), pyInt(batch * rows), pyInt(rows),
+                               pyInt(hd), pyInt(headDim), pyInt(rows)});
+    if (!combineArgs)
+      return nullptr;
+    PyObject *call[] = {deviceKey.get(), combine, combineArgs.get(), stream.get(), combineGrid};
+    Ref done(PyObject_Vectorcall(launchOn, call, 5, nullptr));
+    if (!done)
+      return nullptr;
+  }
+  // (batch, seqlen_q, heads, d)
+  at::Tensor result = seqlenQ == 1 ? obuf : obuf.transpose(1, 2).contiguous();
+  const int returnLse = PyObject_IsTrue(returnLseo);
+  if (returnLse < 0)
+    return nullptr;
+  if (!returnLse)
+    return THPVariable_Wrap(std::move(result));
+  at::Tensor lse = scratch.narrow(0, lseAt, batch * rows).view({batch, heads, seqlenQ});
+  return tupleOf({THPVariable_Wrap(std::move(result)), THPVariable_Wrap(std::move(lse))}).release();
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject *configure(PyObject *, PyObject *args) {
+  PyObject *decode, *runtime;
+  if (!PyArg_ParseTuple(args, "OO:configure", &decode, &runtime))
+    return nullptr;
+  if (!PyModule_Check(decode) || !PyModule_Check(runtime)) {
+    PyErr_SetString(PyExc_TypeError, "configure(tilec.flash_decode, tilec.runtime): two modules");
+    return nullptr;
+  }
+  PyObject *unbounded = PyObject_GetAttrString(decode, "_UNBOUNDED");
+  if (!unbounded)
+    return nullptr;
+  int64_t value = PyLong_AsLongLong(unbounded);
+  Py_DECREF(unbounded);
+  if (value == -1 && PyErr_Occurred())
+    return nullptr;
+  Py_XSETREF(state.decode, Py_NewRef(decode));
+  Py_XSETREF(state.runtime, Py_NewRef(runtime));
+  state.decodeDict = PyModule_GetDict(decode);
+  state.runtimeDict = PyModule_GetDict(runtime);
+  state.unbounded = value;
+  Py_RETURN_NONE;
+}
+
+PyObject *cpuAsCuda(PyObject *, PyObject *flag) {
+  int truth = PyObject_IsTrue(flag);
+  if (truth < 0)
+    return nullptr;
+  bool was = state.cpuAsCuda;
+  state.cpuAsCuda = truth;
+  return newBool(was);
+}
+
+PyMethodDef methods[] = {
+    {"fast_path", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastPath)), METH_FASTCALL,
+     "fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size, "
+     "softcap, num_splits, return_lse, k, v): tilec.flash_decode._gpu_fast_path in C++; None for what it "
+     "does not take."},
+    {"configure", configure, METH_VARARGS,
+     "configure(tilec.flash_decode, tilec.runtime): the modules whose settings, plans and launchers "
+     "fast_path uses."},
+    {"cpu_as_cuda", cpuAsCuda, METH_O,
+     "cpu_as_cuda(flag) -> previous flag. Tests: CPU tensors stand for CUDA device 0 (the launches are "
+     "caught, never made)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "_tilec_decode",
+                         "flash_attn_with_kvcache's serving call in C++ (tilec.flash_decode.NATIVE_FAST_PATH).",
+                         -1, methods, nullptr, nullptr, nullptr, nullptr};
+
+} // namespace
+
+PyMODINIT_FUNC PyInit__tilec_decode() {
+  const std::pair<PyObject **, const char *> table[] = {
+      {&names.fastPlans, "_FAST_PLANS"},         {&names.makeFastPlans, "_fast_plans"},
+      {&names.fastDummies, "_FAST_DUMMIES"},     {&names.counters, "_COUNTERS"},
+      {&names.nativeCounters, "_native_counters"}, {&names.fusedAppend, "FUSED_APPEND"},
+      {&names.checkPagedCapacity, "CHECK_PAGED_CAPACITY"}, {&names.knobValues, "_FAST_KNOB_VALUES"},
+      {&names.rawStreamVar, "_raw_stream"},      {&names.rawStream, "raw_stream"},
+      {&names.launchOn, "launch_on"},            {&names.float16, "float16"},
+      {&names.bfloat16, "bfloat16"}};
+  for (const auto &[slot, text] : table)
+    if (!intern(*slot, text))
+      return nullptr;
+  PyObject *m = PyModule_Create(&moduleDef);
+  if (!m)
+    return nullptr;
+  if (PyModule_AddStringConstant(m, "TORCH_VERSION", TILEC_TORCH_VERSION) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
