@@ -5,7 +5,7 @@ the CPU-side pieces of the path to the launch:
     fast path          the public call as a serving loop makes it (int32
                        cache_seqlens, contiguous or paged cache): the O(1)
                        path, flash_decode._gpu_fast_path, in C++ where
-                       _tilec_decode is built (native: yes/no)
+                       _tilec_fast is built (native: yes/no)
     python fast path   the same with flash_decode.NATIVE_FAST_PATH = False
     general path       the same call through the general path (what every
                        call took before the fast path; checks with no value
@@ -123,7 +123,7 @@ def main():
     rows = measure(args.mock, args.iters)
     from tilec import flash_decode as fd
 
-    print(f"native (_tilec_decode): {'yes' if fd._native_fast_path() else 'no'}")
+    print(f"native (_tilec_fast): {'yes' if fd._native_fast_path() else 'no'}")
     cols = ["case", "launches", "fast path", "python fast path", "general path", "launches only",
             "beyond launches"]
     print("| " + " | ".join(cols) + " |")

@@ -91,9 +91,9 @@ step "build lib/runtime"
 run cmake -S lib/runtime -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$(command -v python3)"
 run cmake --build "$BUILD" --target _tilec_runtime
-# _tilec_decode (the decode call's host path in C++) compiles against this
+# _tilec_fast (the decode call's host path in C++) compiles against this
 # host's torch; where it does not, the Python fast path runs instead.
-run cmake --build "$BUILD" || echo "warning: the build beyond _tilec_runtime failed (_tilec_decode?): decode calls take the Python fast path"
+run cmake --build "$BUILD" || echo "warning: the build beyond _tilec_runtime failed (_tilec_fast?): decode calls take the Python fast path"
 export PYTHONPATH="$PWD/$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"

@@ -535,6 +535,48 @@ _GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
 _FAST_DTYPES = {}  # torch dtype -> dtype name, for _gpu_fast_path
 _FAST_DUMMIES = {}  # device index -> (f32 dummy, int32 dummy)
 
+#: Run flash_attn_func's fast path in C++ (the torch extension _tilec_fast,
+#: where it was built for this torch; inputs that need no autograd): the same
+#: checks, launcher, buffers and launch as _gpu_fast_path, without the
+#: interpreter and the Python-level tensor attribute reads
+#: (bench/host_overhead.py). False: Python only.
+NATIVE_FAST_PATH = True
+_NATIVE = None        # _tilec_fast.forward, or False where there is none
+_NATIVE_MODULE = None
+
+
+def _native_module():
+    """The torch extension _tilec_fast (its fast paths in C++), configured
+    with tilec.flash_attn and tilec.runtime; False where it is not built or
+    was built for another torch than the one imported (its TORCH_VERSION)."""
+    global _NATIVE_MODULE
+    if _NATIVE_MODULE is None:
+        try:
+            try:
+                from . import _tilec_fast as native
+            except ImportError:
+                import _tilec_fast as native
+        except ImportError:
+            native = None
+        torch = sys.modules.get("torch")
+        if native is not None and torch is not None and native.TORCH_VERSION == torch.__version__:
+            from . import runtime
+
+            native.configure(flash_attn=sys.modules[__name__], runtime=runtime)
+            _NATIVE_MODULE = native
+        else:
+            _NATIVE_MODULE = False
+    return _NATIVE_MODULE
+
+
+def _native_forward():
+    """_tilec_fast.forward (cached in _NATIVE), or False."""
+    global _NATIVE
+    if _NATIVE is None:
+        native = _native_module()
+        _NATIVE = native.forward if native else False
+    return _NATIVE
+
 
 def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
     """The common dense GPU call in O(1), its checks folded into a few integer
@@ -1063,6 +1105,14 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
             flash_attn_func, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
             alibi_slopes, deterministic, return_attn_probs, return_lse=return_lse,
             generator=generator)
+    if (NATIVE_FAST_PATH and not dropout_p and alibi_slopes is None and not return_attn_probs
+            and generator is None and not _torch_compiling()):
+        # The common CUDA call without autograd, in C++ (None: not taken).
+        native = _NATIVE if _NATIVE is not None else _native_forward()
+        if native:
+            done = native(q, k, v, softmax_scale, causal, window_size, softcap)
+            if done is not None:
+                return done if return_lse else done[0]
     fn = "flash_attn_func"
     left, right = _window(fn, window_size)
     dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))

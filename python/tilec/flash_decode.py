@@ -897,7 +897,7 @@ def _build_fast_plan(key):
 _FAST_PLANS = None
 #: The module settings a fast-path plan depends on: the last element of its
 #: key is their values (_FAST_KNOB_VALUES(globals())), so that changing one
-#: re-plans. The native path (_tilec_decode) builds the same key.
+#: re-plans. The native path (_tilec_fast) builds the same key.
 _FAST_KNOBS = ("GPU_TILE", "PAGED_TILE", "WIDE_GPU_TILE", "SINGLE_SEQUENCE_TILE", "_SPREAD_TOLERANCE",
                "_SPREAD_TAIL", "COMBINE_TILE", "SPLIT_CHUNKS", "EARLY_REFILL", "FUSED_COMBINE", "_FUSED_MAX_TRIPS",
                "_FUSED_MAX_SPLITS", "PRIOR_WAIT")
@@ -917,32 +917,25 @@ def _fast_plans():
     return _FAST_PLANS
 
 
-#: Run the fast path in C++ (the torch extension _tilec_decode, where it
-#: was built for this torch): the same checks, plan, buffers and launches
-#: as _gpu_fast_path's Python, without the interpreter and the Python-level
+#: Run the fast path in C++ (the torch extension _tilec_fast, where it was
+#: built for this torch): the same checks, plan, buffers and launches as
+#: _gpu_fast_path's Python, without the interpreter and the Python-level
 #: tensor attribute reads (bench/decode_overhead.py). False: Python only.
 NATIVE_FAST_PATH = True
-_NATIVE = None       # the native entry, False where there is none or it is off
+_NATIVE = None       # the native entry, False where there is none
 
 
 def _native_fast_path():
     """The native fast path's entry (cached in _NATIVE), or False: not
-    built, or built for another torch (its TORCH_VERSION differs)."""
+    built, or built for another torch (flash_attn._native_module)."""
     global _NATIVE
     if _NATIVE is None:
-        try:
-            try:
-                from . import _tilec_decode as native
-            except ImportError:
-                import _tilec_decode as native
-        except ImportError:
-            native = None
-        torch = sys.modules.get("torch")
-        if native is not None and torch is not None and native.TORCH_VERSION == torch.__version__:
-            native.configure(sys.modules[__name__], _runtime_or_import())
-            _NATIVE = native.fast_path
-        else:
-            _NATIVE = False
+        from .flash_attn import _native_module
+
+        native = _native_module()
+        if native:
+            native.configure(flash_decode=sys.modules[__name__])
+        _NATIVE = native.decode if native else False
     return _NATIVE
 
 
@@ -968,7 +961,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     runs it, or raises the error that names the problem. Same kernels and
     arguments as the general path, so the same bits.
 
-    With the native module _tilec_decode (NATIVE_FAST_PATH), the same
+    With the native module _tilec_fast (NATIVE_FAST_PATH), the same
     path runs in C++ first; it returns None for what it does not take
     (appends of several tokens, CHECK_PAGED_CAPACITY's read-back), which
     then runs here."""

@@ -1,4 +1,4 @@
-"""The decode fast path in C++ (_tilec_decode, tilec.flash_decode.NATIVE_FAST_PATH)
+"""The decode fast path in C++ (_tilec_fast, tilec.flash_decode.NATIVE_FAST_PATH)
 against the Python fast path it mirrors: the same kernels, grids, scalars,
 strides and buffers, launch by launch, for the calls it takes; None (the
 Python path) for the ones it leaves.
@@ -23,15 +23,15 @@ from tilec import flash_decode as fd, runtime  # noqa: E402
 
 def _native_module():
     try:
-        import _tilec_decode
+        import _tilec_fast
     except ImportError as e:
-        why = f"_tilec_decode is not built ({e}): the build makes it where the Python it builds for imports torch"
+        why = f"_tilec_fast is not built ({e}): the build makes it where the Python it builds for imports torch"
         if os.environ.get("TILEC_REQUIRE_ALL") == "1":
             pytest.fail(why + " (TILEC_REQUIRE_ALL=1: a failure here)")
         pytest.skip(why)
-    if _tilec_decode.TORCH_VERSION != torch.__version__:
-        pytest.skip(f"_tilec_decode was built for torch {_tilec_decode.TORCH_VERSION}, this is {torch.__version__}")
-    return _tilec_decode
+    if _tilec_fast.TORCH_VERSION != torch.__version__:
+        pytest.skip(f"_tilec_fast was built for torch {_tilec_fast.TORCH_VERSION}, this is {torch.__version__}")
+    return _tilec_fast
 
 
 @pytest.fixture

@@ -1,26 +1,28 @@
-// _tilec_decode: flash_attn_with_kvcache's serving call (the decode fast
-// path) in C++. A torch extension, built where the Python it is built for
+// _tilec_fast: the O(1) GPU fast paths of tilec's public calls in C++ --
+// flash_attn_with_kvcache's serving call (decode) and flash_attn_func's dense
+// call (forward). A torch extension, built where the Python it is built for
 // imports torch (lib/runtime/CMakeLists.txt, TILEC_TORCH_EXTENSION).
 //
-// Why: the Python fast path (tilec.flash_decode._gpu_fast_path) spends
-// 20-32 us per call on the H200's host beyond its launches (bench/RESULTS.md,
-// session 17 run 4): ~100 tensor attribute reads at 0.1-0.2 us through
-// torch's Python bindings, two allocations at ~4 us through the dispatcher's
-// Python entry, and the interpreter between them; the launch-path issue's
-// budget is 15 us. Here the attributes are plain field reads of at::Tensor
-// and the buffers come from at::empty.
+// Why: the Python fast paths (tilec.flash_decode._gpu_fast_path,
+// tilec.flash_attn._gpu_fast_path) spend most of a call's host time on
+// tensor attribute reads at 0.1-0.2 us each through torch's Python bindings,
+// allocations through the dispatcher's Python entry and the interpreter
+// between them: the decode call 20-32 us beyond its launches on the H200's
+// host (bench/RESULTS.md, session 17 run 4), over the launch-path issue's
+// budget of 15. Here the attributes are plain field reads of at::Tensor and
+// the buffers come from at::empty.
 //
-// What stays in Python: the plan (which kernels, tiles, splits, grids) is
-// tilec.flash_decode._FAST_PLANS, the same LaunchCache under the same key,
-// filled by _build_fast_plan on a miss; the launches go through
-// tilec.runtime.launch_on and the prepared launchers (launch_fast), and the
-// stream comes from tilec.runtime.raw_stream. So this file mirrors only
-// _gpu_fast_path's checks and argument list; for anything it does not take
-// it returns None and the Python path runs (and raises the errors): the
-// kv_append of several new tokens, CHECK_PAGED_CAPACITY's read-back. Its
-// launches are compared with the Python path's argument by argument in
-// test/python/test_flash_decode_native.py.
+// What stays in Python: the plans (which kernels, tiles, splits, grids) are
+// the Python modules' LaunchCaches under the same keys, filled by their
+// builders on a miss; the launches go through tilec.runtime.launch_on and the
+// prepared launchers (launch_fast, given addresses as ints), and the stream
+// comes from tilec.runtime.raw_stream. So this file mirrors only the fast
+// paths' checks and argument lists; for anything it does not take it returns
+// None and the Python path runs (and raises the errors). Its launches are
+// compared with the Python paths' argument by argument in
+// test/python/test_flash_decode_native.py and test_flash_attn_native.py.
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/Exceptions.h>
@@ -67,21 +69,26 @@ private:
   PyObject *o_ = nullptr;
 };
 
-/// What configure() was given: tilec.flash_decode and tilec.runtime (their
-/// dicts are read at each call, so monkeypatched settings are seen).
+/// What configure() was given: tilec.flash_decode, tilec.flash_attn and
+/// tilec.runtime (their dicts are read at each call, so monkeypatched
+/// settings are seen).
 struct State {
   PyObject *decode = nullptr;   // module tilec.flash_decode (owned)
+  PyObject *attn = nullptr;     // module tilec.flash_attn (owned)
   PyObject *runtime = nullptr;  // module tilec.runtime (owned)
   PyObject *decodeDict = nullptr;
+  PyObject *attnDict = nullptr;
   PyObject *runtimeDict = nullptr;
   int64_t unbounded = 0;        // flash_decode._UNBOUNDED
+  int64_t maxHeadDim = 0;       // flash_attn.MAX_HEAD_DIM
   bool cpuAsCuda = false;       // tests: CPU tensors stand for CUDA device 0
 };
 State state;
 
 struct Names {
   PyObject *fastPlans, *makeFastPlans, *fastDummies, *counters, *nativeCounters, *fusedAppend,
-      *checkPagedCapacity, *knobValues, *rawStreamVar, *rawStream, *launchOn, *float16, *bfloat16;
+      *checkPagedCapacity, *knobValues, *rawStreamVar, *rawStream, *launchOn, *float16, *bfloat16,
+      *gpuLaunches;
 };
 Names names;
 
@@ -157,18 +164,54 @@ PyObject *newBool(bool b) { return Py_NewRef(b ? Py_True : Py_False); }
 /// None, new reference: "not taken here, run the Python path".
 PyObject *notTaken() { Py_RETURN_NONE; }
 
-PyObject *fastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+/// torch's current stream on `device` as tilec.runtime.raw_stream gives it
+/// (its cached getter); nullptr with an exception set on failure.
+Ref currentStream(PyObject *device) {
+  PyObject *getter = global(state.runtimeDict, names.rawStreamVar);
+  if (getter && getter != Py_None)
+    return Ref(PyObject_CallOneArg(getter, device));
+  if (PyErr_Occurred())
+    return Ref();
+  return Ref(PyObject_CallMethodOneArg(state.runtime, names.rawStream, device));
+}
+
+/// tilec.runtime.launch_on(device, launch, args, stream[, grid]); false with
+/// an exception set on failure.
+bool launchOn(PyObject *device, PyObject *launch, PyObject *args, PyObject *stream, PyObject *grid) {
+  PyObject *fn = global(state.runtimeDict, names.launchOn);
+  if (!fn) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_AttributeError, "tilec.runtime has no launch_on");
+    return false;
+  }
+  PyObject *call[] = {device, launch, args, stream, grid};
+  Ref done(PyObject_Vectorcall(fn, call, grid ? 5 : 4, nullptr));
+  return static_cast<bool>(done);
+}
+
+bool requireModule(PyObject *module, const char *name) {
+  if (module)
+    return true;
+  PyErr_Format(PyExc_RuntimeError, "_tilec_fast.configure(%s=...) was not called", name);
+  return false;
+}
+
+/// A window (left, right): an exact tuple or list of two exact ints.
+bool windowPair(PyObject *window, int64_t &left, int64_t &right) {
+  return (PyTuple_CheckExact(window) || PyList_CheckExact(window)) && PySequence_Fast_GET_SIZE(window) == 2 &&
+         exactInt(PySequence_Fast_GET_ITEM(window, 0), left) && exactInt(PySequence_Fast_GET_ITEM(window, 1), right);
+}
+
+PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   if (nargs != 13) {
     PyErr_SetString(PyExc_TypeError,
-                    "fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, "
+                    "decode(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, "
                     "window_size, softcap, num_splits, return_lse, k, v): 13 arguments");
     return nullptr;
   }
-  if (!state.decode) {
-    PyErr_SetString(PyExc_RuntimeError, "_tilec_decode.configure() was not called");
+  if (!requireModule(state.decode, "flash_decode") || !requireModule(state.runtime, "runtime"))
     return nullptr;
-  }
   PyObject *qo = args[0], *kco = args[1], *vco = args[2], *lenso = args[3], *tableo = args[4],
            *scaleo = args[5], *causalo = args[6], *windowo = args[7], *softcapo = args[8],
            *splitso = args[9], *returnLseo = args[10], *kno = args[11], *vno = args[12];
@@ -177,13 +220,12 @@ PyObject *fastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   PyTypeObject *kind = Py_TYPE(qo);
   if (!THPVariable_Check(qo) || Py_TYPE(kco) != kind || Py_TYPE(vco) != kind)
     return notTaken();
+  int64_t numSplits, left, right;
   if (!(PyTuple_CheckExact(windowo) || PyList_CheckExact(windowo)) || PySequence_Fast_GET_SIZE(windowo) != 2)
     return notTaken();
-  int64_t numSplits, left, right;
   if (!exactInt(splitso, numSplits) || numSplits < 0)
     return notTaken();
-  if (!exactInt(PySequence_Fast_GET_ITEM(windowo, 0), left) ||
-      !exactInt(PySequence_Fast_GET_ITEM(windowo, 1), right) || left < -1 || right < -1)
+  if (!windowPair(windowo, left, right) || left < -1 || right < -1)
     return notTaken();
   const at::Tensor &q = THPVariable_Unpack(qo);
   const at::Tensor &kc = THPVariable_Unpack(kco);
@@ -393,13 +435,7 @@ PyObject *fastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const uint64_t base = address(scratch);
   const uint64_t out = address(obuf);
 
-  // The stream: tilec.runtime.raw_stream(device) (its cached getter).
-  Ref stream;
-  PyObject *getter = global(state.runtimeDict, names.rawStreamVar);
-  if (getter && getter != Py_None)
-    stream.reset(PyObject_CallOneArg(getter, deviceKey.get()));
-  else if (!PyErr_Occurred())
-    stream.reset(PyObject_CallMethodOneArg(state.runtime, names.rawStream, deviceKey.get()));
+  Ref stream = currentStream(deviceKey.get());
   if (!stream)
     return nullptr;
 
@@ -490,28 +526,14 @@ PyObject *fastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       PyFloat_FromDouble(scale), PyFloat_FromDouble(softcap != 0 ? softcap : 1.0)});
   if (!decodeArgs)
     return nullptr;
-  PyObject *launchOn = global(state.runtimeDict, names.launchOn);
-  if (!launchOn) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_AttributeError, "tilec.runtime has no launch_on");
+  if (!launchOn(deviceKey.get(), launch, decodeArgs.get(), stream.get(), grid))
     return nullptr;
-  }
-  {
-    PyObject *call[] = {deviceKey.get(), launch, decodeArgs.get(), stream.get(), grid};
-    Ref done(PyObject_Vectorcall(launchOn, call, 5, nullptr));
-    if (!done)
-      return nullptr;
-  }
   if (parts && !fused) {
     Ref combineArgs = tupleOf({pyAddress(base), pyAddress(base + 4 * lAt), pyAddress(out),
                                pyAddress(base + 4 * lseAt), pyInt(splits), pyInt(rows), pyInt(batch),
                                pyInt(batch * hd), pyInt(hd), pyInt(headDim), pyInt(batch * rows), pyInt(rows),
                                pyInt(hd), pyInt(headDim), pyInt(rows)});
-    if (!combineArgs)
-      return nullptr;
-    PyObject *call[] = {deviceKey.get(), combine, combineArgs.get(), stream.get(), combineGrid};
-    Ref done(PyObject_Vectorcall(launchOn, call, 5, nullptr));
-    if (!done)
+    if (!combineArgs || !launchOn(deviceKey.get(), combine, combineArgs.get(), stream.get(), combineGrid))
       return nullptr;
   }
   // (batch, seqlen_q, heads, d)
@@ -526,26 +548,172 @@ PyObject *fastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
-PyObject *configure(PyObject *, PyObject *args) {
-  PyObject *decode, *runtime;
-  if (!PyArg_ParseTuple(args, "OO:configure", &decode, &runtime))
-    return nullptr;
-  if (!PyModule_Check(decode) || !PyModule_Check(runtime)) {
-    PyErr_SetString(PyExc_TypeError, "configure(tilec.flash_decode, tilec.runtime): two modules");
+/// flash_attn's option handling (tilec.flash_attn._mask_mode without ALiBi):
+/// the kernel's (causal, window, left, right).
+struct MaskMode {
+  bool causal, window;
+  int64_t left, right;
+};
+MaskMode maskMode(bool causal, int64_t left, int64_t right, int64_t seqlenQ, int64_t seqlenK) {
+  if (left >= seqlenK)
+    left = -1;
+  if (right >= seqlenK)
+    right = -1;
+  if (seqlenQ == 1)
+    causal = false; // one query row sees every key either way
+  if (causal)
+    right = 0;
+  if (right == 0)
+    return {true, left >= 0, left > 0 ? left : 0, 0};
+  if (left < 0 && right < 0)
+    return {false, false, 0, 0};
+  return {false, true, left < 0 ? seqlenK : left, right < 0 ? seqlenK : right};
+}
+
+PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "forward(q, k, v, softmax_scale, causal, window_size, softcap): 7 arguments");
     return nullptr;
   }
-  PyObject *unbounded = PyObject_GetAttrString(decode, "_UNBOUNDED");
-  if (!unbounded)
+  if (!requireModule(state.attn, "flash_attn") || !requireModule(state.runtime, "runtime"))
     return nullptr;
-  int64_t value = PyLong_AsLongLong(unbounded);
-  Py_DECREF(unbounded);
-  if (value == -1 && PyErr_Occurred())
+  PyObject *qo = args[0], *ko = args[1], *vo = args[2], *scaleo = args[3], *causalo = args[4],
+           *windowo = args[5], *softcapo = args[6];
+  // The same tests, in the same order, as flash_attn._gpu_fast_path; and no
+  // autograd (flash_attn._forward's route for inputs that require grad).
+  PyTypeObject *kind = Py_TYPE(qo);
+  int64_t windowLeft, windowRight;
+  if (!THPVariable_Check(qo) || Py_TYPE(ko) != kind || Py_TYPE(vo) != kind ||
+      !windowPair(windowo, windowLeft, windowRight))
+    return notTaken();
+  const at::Tensor &q = THPVariable_Unpack(qo);
+  const at::Tensor &k = THPVariable_Unpack(ko);
+  const at::Tensor &v = THPVariable_Unpack(vo);
+  if (q.requires_grad() || k.requires_grad() || v.requires_grad())
+    return notTaken();
+  const at::ScalarType dt = q.scalar_type();
+  PyObject *dtype = dt == at::kHalf ? names.float16 : dt == at::kBFloat16 ? names.bfloat16 : nullptr;
+  if (!dtype || k.scalar_type() != dt || v.scalar_type() != dt)
+    return notTaken();
+  if (q.dim() != 4 || k.dim() != 4 || v.sizes() != k.sizes())
+    return notTaken();
+  const auto shapeQ = q.sizes(), shapeK = k.sizes();
+  const int64_t batch = shapeQ[0], seqlenQ = shapeQ[1], heads = shapeQ[2], headDim = shapeQ[3];
+  const int64_t seqlenK = shapeK[1], headsK = shapeK[2];
+  if (shapeK[0] != batch || shapeK[3] != headDim || (headDim & 7) || !(8 <= headDim && headDim <= state.maxHeadDim) ||
+      !(batch && seqlenQ && heads && seqlenK && headsK) || heads % headsK || windowLeft < -1 || windowRight < -1)
+    return notTaken();
+  const int device = deviceOf(q);
+  if (device < 0 || deviceOf(k) != device || deviceOf(v) != device)
+    return notTaken();
+  const auto sq = q.strides(), sk = k.strides(), sv = v.strides();
+  // Last dimension contiguous; every row 16-byte aligned (2-byte elements).
+  if (sq[3] != 1 || sk[3] != 1 || sv[3] != 1 ||
+      ((sq[0] | sq[1] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7) ||
+      ((address(q) | address(k) | address(v)) & 15))
+    return notTaken();
+  double scale, softcap;
+  if (scaleo == Py_None)
+    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  else if (!toDouble(scaleo, scale))
+    return notTaken();
+  if (!toDouble(softcapo, softcap) || !(scale > 0) || !(softcap >= 0))
+    return notTaken();
+  const int causal = PyObject_IsTrue(causalo);
+  if (causal < 0)
     return nullptr;
-  Py_XSETREF(state.decode, Py_NewRef(decode));
-  Py_XSETREF(state.runtime, Py_NewRef(runtime));
-  state.decodeDict = PyModule_GetDict(decode);
-  state.runtimeDict = PyModule_GetDict(runtime);
-  state.unbounded = value;
+  const MaskMode mode = maskMode(causal, windowLeft, windowRight, seqlenQ, seqlenK);
+
+  // The f32 and int32 dummies of the device: made by the Python path's first call.
+  PyObject *dummiesDict = global(state.attnDict, names.fastDummies);
+  if (!dummiesDict || !PyDict_Check(dummiesDict))
+    return PyErr_Occurred() ? nullptr : notTaken();
+  Ref deviceKey(pyInt(device));
+  if (!deviceKey)
+    return nullptr;
+  PyObject *dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
+  if (!dummies)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
+      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
+    PyErr_SetString(PyExc_TypeError, "flash_attn._FAST_DUMMIES: expected (f32 tensor, int32 tensor) per device");
+    return nullptr;
+  }
+  const uint64_t slopes = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
+  const uint64_t ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
+
+  // The launcher: flash_attn._GPU_LAUNCHES[key], key as _gpu_fast_path builds it.
+  PyObject *launches = global(state.attnDict, names.gpuLaunches);
+  if (!launches)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  Ref key = tupleOf({Py_NewRef(dtype), pyInt(headDim), newBool(mode.causal), newBool(mode.window),
+                     newBool(softcap > 0), newBool(false), newBool(false), Py_NewRef(deviceKey.get())});
+  if (!key)
+    return nullptr;
+  Ref launch(PyObject_GetItem(launches, key.get()));
+  if (!launch)
+    return nullptr;
+
+  at::Tensor o = at::empty(q.sizes(), q.options());
+  at::Tensor lse = at::empty({batch, heads, seqlenQ}, q.options().dtype(at::kFloat));
+  const int64_t row = heads * headDim;
+  Ref launchArgs = tupleOf({
+      pyAddress(address(q)), pyAddress(address(k)), pyAddress(address(v)), pyAddress(address(o)),
+      pyAddress(address(lse)), pyInt(seqlenQ), pyInt(seqlenK), pyInt(heads), pyInt(batch), pyInt(heads / headsK),
+      pyInt(sq[0]), pyInt(sq[1]), pyInt(sq[2]), pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]),
+      pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
+      pyInt(seqlenQ * row), pyInt(row), pyInt(headDim), pyInt(heads * seqlenQ), pyInt(seqlenQ),
+      PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
+      pyAddress(slopes), pyInt(0), pyAddress(ints), pyAddress(ints), pyAddress(ints), pyInt(0)});
+  if (!launchArgs)
+    return nullptr;
+  Ref stream = currentStream(deviceKey.get());
+  if (!stream || !launchOn(deviceKey.get(), launch.get(), launchArgs.get(), stream.get(), nullptr))
+    return nullptr;
+  return tupleOf({THPVariable_Wrap(std::move(o)), THPVariable_Wrap(std::move(lse))}).release();
+  END_HANDLE_TH_ERRORS
+}
+
+/// A module's int constant; false with an exception set when missing.
+bool intConstant(PyObject *module, const char *name, int64_t &out) {
+  Ref value(PyObject_GetAttrString(module, name));
+  if (!value)
+    return false;
+  out = PyLong_AsLongLong(value.get());
+  return !(out == -1 && PyErr_Occurred());
+}
+
+void setModule(PyObject *&slot, PyObject *&dictSlot, PyObject *module) {
+  Py_XSETREF(slot, Py_NewRef(module));
+  dictSlot = PyModule_GetDict(module);
+}
+
+PyObject *configure(PyObject *, PyObject *args, PyObject *kwargs) {
+  static const char *keywords[] = {"flash_decode", "flash_attn", "runtime", nullptr};
+  PyObject *decode = nullptr, *attn = nullptr, *runtime = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO:configure", const_cast<char **>(keywords), &decode, &attn,
+                                   &runtime))
+    return nullptr;
+  for (PyObject *m : {decode, attn, runtime})
+    if (m && !PyModule_Check(m)) {
+      PyErr_SetString(PyExc_TypeError,
+                      "configure(flash_decode=tilec.flash_decode, flash_attn=tilec.flash_attn, "
+                      "runtime=tilec.runtime): modules");
+      return nullptr;
+    }
+  int64_t unbounded = state.unbounded, maxHeadDim = state.maxHeadDim;
+  if ((decode && !intConstant(decode, "_UNBOUNDED", unbounded)) ||
+      (attn && !intConstant(attn, "MAX_HEAD_DIM", maxHeadDim)))
+    return nullptr;
+  if (decode)
+    setModule(state.decode, state.decodeDict, decode);
+  if (attn)
+    setModule(state.attn, state.attnDict, attn);
+  if (runtime)
+    setModule(state.runtime, state.runtimeDict, runtime);
+  state.unbounded = unbounded;
+  state.maxHeadDim = maxHeadDim;
   Py_RETURN_NONE;
 }
 
@@ -559,25 +727,31 @@ PyObject *cpuAsCuda(PyObject *, PyObject *flag) {
 }
 
 PyMethodDef methods[] = {
-    {"fast_path", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastPath)), METH_FASTCALL,
-     "fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size, "
+    {"decode", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(decodeFastPath)), METH_FASTCALL,
+     "decode(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size, "
      "softcap, num_splits, return_lse, k, v): tilec.flash_decode._gpu_fast_path in C++; None for what it "
      "does not take."},
-    {"configure", configure, METH_VARARGS,
-     "configure(tilec.flash_decode, tilec.runtime): the modules whose settings, plans and launchers "
-     "fast_path uses."},
+    {"forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(forwardFastPath)), METH_FASTCALL,
+     "forward(q, k, v, softmax_scale, causal, window_size, softcap) -> (out, lse): "
+     "tilec.flash_attn._gpu_fast_path in C++ for inputs that need no autograd; None for what it does not "
+     "take."},
+    {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(configure)),
+     METH_VARARGS | METH_KEYWORDS,
+     "configure(flash_decode=None, flash_attn=None, runtime=None): the modules whose settings, plans "
+     "and launchers the fast paths use (each given one replaces the previous)."},
     {"cpu_as_cuda", cpuAsCuda, METH_O,
      "cpu_as_cuda(flag) -> previous flag. Tests: CPU tensors stand for CUDA device 0 (the launches are "
      "caught, never made)."},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "_tilec_decode",
-                         "flash_attn_with_kvcache's serving call in C++ (tilec.flash_decode.NATIVE_FAST_PATH).",
+PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "_tilec_fast",
+                         "The O(1) GPU fast paths of flash_attn_with_kvcache and flash_attn_func in C++ "
+                         "(tilec.flash_decode.NATIVE_FAST_PATH, tilec.flash_attn.NATIVE_FAST_PATH).",
                          -1, methods, nullptr, nullptr, nullptr, nullptr};
 
 } // namespace
 
-PyMODINIT_FUNC PyInit__tilec_decode() {
+PyMODINIT_FUNC PyInit__tilec_fast() {
   const std::pair<PyObject **, const char *> table[] = {
       {&names.fastPlans, "_FAST_PLANS"},         {&names.makeFastPlans, "_fast_plans"},
       {&names.fastDummies, "_FAST_DUMMIES"},     {&names.counters, "_COUNTERS"},
@@ -585,7 +759,7 @@ PyMODINIT_FUNC PyInit__tilec_decode() {
       {&names.checkPagedCapacity, "CHECK_PAGED_CAPACITY"}, {&names.knobValues, "_FAST_KNOB_VALUES"},
       {&names.rawStreamVar, "_raw_stream"},      {&names.rawStream, "raw_stream"},
       {&names.launchOn, "launch_on"},            {&names.float16, "float16"},
-      {&names.bfloat16, "bfloat16"}};
+      {&names.bfloat16, "bfloat16"},             {&names.gpuLaunches, "_GPU_LAUNCHES"}};
   for (const auto &[slot, text] : table)
     if (!intern(*slot, text))
       return nullptr;

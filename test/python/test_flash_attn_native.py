@@ -1,0 +1,146 @@
+"""flash_attn_func's fast path in C++ (_tilec_fast.forward,
+tilec.flash_attn.NATIVE_FAST_PATH) against the Python fast path it mirrors
+(flash_attn._gpu_fast_path): the same launcher, scalars, strides and
+buffers; None (the Python path) for what it does not take.
+
+No GPU needed: CPU tensors pose as CUDA ones (see
+test_flash_decode_native.py), the launchers are the kernels' keys and the
+launches are caught at tilec.runtime.launch_on. test_torch_ops.py and the
+CPU numerics tests check the Python paths; test_dsl_flash / bench/gpu.sh
+the bits on a GPU.
+"""
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tilec  # noqa: E402
+from tilec import flash_attn as fa, runtime  # noqa: E402
+
+from test_flash_decode_native import _native_module, _posing_as_cuda  # noqa: E402
+
+
+@pytest.fixture
+def native(monkeypatch):
+    module = _native_module()
+    was = module.cpu_as_cuda(True)
+    from tilec.jit import LaunchCache
+
+    monkeypatch.setattr(fa, "_GPU_LAUNCHES", LaunchCache(lambda key: ("launcher",) + key))
+    monkeypatch.setattr(runtime, "_raw_stream", lambda index: 7)
+    monkeypatch.setattr(runtime, "launch_on", lambda *a, **kw: pytest.fail("launched: " + repr(a[1])))
+    monkeypatch.setattr(fa, "_NATIVE", None)
+    # The device's dummies (the Python path would make them on the GPU).
+    monkeypatch.setattr(fa, "_FAST_DUMMIES", {0: (torch.zeros(4), torch.zeros(4, dtype=torch.int32))})
+    yield module
+    module.cpu_as_cuda(was)
+
+
+CASES = [
+    dict(b=2, sq=128, sk=128, h=4, hk=4, d=64),
+    dict(b=1, sq=77, sk=300, h=8, hk=2, d=128, causal=True),                    # GQA, bottom-right causal
+    dict(b=3, sq=1, sk=50, h=6, hk=1, d=96, causal=True),                       # one row: not causal
+    dict(b=1, sq=200, sk=100, h=2, hk=2, d=256, window=(30, 10), softcap=20.0, scale=0.5),
+    dict(b=2, sq=64, sk=64, h=2, hk=2, d=40, window=(-1, 0)),                   # right = 0: causal
+    dict(b=2, sq=64, sk=64, h=2, hk=2, d=64, window=(8, -1), dtype=torch.float16),
+    dict(b=1, sq=33, sk=33, h=3, hk=3, d=64, window=(100, 100), scale=2),       # windows past seqlen_k
+    dict(b=1, sq=16, sk=48, h=4, hk=2, d=64, strided=True),                     # q a view of a wider tensor
+]
+
+
+def _inputs(case):
+    dt = case.get("dtype", torch.bfloat16)
+    b, sq, sk, h, hk, d = (case[n] for n in ("b", "sq", "sk", "h", "hk", "d"))
+    if case.get("strided"):
+        q = torch.randn(b, sq, h, 2 * d, dtype=dt)[..., :d]
+    else:
+        q = torch.randn(b, sq, h, d, dtype=dt)
+    k, v = torch.randn(b, sk, hk, d, dtype=dt), torch.randn(b, sk, hk, d, dtype=dt)
+    kwargs = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)),
+                  softcap=case.get("softcap", 0.0), softmax_scale=case.get("scale"))
+    return _posing_as_cuda(q), _posing_as_cuda(k), _posing_as_cuda(v), kwargs
+
+
+def _call(monkeypatch, native_on, q, k, v, kwargs):
+    caught = []
+    monkeypatch.setattr(runtime, "launch_on", lambda device, launch, args, stream, grid=None:
+                        caught.append((device, launch, args, stream, grid)))
+    monkeypatch.setattr(fa, "NATIVE_FAST_PATH", native_on)
+    out, lse = tilec.flash_attn_func(q, k, v, return_lse=True, **kwargs)
+    return out, lse, caught
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_native_forward_launches_what_the_python_fast_path_does(monkeypatch, native, case):
+    q, k, v, kwargs = _inputs(case)
+    calls = []
+    real = fa._native_forward()
+    assert real, "the native path did not load"
+    monkeypatch.setattr(fa, "_NATIVE", lambda *a: calls.append(real(*a)) or calls[-1])
+    out_n, lse_n, got = _call(monkeypatch, True, q, k, v, kwargs)
+    assert calls and calls[-1] is not None, "the native path declined a call it takes"
+    out_p, lse_p, want = _call(monkeypatch, False, q, k, v, kwargs)
+    assert len(calls) == 1
+    assert len(got) == len(want) == 1
+    (dev_n, launch_n, args_n, stream_n, grid_n), (dev_p, launch_p, args_p, stream_p, grid_p) = got[0], want[0]
+    assert (dev_n, launch_n, stream_n, grid_n) == (dev_p, launch_p, stream_p, grid_p) == (0, launch_p, 7, None)
+    assert out_n.shape == out_p.shape == q.shape and out_n.dtype == q.dtype and out_n.is_contiguous()
+    assert lse_n.shape == lse_p.shape and lse_n.dtype == torch.float32 and lse_n.is_contiguous()
+    named = {q.data_ptr(): "q", k.data_ptr(): "k", v.data_ptr(): "v"}
+    slopes, ints = fa._FAST_DUMMIES[0]
+    named.update({slopes.data_ptr(): "slopes", ints.data_ptr(): "ints"})
+
+    def label(args, out, lse):
+        row = []
+        for a in args:
+            a = a.data_ptr() if isinstance(a, torch.Tensor) else a
+            row.append(named.get(a, {out.data_ptr(): "out", lse.data_ptr(): "lse"}.get(a, a))
+                       if isinstance(a, int) else a)
+        return row
+
+    assert label(args_n, out_n, lse_n) == label(args_p, out_p, lse_p)
+    assert all(not isinstance(a, int) or a < 1 << 32 for a in label(args_n, out_n, lse_n))   # every address named
+
+
+def test_native_forward_returns_out_alone(monkeypatch, native):
+    q, k, v, kwargs = _inputs(CASES[0])
+    caught = []
+    monkeypatch.setattr(runtime, "launch_on", lambda *a, **kw: caught.append(a))
+    out = tilec.flash_attn_func(q, k, v, **kwargs)
+    assert isinstance(out, torch.Tensor) and out.shape == q.shape and len(caught) == 1
+
+
+@pytest.mark.parametrize("what", ["requires grad", "float32", "unaligned", "window of floats", "no dummies yet",
+                                  "head dim 260", "cpu"])
+def test_native_forward_leaves_what_it_does_not_take(monkeypatch, native, what):
+    q, k, v, kwargs = _inputs(CASES[0])
+    _call(monkeypatch, False, q, k, v, kwargs)
+    if what == "requires grad":
+        q = q.clone().requires_grad_()
+    elif what == "float32":
+        q, k, v = (_posing_as_cuda(t.float()) for t in (q, k, v))
+    elif what == "unaligned":
+        q = _posing_as_cuda(torch.randn(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape))
+    elif what == "window of floats":
+        kwargs["window_size"] = (4.0, 0.0)
+    elif what == "no dummies yet":
+        monkeypatch.setattr(fa, "_FAST_DUMMIES", {})
+    elif what == "head dim 260":
+        q, k, v = (_posing_as_cuda(torch.randn(1, 8, 1, 264, dtype=torch.bfloat16)) for _ in range(3))
+    elif what == "cpu":
+        native.cpu_as_cuda(False)
+    assert fa._native_forward()(q, k, v, kwargs["softmax_scale"], kwargs["causal"], kwargs["window_size"],
+                                kwargs["softcap"]) is None
+
+
+def test_native_forward_refuses_wrong_arity(native):
+    with pytest.raises(TypeError, match="7 arguments"):
+        fa._native_forward()(1, 2)
+
+
+def test_native_is_not_traced_by_torch_compile():
+    """torch.compile traces the custom op, not the C++ call (which it could
+    not): flash_attn_func asks _torch_compiling() first."""
+    src = sys.modules["tilec.flash_attn"].flash_attn_func.__code__
+    assert "_torch_compiling" in src.co_names and "_NATIVE" in src.co_names
