@@ -1,6 +1,6 @@
 // _tilec_fast: the O(1) GPU fast paths of tilec's public calls in C++ --
-// flash_attn_with_kvcache's serving call (decode) and flash_attn_func's dense
-// call (forward). A torch extension, built where the Python it is built for
+// flash_attn_with_kvcache's serving call (decode), flash_attn_func's dense
+// call (forward) and flash_attn_varlen_func's (varlen). A torch extension, built where the Python it is built for
 // imports torch (lib/runtime/CMakeLists.txt, TILEC_TORCH_EXTENSION).
 //
 // Why: the Python fast paths (tilec.flash_decode._gpu_fast_path,
@@ -88,7 +88,7 @@ State state;
 struct Names {
   PyObject *fastPlans, *makeFastPlans, *fastDummies, *counters, *nativeCounters, *fusedAppend,
       *checkPagedCapacity, *knobValues, *rawStreamVar, *rawStream, *launchOn, *float16, *bfloat16,
-      *gpuLaunches;
+      *gpuLaunches, *checkCudaVarlenValues, *cudaKeys, *sequenceBuffers;
 };
 Names names;
 
@@ -675,6 +675,144 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
+PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 11) {
+    PyErr_SetString(PyExc_TypeError, "varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, "
+                                     "softmax_scale, causal, window_size, softcap): 11 arguments");
+    return nullptr;
+  }
+  if (!requireModule(state.attn, "flash_attn") || !requireModule(state.runtime, "runtime"))
+    return nullptr;
+  PyObject *qo = args[0], *ko = args[1], *vo = args[2], *cuqo = args[3], *cuko = args[4], *maxqo = args[5],
+           *maxko = args[6], *scaleo = args[7], *causalo = args[8], *windowo = args[9], *softcapo = args[10];
+  // The same tests, in the same order, as flash_attn._gpu_varlen_fast_path
+  // (without seqused_k: the public call's, unpaged); no autograd.
+  PyObject *check = global(state.attnDict, names.checkCudaVarlenValues);
+  if (!check && PyErr_Occurred())
+    return nullptr;
+  const int checking = check ? PyObject_IsTrue(check) : 0;
+  if (checking < 0)
+    return nullptr;
+  PyTypeObject *kind = Py_TYPE(qo);
+  int64_t windowLeft, windowRight, maxQ, maxK;
+  if (checking || !THPVariable_Check(qo) || Py_TYPE(ko) != kind || Py_TYPE(vo) != kind ||
+      Py_TYPE(cuqo) != kind || Py_TYPE(cuko) != kind || !windowPair(windowo, windowLeft, windowRight) ||
+      !exactInt(maxqo, maxQ) || !exactInt(maxko, maxK))
+    return notTaken();
+  const at::Tensor &q = THPVariable_Unpack(qo);
+  const at::Tensor &k = THPVariable_Unpack(ko);
+  const at::Tensor &v = THPVariable_Unpack(vo);
+  const at::Tensor &cuQ = THPVariable_Unpack(cuqo);
+  const at::Tensor &cuK = THPVariable_Unpack(cuko);
+  if (q.requires_grad() || k.requires_grad() || v.requires_grad())
+    return notTaken();
+  const at::ScalarType dt = q.scalar_type();
+  PyObject *dtype = dt == at::kHalf ? names.float16 : dt == at::kBFloat16 ? names.bfloat16 : nullptr;
+  if (!dtype || k.scalar_type() != dt || v.scalar_type() != dt || cuQ.scalar_type() != at::kInt ||
+      cuK.scalar_type() != at::kInt)
+    return notTaken();
+  if (q.dim() != 3 || k.dim() != 3 || v.sizes() != k.sizes() || cuQ.dim() != 1 || cuK.sizes() != cuQ.sizes())
+    return notTaken();
+  const int64_t totalQ = q.size(0), heads = q.size(1), headDim = q.size(2);
+  const int64_t totalK = k.size(0), headsK = k.size(1), batch = cuQ.size(0) - 1;
+  if (k.size(2) != headDim || (headDim & 7) || !(8 <= headDim && headDim <= state.maxHeadDim) ||
+      !(totalQ && totalK && heads && headsK && batch > 0 && maxQ > 0 && maxK > 0) || heads % headsK ||
+      windowLeft < -1 || windowRight < -1 || cuQ.stride(0) != 1 || cuK.stride(0) != 1)
+    return notTaken();
+  const int device = deviceOf(q);
+  if (device < 0 || deviceOf(k) != device || deviceOf(v) != device || deviceOf(cuQ) != device ||
+      deviceOf(cuK) != device)
+    return notTaken();
+  const auto sq = q.strides(), sk = k.strides(), sv = v.strides();
+  if (sq[2] != 1 || sk[2] != 1 || sv[2] != 1 || ((sq[0] | sq[1] | sk[0] | sk[1] | sv[0] | sv[1]) & 7) ||
+      ((address(q) | address(k) | address(v)) & 15))
+    return notTaken();
+  double scale, softcap;
+  if (scaleo == Py_None)
+    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  else if (!toDouble(scaleo, scale))
+    return notTaken();
+  if (!toDouble(softcapo, softcap) || !(scale > 0) || !(softcap >= 0))
+    return notTaken();
+  const int causal = PyObject_IsTrue(causalo);
+  if (causal < 0)
+    return nullptr;
+  const MaskMode mode = maskMode(causal, windowLeft, windowRight, maxQ, maxK);
+
+  // The device's error buffer (_SEQUENCE_BUFFERS[_CUDA_KEYS[device]]: [host
+  // view, its address, capacity, owner tensor]), made or grown by the Python
+  // path; a flag word set by an earlier call's kernel is the Python path's
+  // to raise.
+  PyObject *keys = global(state.attnDict, names.cudaKeys);
+  PyObject *buffers = global(state.attnDict, names.sequenceBuffers);
+  if (!keys || !buffers || !PyList_Check(keys) || !PyDict_Check(buffers) || device >= PyList_GET_SIZE(keys))
+    return PyErr_Occurred() ? nullptr : notTaken();
+  PyObject *entry = PyDict_GetItemWithError(buffers, PyList_GET_ITEM(keys, device));
+  if (!entry)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  if (!PyList_Check(entry) || PyList_GET_SIZE(entry) != 4 || !THPVariable_Check(PyList_GET_ITEM(entry, 3))) {
+    PyErr_SetString(PyExc_TypeError, "flash_attn._SEQUENCE_BUFFERS: expected [view, address, capacity, tensor]");
+    return nullptr;
+  }
+  const int64_t capacity = PyLong_AsLongLong(PyList_GET_ITEM(entry, 2));
+  if (capacity == -1 && PyErr_Occurred())
+    return nullptr;
+  const at::Tensor &owner = THPVariable_Unpack(PyList_GET_ITEM(entry, 3));
+  if (capacity < batch || owner.scalar_type() != at::kInt || !owner.is_cpu() ||
+      static_cast<const volatile int32_t *>(owner.data_ptr())[0] != 0)
+    return notTaken();
+  PyObject *errorsAddress = PyList_GET_ITEM(entry, 1);
+
+  PyObject *dummiesDict = global(state.attnDict, names.fastDummies);
+  if (!dummiesDict || !PyDict_Check(dummiesDict))
+    return PyErr_Occurred() ? nullptr : notTaken();
+  Ref deviceKey(pyInt(device));
+  if (!deviceKey)
+    return nullptr;
+  PyObject *dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
+  if (!dummies)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
+      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
+    PyErr_SetString(PyExc_TypeError, "flash_attn._FAST_DUMMIES: expected (f32 tensor, int32 tensor) per device");
+    return nullptr;
+  }
+  const uint64_t slopes = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
+  const uint64_t ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
+  PyObject *launches = global(state.attnDict, names.gpuLaunches);
+  if (!launches)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  Ref key = tupleOf({Py_NewRef(dtype), pyInt(headDim), newBool(mode.causal), newBool(mode.window),
+                     newBool(softcap > 0), newBool(false), newBool(true), Py_NewRef(deviceKey.get())});
+  if (!key)
+    return nullptr;
+  Ref launch(PyObject_GetItem(launches, key.get()));
+  if (!launch)
+    return nullptr;
+
+  at::Tensor o = at::empty(q.sizes(), q.options());
+  at::Tensor lse = at::empty({heads, totalQ}, q.options().dtype(at::kFloat));
+  const int64_t row = heads * headDim;
+  // Sequence b starts at row cu_seqlens[b]: each tensor's batch stride is its row stride.
+  Ref launchArgs = tupleOf({
+      pyAddress(address(q)), pyAddress(address(k)), pyAddress(address(v)), pyAddress(address(o)),
+      pyAddress(address(lse)), pyInt(maxQ), pyInt(maxK), pyInt(heads), pyInt(batch), pyInt(heads / headsK),
+      pyInt(sq[0]), pyInt(sq[0]), pyInt(sq[1]), pyInt(sk[0]), pyInt(sk[0]), pyInt(sk[1]),
+      pyInt(sv[0]), pyInt(sv[0]), pyInt(sv[1]),
+      pyInt(row), pyInt(row), pyInt(headDim), pyInt(1), pyInt(totalQ),
+      PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
+      pyAddress(slopes), pyInt(0), pyAddress(address(cuQ)), pyAddress(address(cuK)), pyAddress(ints), pyInt(0),
+      Py_NewRef(errorsAddress), pyInt(totalQ), pyInt(totalK)});
+  if (!launchArgs)
+    return nullptr;
+  Ref stream = currentStream(deviceKey.get());
+  if (!stream || !launchOn(deviceKey.get(), launch.get(), launchArgs.get(), stream.get(), nullptr))
+    return nullptr;
+  return tupleOf({THPVariable_Wrap(std::move(o)), THPVariable_Wrap(std::move(lse))}).release();
+  END_HANDLE_TH_ERRORS
+}
+
 /// A module's int constant; false with an exception set when missing.
 bool intConstant(PyObject *module, const char *name, int64_t &out) {
   Ref value(PyObject_GetAttrString(module, name));
@@ -735,6 +873,10 @@ PyMethodDef methods[] = {
      "forward(q, k, v, softmax_scale, causal, window_size, softcap) -> (out, lse): "
      "tilec.flash_attn._gpu_fast_path in C++ for inputs that need no autograd; None for what it does not "
      "take."},
+    {"varlen", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(varlenFastPath)), METH_FASTCALL,
+     "varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, "
+     "window_size, softcap) -> (out, lse): tilec.flash_attn._gpu_varlen_fast_path in C++ (no seqused_k) for "
+     "inputs that need no autograd; None for what it does not take."},
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(configure)),
      METH_VARARGS | METH_KEYWORDS,
      "configure(flash_decode=None, flash_attn=None, runtime=None): the modules whose settings, plans "
@@ -759,7 +901,9 @@ PyMODINIT_FUNC PyInit__tilec_fast() {
       {&names.checkPagedCapacity, "CHECK_PAGED_CAPACITY"}, {&names.knobValues, "_FAST_KNOB_VALUES"},
       {&names.rawStreamVar, "_raw_stream"},      {&names.rawStream, "raw_stream"},
       {&names.launchOn, "launch_on"},            {&names.float16, "float16"},
-      {&names.bfloat16, "bfloat16"},             {&names.gpuLaunches, "_GPU_LAUNCHES"}};
+      {&names.bfloat16, "bfloat16"},             {&names.gpuLaunches, "_GPU_LAUNCHES"},
+      {&names.checkCudaVarlenValues, "CHECK_CUDA_VARLEN_VALUES"}, {&names.cudaKeys, "_CUDA_KEYS"},
+      {&names.sequenceBuffers, "_SEQUENCE_BUFFERS"}};
   for (const auto &[slot, text] : table)
     if (!intern(*slot, text))
       return nullptr;

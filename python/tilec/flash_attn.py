@@ -535,7 +535,7 @@ _GPU_LAUNCHES = LaunchCache(_build_gpu_launch)
 _FAST_DTYPES = {}  # torch dtype -> dtype name, for _gpu_fast_path
 _FAST_DUMMIES = {}  # device index -> (f32 dummy, int32 dummy)
 
-#: Run flash_attn_func's fast path in C++ (the torch extension _tilec_fast,
+#: Run flash_attn_func's and flash_attn_varlen_func's fast paths in C++ (the torch extension _tilec_fast,
 #: where it was built for this torch; inputs that need no autograd): the same
 #: checks, launcher, buffers and launch as _gpu_fast_path, without the
 #: interpreter and the Python-level tensor attribute reads
@@ -576,6 +576,18 @@ def _native_forward():
         native = _native_module()
         _NATIVE = native.forward if native else False
     return _NATIVE
+
+
+_NATIVE_VARLEN = None  # _tilec_fast.varlen, or False where there is none
+
+
+def _native_varlen():
+    """_tilec_fast.varlen (cached in _NATIVE_VARLEN), or False."""
+    global _NATIVE_VARLEN
+    if _NATIVE_VARLEN is None:
+        native = _native_module()
+        _NATIVE_VARLEN = native.varlen if native else False
+    return _NATIVE_VARLEN
 
 
 def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
@@ -1196,6 +1208,15 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             flash_attn_varlen_func, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
             max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
             deterministic, return_attn_probs, block_table, generator=generator)
+    if (NATIVE_FAST_PATH and block_table is None and not dropout_p and alibi_slopes is None
+            and not return_attn_probs and generator is None and not _torch_compiling()):
+        # The common CUDA call without autograd, in C++ (None: not taken).
+        native = _NATIVE_VARLEN if _NATIVE_VARLEN is not None else _native_varlen()
+        if native:
+            done = native(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                          causal, window_size, softcap)
+            if done is not None:
+                return done[0]
     fn = "flash_attn_varlen_func"
     seqused_k = None
     if block_table is not None:

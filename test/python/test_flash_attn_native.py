@@ -144,3 +144,95 @@ def test_native_is_not_traced_by_torch_compile():
     not): flash_attn_func asks _torch_compiling() first."""
     src = sys.modules["tilec.flash_attn"].flash_attn_func.__code__
     assert "_torch_compiling" in src.co_names and "_NATIVE" in src.co_names
+
+
+# --- flash_attn_varlen_func: _tilec_fast.varlen against flash_attn._gpu_varlen_fast_path ---
+
+VARLEN_CASES = [
+    dict(lens_q=[5, 0, 17], lens_k=[5, 9, 30], h=4, hk=2, d=64),
+    dict(lens_q=[128], lens_k=[128], h=2, hk=2, d=128, causal=True),
+    dict(lens_q=[3, 40], lens_k=[60, 41], h=6, hk=3, d=96, window=(16, 0), softcap=10.0, scale=0.25),
+    dict(lens_q=[1, 1, 1, 1], lens_k=[7, 100, 3, 64], h=8, hk=1, d=256, causal=True),
+]
+
+
+def _varlen_inputs(case):
+    dt = case.get("dtype", torch.bfloat16)
+    cu = lambda lens: _posing_as_cuda(torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32))  # noqa
+    tq, tk = sum(case["lens_q"]), sum(case["lens_k"])
+    q = _posing_as_cuda(torch.randn(tq, case["h"], case["d"], dtype=dt))
+    k = _posing_as_cuda(torch.randn(tk, case["hk"], case["d"], dtype=dt))
+    v = _posing_as_cuda(torch.randn(tk, case["hk"], case["d"], dtype=dt))
+    kwargs = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)),
+                  softcap=case.get("softcap", 0.0), softmax_scale=case.get("scale"))
+    return q, k, v, cu(case["lens_q"]), cu(case["lens_k"]), max(case["lens_q"]), max(case["lens_k"]), kwargs
+
+
+def _varlen_call(monkeypatch, native_on, inputs):
+    q, k, v, cu_q, cu_k, max_q, max_k, kwargs = inputs
+    caught = []
+    monkeypatch.setattr(runtime, "launch_on", lambda device, launch, args, stream, grid=None:
+                        caught.append((device, launch, args, stream, grid)))
+    monkeypatch.setattr(fa, "NATIVE_FAST_PATH", native_on)
+    out = tilec.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, **kwargs)
+    return out, caught
+
+
+@pytest.fixture
+def varlen_native(monkeypatch, native):
+    monkeypatch.setattr(fa, "_NATIVE_VARLEN", None)
+    monkeypatch.setattr(fa, "_SEQUENCE_BUFFERS", {})
+    monkeypatch.setattr(fa, "_CUDA_KEYS", [])
+    monkeypatch.setattr(fa, "CHECK_CUDA_VARLEN_VALUES", False)
+    return native
+
+
+@pytest.mark.parametrize("case", VARLEN_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_native_varlen_launches_what_the_python_fast_path_does(monkeypatch, varlen_native, case):
+    inputs = _varlen_inputs(case)
+    out_p, want = _varlen_call(monkeypatch, False, inputs)     # also makes the device's error buffer
+    calls = []
+    real = fa._native_varlen()
+    monkeypatch.setattr(fa, "_NATIVE_VARLEN", lambda *a: calls.append(real(*a)) or calls[-1])
+    out_n, got = _varlen_call(monkeypatch, True, inputs)
+    assert calls and calls[-1] is not None, "the native path declined a call it takes"
+    assert out_n.shape == out_p.shape == inputs[0].shape and out_n.dtype == out_p.dtype
+    lse_n = calls[-1][1]
+    q, k, v, cu_q, cu_k = inputs[:5]
+    assert lse_n.shape == (q.shape[1], q.shape[0]) and lse_n.dtype == torch.float32
+    (dev_n, launch_n, args_n, stream_n, grid_n), = got
+    (dev_p, launch_p, args_p, stream_p, grid_p), = want
+    assert (dev_n, launch_n, stream_n, grid_n) == (dev_p, launch_p, stream_p, grid_p)
+    named = {t.data_ptr(): n for n, t in [("q", q), ("k", k), ("v", v), ("cu_q", cu_q), ("cu_k", cu_k)]}
+    slopes, ints = fa._FAST_DUMMIES[0]
+    named.update({slopes.data_ptr(): "slopes", ints.data_ptr(): "ints"})
+    named[fa._SEQUENCE_BUFFERS["cuda:0"][1]] = "errors"
+
+    def label(args, out):
+        row = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+        row = [named.get(a, "out" if a == out.data_ptr() else a) if isinstance(a, int) else a for a in row]
+        row[4] = "lse" if row[4] > 1 << 32 else row[4]             # a fresh buffer on each path
+        return row
+
+    assert label(args_n, out_n) == label(args_p, out_p)
+    assert all(not isinstance(a, int) or a < 1 << 32 for a in label(args_n, out_n))
+
+
+@pytest.mark.parametrize("what", ["flagged error", "checking values", "no buffer yet", "max_seqlen not int",
+                                  "requires grad"])
+def test_native_varlen_leaves_what_it_does_not_take(monkeypatch, varlen_native, what):
+    inputs = list(_varlen_inputs(VARLEN_CASES[0]))
+    _varlen_call(monkeypatch, False, inputs)
+    if what == "flagged error":
+        fa._SEQUENCE_BUFFERS["cuda:0"][3][0] = 1          # an earlier kernel found bad values
+    elif what == "checking values":
+        monkeypatch.setattr(fa, "CHECK_CUDA_VARLEN_VALUES", True)
+    elif what == "no buffer yet":
+        monkeypatch.setattr(fa, "_SEQUENCE_BUFFERS", {})
+    elif what == "max_seqlen not int":
+        inputs[5] = torch.tensor(inputs[5])
+    elif what == "requires grad":
+        inputs[0] = inputs[0].clone().requires_grad_()
+    q, k, v, cu_q, cu_k, max_q, max_k, kw = inputs
+    assert fa._native_varlen()(q, k, v, cu_q, cu_k, max_q, max_k, kw["softmax_scale"], kw["causal"],
+                               kw["window_size"], kw["softcap"]) is None
