@@ -202,6 +202,22 @@ bool windowPair(PyObject *window, int64_t &left, int64_t &right) {
          exactInt(PySequence_Fast_GET_ITEM(window, 0), left) && exactInt(PySequence_Fast_GET_ITEM(window, 1), right);
 }
 
+/// A dtype's name in the plans' keys (borrowed), or nullptr: not f16/bf16.
+PyObject *dtypeName(at::ScalarType dt) {
+  return dt == at::kHalf ? names.float16 : dt == at::kBFloat16 ? names.bfloat16 : nullptr;
+}
+
+/// softmax_scale (None: 1/sqrt(head_dim)) and softcap, as float() reads them
+/// in Python; false (no exception) when either does not convert, or scale is
+/// not > 0 or softcap not >= 0 (NaN fails both).
+bool scaleAndSoftcap(PyObject *scaleo, PyObject *softcapo, int64_t headDim, double &scale, double &softcap) {
+  if (scaleo == Py_None)
+    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  else if (!toDouble(scaleo, scale))
+    return false;
+  return toDouble(softcapo, softcap) && scale > 0 && softcap >= 0;
+}
+
 PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   if (nargs != 13) {
@@ -231,7 +247,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const at::Tensor &kc = THPVariable_Unpack(kco);
   const at::Tensor &vc = THPVariable_Unpack(vco);
   const at::ScalarType dt = q.scalar_type();
-  PyObject *dtype = dt == at::kHalf ? names.float16 : dt == at::kBFloat16 ? names.bfloat16 : nullptr;
+  PyObject *dtype = dtypeName(dt);
   if (!dtype || kc.scalar_type() != dt || vc.scalar_type() != dt)
     return notTaken();
   if (q.dim() != 4 || kc.dim() != 4 || vc.sizes() != kc.sizes())
@@ -316,13 +332,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       ((address(q) | address(kc) | address(vc)) & 15))
     return notTaken();
   double scale, softcap;
-  if (scaleo == Py_None)
-    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
-  else if (!toDouble(scaleo, scale))
-    return notTaken();
-  if (!toDouble(softcapo, softcap))
-    return notTaken();
-  if (!(scale > 0) || !(0 <= softcap && softcap < std::numeric_limits<double>::infinity()))
+  if (!scaleAndSoftcap(scaleo, softcapo, headDim, scale, softcap) ||
+      !(softcap < std::numeric_limits<double>::infinity()))
     return notTaken();
   const int causal = PyObject_IsTrue(causalo);
   if (causal < 0)
@@ -570,6 +581,52 @@ MaskMode maskMode(bool causal, int64_t left, int64_t right, int64_t seqlenQ, int
   return {false, true, left < 0 ? seqlenK : left, right < 0 ? seqlenK : right};
 }
 
+/// flash_attn's part of a dense or varlen launch: the device's f32 and
+/// int32 dummies (flash_attn._FAST_DUMMIES, made by the Python path's first
+/// call) and the launcher (flash_attn._GPU_LAUNCHES[key], key as the Python
+/// fast paths build it). `launch` empty: with an exception set, an error;
+/// without, not taken.
+struct AttnLaunch {
+  uint64_t slopes = 0, ints = 0;
+  Ref launch;
+};
+AttnLaunch attnLaunch(PyObject *dtype, int64_t headDim, const MaskMode &mode, bool softcap, bool varlen,
+                      PyObject *deviceKey) {
+  AttnLaunch found;
+  PyObject *dummiesDict = global(state.attnDict, names.fastDummies);
+  PyObject *dummies = dummiesDict && PyDict_Check(dummiesDict) ? PyDict_GetItemWithError(dummiesDict, deviceKey)
+                                                               : nullptr;
+  if (!dummies)
+    return found;
+  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
+      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
+    PyErr_SetString(PyExc_TypeError, "flash_attn._FAST_DUMMIES: expected (f32 tensor, int32 tensor) per device");
+    return found;
+  }
+  found.slopes = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
+  found.ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
+  PyObject *launches = global(state.attnDict, names.gpuLaunches);
+  if (!launches)
+    return found;
+  Ref key = tupleOf({Py_NewRef(dtype), pyInt(headDim), newBool(mode.causal), newBool(mode.window),
+                     newBool(softcap), newBool(false), newBool(varlen), Py_NewRef(deviceKey)});
+  if (key)
+    found.launch.reset(PyObject_GetItem(launches, key.get()));
+  return found;
+}
+
+/// Launches `launch` with `launchArgs` on the device's current stream and
+/// returns (o, lse).
+PyObject *launchAndReturn(PyObject *deviceKey, PyObject *launch, PyObject *launchArgs, at::Tensor o,
+                          at::Tensor lse) {
+  if (!launchArgs)
+    return nullptr;
+  Ref stream = currentStream(deviceKey);
+  if (!stream || !launchOn(deviceKey, launch, launchArgs, stream.get(), nullptr))
+    return nullptr;
+  return tupleOf({THPVariable_Wrap(std::move(o)), THPVariable_Wrap(std::move(lse))}).release();
+}
+
 PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   if (nargs != 7) {
@@ -593,7 +650,7 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (q.requires_grad() || k.requires_grad() || v.requires_grad())
     return notTaken();
   const at::ScalarType dt = q.scalar_type();
-  PyObject *dtype = dt == at::kHalf ? names.float16 : dt == at::kBFloat16 ? names.bfloat16 : nullptr;
+  PyObject *dtype = dtypeName(dt);
   if (!dtype || k.scalar_type() != dt || v.scalar_type() != dt)
     return notTaken();
   if (q.dim() != 4 || k.dim() != 4 || v.sizes() != k.sizes())
@@ -614,46 +671,19 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       ((address(q) | address(k) | address(v)) & 15))
     return notTaken();
   double scale, softcap;
-  if (scaleo == Py_None)
-    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
-  else if (!toDouble(scaleo, scale))
-    return notTaken();
-  if (!toDouble(softcapo, softcap) || !(scale > 0) || !(softcap >= 0))
+  if (!scaleAndSoftcap(scaleo, softcapo, headDim, scale, softcap))
     return notTaken();
   const int causal = PyObject_IsTrue(causalo);
   if (causal < 0)
     return nullptr;
   const MaskMode mode = maskMode(causal, windowLeft, windowRight, seqlenQ, seqlenK);
 
-  // The f32 and int32 dummies of the device: made by the Python path's first call.
-  PyObject *dummiesDict = global(state.attnDict, names.fastDummies);
-  if (!dummiesDict || !PyDict_Check(dummiesDict))
-    return PyErr_Occurred() ? nullptr : notTaken();
   Ref deviceKey(pyInt(device));
   if (!deviceKey)
     return nullptr;
-  PyObject *dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
-  if (!dummies)
+  AttnLaunch attn = attnLaunch(dtype, headDim, mode, softcap > 0, /*varlen=*/false, deviceKey.get());
+  if (!attn.launch)
     return PyErr_Occurred() ? nullptr : notTaken();
-  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
-      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
-    PyErr_SetString(PyExc_TypeError, "flash_attn._FAST_DUMMIES: expected (f32 tensor, int32 tensor) per device");
-    return nullptr;
-  }
-  const uint64_t slopes = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
-  const uint64_t ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
-
-  // The launcher: flash_attn._GPU_LAUNCHES[key], key as _gpu_fast_path builds it.
-  PyObject *launches = global(state.attnDict, names.gpuLaunches);
-  if (!launches)
-    return PyErr_Occurred() ? nullptr : notTaken();
-  Ref key = tupleOf({Py_NewRef(dtype), pyInt(headDim), newBool(mode.causal), newBool(mode.window),
-                     newBool(softcap > 0), newBool(false), newBool(false), Py_NewRef(deviceKey.get())});
-  if (!key)
-    return nullptr;
-  Ref launch(PyObject_GetItem(launches, key.get()));
-  if (!launch)
-    return nullptr;
 
   at::Tensor o = at::empty(q.sizes(), q.options());
   at::Tensor lse = at::empty({batch, heads, seqlenQ}, q.options().dtype(at::kFloat));
@@ -665,13 +695,8 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
       pyInt(seqlenQ * row), pyInt(row), pyInt(headDim), pyInt(heads * seqlenQ), pyInt(seqlenQ),
       PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
-      pyAddress(slopes), pyInt(0), pyAddress(ints), pyAddress(ints), pyAddress(ints), pyInt(0)});
-  if (!launchArgs)
-    return nullptr;
-  Ref stream = currentStream(deviceKey.get());
-  if (!stream || !launchOn(deviceKey.get(), launch.get(), launchArgs.get(), stream.get(), nullptr))
-    return nullptr;
-  return tupleOf({THPVariable_Wrap(std::move(o)), THPVariable_Wrap(std::move(lse))}).release();
+      pyAddress(attn.slopes), pyInt(0), pyAddress(attn.ints), pyAddress(attn.ints), pyAddress(attn.ints), pyInt(0)});
+  return launchAndReturn(deviceKey.get(), attn.launch.get(), launchArgs.get(), std::move(o), std::move(lse));
   END_HANDLE_TH_ERRORS
 }
 
@@ -708,7 +733,7 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (q.requires_grad() || k.requires_grad() || v.requires_grad())
     return notTaken();
   const at::ScalarType dt = q.scalar_type();
-  PyObject *dtype = dt == at::kHalf ? names.float16 : dt == at::kBFloat16 ? names.bfloat16 : nullptr;
+  PyObject *dtype = dtypeName(dt);
   if (!dtype || k.scalar_type() != dt || v.scalar_type() != dt || cuQ.scalar_type() != at::kInt ||
       cuK.scalar_type() != at::kInt)
     return notTaken();
@@ -729,11 +754,7 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       ((address(q) | address(k) | address(v)) & 15))
     return notTaken();
   double scale, softcap;
-  if (scaleo == Py_None)
-    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
-  else if (!toDouble(scaleo, scale))
-    return notTaken();
-  if (!toDouble(softcapo, softcap) || !(scale > 0) || !(softcap >= 0))
+  if (!scaleAndSoftcap(scaleo, softcapo, headDim, scale, softcap))
     return notTaken();
   const int causal = PyObject_IsTrue(causalo);
   if (causal < 0)
@@ -763,33 +784,12 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       static_cast<const volatile int32_t *>(owner.data_ptr())[0] != 0)
     return notTaken();
   PyObject *errorsAddress = PyList_GET_ITEM(entry, 1);
-
-  PyObject *dummiesDict = global(state.attnDict, names.fastDummies);
-  if (!dummiesDict || !PyDict_Check(dummiesDict))
-    return PyErr_Occurred() ? nullptr : notTaken();
   Ref deviceKey(pyInt(device));
   if (!deviceKey)
     return nullptr;
-  PyObject *dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
-  if (!dummies)
+  AttnLaunch attn = attnLaunch(dtype, headDim, mode, softcap > 0, /*varlen=*/true, deviceKey.get());
+  if (!attn.launch)
     return PyErr_Occurred() ? nullptr : notTaken();
-  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
-      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
-    PyErr_SetString(PyExc_TypeError, "flash_attn._FAST_DUMMIES: expected (f32 tensor, int32 tensor) per device");
-    return nullptr;
-  }
-  const uint64_t slopes = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
-  const uint64_t ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
-  PyObject *launches = global(state.attnDict, names.gpuLaunches);
-  if (!launches)
-    return PyErr_Occurred() ? nullptr : notTaken();
-  Ref key = tupleOf({Py_NewRef(dtype), pyInt(headDim), newBool(mode.causal), newBool(mode.window),
-                     newBool(softcap > 0), newBool(false), newBool(true), Py_NewRef(deviceKey.get())});
-  if (!key)
-    return nullptr;
-  Ref launch(PyObject_GetItem(launches, key.get()));
-  if (!launch)
-    return nullptr;
 
   at::Tensor o = at::empty(q.sizes(), q.options());
   at::Tensor lse = at::empty({heads, totalQ}, q.options().dtype(at::kFloat));
@@ -802,14 +802,9 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(sv[0]), pyInt(sv[0]), pyInt(sv[1]),
       pyInt(row), pyInt(row), pyInt(headDim), pyInt(1), pyInt(totalQ),
       PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
-      pyAddress(slopes), pyInt(0), pyAddress(address(cuQ)), pyAddress(address(cuK)), pyAddress(ints), pyInt(0),
-      Py_NewRef(errorsAddress), pyInt(totalQ), pyInt(totalK)});
-  if (!launchArgs)
-    return nullptr;
-  Ref stream = currentStream(deviceKey.get());
-  if (!stream || !launchOn(deviceKey.get(), launch.get(), launchArgs.get(), stream.get(), nullptr))
-    return nullptr;
-  return tupleOf({THPVariable_Wrap(std::move(o)), THPVariable_Wrap(std::move(lse))}).release();
+      pyAddress(attn.slopes), pyInt(0), pyAddress(address(cuQ)), pyAddress(address(cuK)), pyAddress(attn.ints),
+      pyInt(0), Py_NewRef(errorsAddress), pyInt(totalQ), pyInt(totalK)});
+  return launchAndReturn(deviceKey.get(), attn.launch.get(), launchArgs.get(), std::move(o), std::move(lse));
   END_HANDLE_TH_ERRORS
 }
 

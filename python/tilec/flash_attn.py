@@ -569,25 +569,25 @@ def _native_module():
     return _NATIVE_MODULE
 
 
-def _native_forward():
-    """_tilec_fast.forward (cached in _NATIVE), or False."""
-    global _NATIVE
-    if _NATIVE is None:
-        native = _native_module()
-        _NATIVE = native.forward if native else False
-    return _NATIVE
-
-
 _NATIVE_VARLEN = None  # _tilec_fast.varlen, or False where there is none
 
 
-def _native_varlen():
-    """_tilec_fast.varlen (cached in _NATIVE_VARLEN), or False."""
-    global _NATIVE_VARLEN
-    if _NATIVE_VARLEN is None:
+def _native_entry(slot, name):
+    """_tilec_fast's function `name`, cached in the module global `slot`
+    (None: not looked up yet), or False where there is no extension."""
+    entry = globals()[slot]
+    if entry is None:
         native = _native_module()
-        _NATIVE_VARLEN = native.varlen if native else False
-    return _NATIVE_VARLEN
+        entry = globals()[slot] = getattr(native, name) if native else False
+    return entry
+
+
+def _native_forward():
+    return _native_entry("_NATIVE", "forward")
+
+
+def _native_varlen():
+    return _native_entry("_NATIVE_VARLEN", "varlen")
 
 
 def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
