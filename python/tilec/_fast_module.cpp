@@ -88,7 +88,7 @@ State state;
 struct Names {
   PyObject *fastPlans, *makeFastPlans, *fastDummies, *counters, *nativeCounters, *fusedAppend,
       *checkPagedCapacity, *knobValues, *rawStreamVar, *rawStream, *launchOn, *float16, *bfloat16,
-      *gpuLaunches, *checkCudaVarlenValues, *cudaKeys, *sequenceBuffers;
+      *gpuLaunches, *checkCudaVarlenValues, *cudaKeys, *sequenceBuffers, *priorWait, *fastAppends, *makeFastAppend;
 };
 Names names;
 
@@ -349,8 +349,6 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (fusedAppendOn < 0)
     return nullptr;
   const bool fusedAppend = seqlenNew == 1 && fusedAppendOn;
-  if (seqlenNew && !fusedAppend)
-    return notTaken(); // kv_append's launch: the Python path
 
   // The plan: _FAST_PLANS[key], key as _gpu_fast_path builds it.
   PyObject *knobValues = global(state.decodeDict, names.knobValues);
@@ -537,6 +535,37 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       PyFloat_FromDouble(scale), PyFloat_FromDouble(softcap != 0 ? softcap : 1.0)});
   if (!decodeArgs)
     return nullptr;
+  if (seqlenNew && !fusedAppend) {
+    // The new tokens go into the cache first (kv_append; _FAST_APPENDS's
+    // launcher, made by _fast_append on a miss).
+    PyObject *priorWait = global(state.decodeDict, names.priorWait);
+    if (!priorWait)
+      return PyErr_Occurred() ? nullptr : notTaken();
+    Ref appendKey = tupleOf({Py_NewRef(dtype), pyInt(headDim), pyInt(headsK), pyInt(pageSize), newBool(perBatch),
+                             Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)});
+    if (!appendKey)
+      return nullptr;
+    PyObject *appends = global(state.decodeDict, names.fastAppends);
+    PyObject *known = appends && PyDict_Check(appends) ? PyDict_GetItemWithError(appends, appendKey.get()) : nullptr;
+    if (!known && PyErr_Occurred())
+      return nullptr;
+    Ref append(known ? Py_NewRef(known)
+                     : PyObject_CallMethodOneArg(state.decode, names.makeFastAppend, appendKey.get()));
+    if (!append)
+      return nullptr;
+    const auto skn = kn->strides(), svn = vn->strides();
+    Ref appendArgs = tupleOf({
+        pyAddress(address(*kn)), pyAddress(address(*vn)), pyAddress(address(kc)), pyAddress(address(vc)),
+        pyAddress(perBatch ? address(*lens) : ints), pyAddress(pageSize ? address(*table) : ints), pyAddress(ints),
+        pyInt(seqlenNew), pyInt(batch), pyInt(headsK), pyInt(perBatch ? 0 : uniform), pyInt(capacity),
+        pyInt(shapeK[0]), pyInt(skn[0]), pyInt(skn[1]), pyInt(skn[2]), pyInt(svn[0]), pyInt(svn[1]),
+        pyInt(svn[2]), pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]), pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
+        pyInt(pageSize ? table->stride(0) : 0)});
+    Ref appendGrid = tupleOf({pyInt(seqlenNew), pyInt(batch), pyInt(1)});
+    if (!appendArgs || !appendGrid ||
+        !launchOn(deviceKey.get(), append.get(), appendArgs.get(), stream.get(), appendGrid.get()))
+      return nullptr;
+  }
   if (!launchOn(deviceKey.get(), launch, decodeArgs.get(), stream.get(), grid))
     return nullptr;
   if (parts && !fused) {
@@ -898,7 +927,8 @@ PyMODINIT_FUNC PyInit__tilec_fast() {
       {&names.launchOn, "launch_on"},            {&names.float16, "float16"},
       {&names.bfloat16, "bfloat16"},             {&names.gpuLaunches, "_GPU_LAUNCHES"},
       {&names.checkCudaVarlenValues, "CHECK_CUDA_VARLEN_VALUES"}, {&names.cudaKeys, "_CUDA_KEYS"},
-      {&names.sequenceBuffers, "_SEQUENCE_BUFFERS"}};
+      {&names.sequenceBuffers, "_SEQUENCE_BUFFERS"}, {&names.priorWait, "PRIOR_WAIT"},
+      {&names.fastAppends, "_FAST_APPENDS"},     {&names.makeFastAppend, "_fast_append"}};
   for (const auto &[slot, text] : table)
     if (!intern(*slot, text))
       return nullptr;

@@ -907,6 +907,18 @@ _FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
 _FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, device, PRIOR_WAIT) -> launcher
 
 
+def _fast_append(key):
+    """_FAST_APPENDS[key], made on a miss: the kv_append launcher of
+    (dtype, head_dim, heads_k, page size, per-batch lengths, device,
+    PRIOR_WAIT)."""
+    append = _FAST_APPENDS.get(key)
+    if append is None:
+        dtype, head_dim, heads_k, page_size, per_batch, device, _ = key
+        append = _FAST_APPENDS[key] = append_kernel(dtype, head_dim, heads_k, page_size, per_batch,
+                                                    False).launcher(device=device)
+    return append
+
+
 def _fast_plans():
     """_FAST_PLANS, made on first use (tests reset it to None)."""
     global _FAST_PLANS
@@ -963,8 +975,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
 
     With the native module _tilec_fast (NATIVE_FAST_PATH), the same
     path runs in C++ first; it returns None for what it does not take
-    (appends of several tokens, CHECK_PAGED_CAPACITY's read-back), which
-    then runs here."""
+    (CHECK_PAGED_CAPACITY's read-back), which then runs here."""
     native = _NATIVE if NATIVE_FAST_PATH else False
     if native is None:
         native = _native_fast_path()
@@ -1111,10 +1122,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             block_table.stride(0) if page_size else 0, 0, 0, *final_strides, *new_strides, scale, softcap or 1.0)
     if seqlen_new and not fused_append:
         akey = (dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT)
-        append = _FAST_APPENDS.get(akey)
-        if append is None:
-            append = _FAST_APPENDS[akey] = append_kernel(dtype, head_dim, heads_k, page_size, per_batch,
-                                                         False).launcher(device=device)
+        append = _FAST_APPENDS.get(akey) or _fast_append(akey)
         runtime.launch_on(device, append, _append_args(
             k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
             block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))

@@ -77,6 +77,9 @@ CASES = [
     dict(batch=1, heads=32, heads_k=8, cap=4096, page=0, lens="tensor", seqlen_q=2, new=1, causal=True),
     dict(batch=2, heads=4, heads_k=1, cap=300, page=0, lens="int", seqlen_q=5, window=(40, 0), num_splits=3),
     dict(batch=1, heads=16, heads_k=16, cap=2048, page=0, lens="tensor", window=(-1, 0), num_splits=40),
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", new=2),            # kv_append, paged
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="int", seqlen_q=3, new=3, causal=True),
+    dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", new=1, fused_append=False),
     dict(batch=4, heads=6, heads_k=3, cap=512, page=32, lens="tensor", d=96, softcap=30.0, scale=2),
 ]
 
@@ -141,6 +144,8 @@ def _labels(caught, known, out, lse):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 def test_native_launches_what_the_python_fast_path_does(monkeypatch, native, case):
     q, k, v, kwargs = _inputs(case)
+    monkeypatch.setattr(fd, "FUSED_APPEND", case.get("fused_append", True))
+    monkeypatch.setattr(fd, "_FAST_APPENDS", {})
     calls = []
     real = fd._native_fast_path()
     assert real, "the native path did not load"
@@ -181,14 +186,12 @@ def test_native_returns_out_alone_without_lse(monkeypatch, native):
     assert isinstance(out, torch.Tensor) and out.shape == q.shape and caught
 
 
-@pytest.mark.parametrize("what", ["two new tokens", "paged capacity check", "float32",
+@pytest.mark.parametrize("what", ["paged capacity check", "float32",
                                   "unaligned", "bool lens", "window of floats"])
 def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
     """The calls the C++ path does not take return None there and run (or
     fail) in the Python path."""
     case = dict(batch=2, heads=8, heads_k=2, cap=640, page=16, lens="tensor")
-    if what == "two new tokens":
-        case["new"] = 2
     q, k, v, kwargs = _inputs(case)
     if what == "paged capacity check":
         monkeypatch.setattr(fd, "CHECK_PAGED_CAPACITY", True)
