@@ -236,3 +236,29 @@ def test_native_varlen_leaves_what_it_does_not_take(monkeypatch, varlen_native, 
     q, k, v, cu_q, cu_k, max_q, max_k, kw = inputs
     assert fa._native_varlen()(q, k, v, cu_q, cu_k, max_q, max_k, kw["softmax_scale"], kw["causal"],
                                kw["window_size"], kw["softcap"]) is None
+
+
+ON_GPU = torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("causal,window,softcap", [(False, (-1, -1), 0.0), (True, (-1, -1), 0.0),
+                                                   (False, (64, 8), 30.0)])
+def test_native_forward_and_varlen_are_the_python_paths_bit_for_bit(monkeypatch, causal, window, softcap):
+    """On the GPU: _tilec_fast.forward / .varlen and the Python fast paths
+    give the same bits (the same kernel and arguments)."""
+    _native_module()
+    g = torch.Generator(device="cuda").manual_seed(4)
+    q = torch.randn(2, 300, 8, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(2, 300, 2, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn_like(k)
+    cu = torch.tensor([0, 100, 300], dtype=torch.int32, device="cuda")
+    kw = dict(causal=causal, window_size=window, softcap=softcap)
+    results = []
+    for native in (True, False):
+        monkeypatch.setattr(fa, "NATIVE_FAST_PATH", native)
+        dense = tilec.flash_attn_func(q, k, v, return_lse=True, **kw)
+        packed = tilec.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 200, 200, **kw)
+        results.append((*dense, packed))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)

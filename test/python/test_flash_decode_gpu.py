@@ -240,6 +240,39 @@ def test_fast_path_is_the_general_path_bit_for_bit(page, heads_k, seqlen_q, monk
 
 
 @pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("page,new,seqlen_q", [(0, 0, 1), (16, 1, 1), (256, 0, 1), (0, 3, 3), (16, 4, 4)])
+def test_native_fast_path_is_the_python_fast_path_bit_for_bit(page, new, seqlen_q, monkeypatch):
+    """_tilec_fast.decode (C++) and the Python fast path give the same out,
+    lse and appended cache, bit for bit: one token, an append of one (fused)
+    or several (kv_append), speculative decoding."""
+    if not flash_decode._native_fast_path():
+        pytest.skip("_tilec_fast is not built for this torch: the fast path runs in Python")
+    g = torch.Generator(device="cuda").manual_seed(3)
+    batch, heads, heads_k, d, cap = 3, 32, 8, 128, 3000
+    q = torch.randn(batch, seqlen_q, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    if page:
+        width = -(-cap // page)
+        kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
+    else:
+        kc = torch.randn(batch, cap, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        table = None
+    vc = torch.randn_like(kc)
+    kn = torch.randn(batch, new, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g) if new else None
+    vn = torch.randn_like(kn) if new else None
+    lens = torch.tensor([0, 1700, cap - new], dtype=torch.int32, device="cuda")
+    results = []
+    for native in (True, False):
+        k_cache, v_cache = kc.clone(), vc.clone()
+        monkeypatch.setattr(flash_decode, "NATIVE_FAST_PATH", native)
+        out, lse = tilec.flash_attn_with_kvcache(q, k_cache, v_cache, k=kn, v=vn, cache_seqlens=lens,
+                                                 block_table=table, causal=seqlen_q > 1, return_softmax_lse=True)
+        results.append((out, lse, k_cache, v_cache))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
 @pytest.mark.parametrize("d", [59, 80, 111, 256])
 @pytest.mark.parametrize("page", [0, 16])
 def test_decode_gpu_head_dims(d, page):
