@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host time per call of tilec.flash_attn_with_kvcache (one query token), by
+"""Host time per call of tilec.flash_attn_with_kvcache (one query token, or a speculative step of 4), by
 the CPU-side pieces of the path to the launch:
 
     fast path          the public call as a serving loop makes it (int32
@@ -33,9 +33,10 @@ sys.path.insert(0, str(REPO / "bench"))
 import host_overhead as ho  # noqa: E402
 
 # (batch, heads, heads_k, capacity, page size, new tokens appended): issue 17's GQA b1 and b16 rows,
-# MHA b1, and a serving step that appends its token (kv_append, then the attention).
+# MHA b1, a serving step that appends its token (stored by the decode kernel), and a speculative
+# step: 4 query tokens appended (kv_append, then the attention; causal).
 CASES = [(1, 32, 8, 32768, 0, 0), (1, 32, 8, 32768, 16, 0), (16, 32, 8, 8192, 256, 0), (1, 32, 32, 32768, 0, 0),
-         (16, 32, 8, 8192, 16, 1)]
+         (16, 32, 8, 8192, 16, 1), (16, 32, 8, 8192, 16, 4)]
 
 
 def measure(mock, iters):
@@ -48,7 +49,8 @@ def measure(mock, iters):
     for batch, heads, heads_k, cap, page, new in CASES:
         make = (lambda *s: ho.mock_cuda(torch.randn(*s).to(torch.bfloat16))) if mock else \
             (lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16))
-        q = make(batch, 1, heads, 128)
+        seqlen_q = max(new, 1)
+        q = make(batch, seqlen_q, heads, 128)
         table = None
         if page:
             width = -(-cap // page)
@@ -66,7 +68,7 @@ def measure(mock, iters):
             lens = lens.cuda()
             table = table.cuda() if table is not None else None
         call = lambda: tilec.flash_attn_with_kvcache(q, k, v, k=kn, v=vn, cache_seqlens=lens,  # noqa
-                                                     block_table=table)
+                                                     block_table=table, causal=seqlen_q > 1)
         sync = None if mock else torch.cuda.synchronize
         call()
         caught = []
@@ -83,7 +85,7 @@ def measure(mock, iters):
                 launch(args, stream, grid)
 
         row = {"case": f"b{batch} {heads}/{heads_k} kv {cap}" + (f" p{page}" if page else "")
-               + (f" +{new} appended" if new else ""),
+               + (f" +{new} appended" if new else "") + (f" sq{seqlen_q}" if seqlen_q > 1 else ""),
                "launches": len(caught)}
         row["fast path"] = ho.host_us(call, iters, sync)
         fd.NATIVE_FAST_PATH = False
