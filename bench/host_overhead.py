@@ -92,9 +92,15 @@ def measure(mock, iters, dtype_name, causal, varlen=False):
         "tilec launcher only": host_us(lambda: launch(args, stream, None), iters, sync),
     }
     rows["overhead beyond launch"] = rows[api] - rows["tilec launcher only"]
-    if varlen:
-        from tilec import flash_attn
+    from tilec import flash_attn
 
+    if flash_attn._native_module():   # the same call with the fast path in Python
+        flash_attn.NATIVE_FAST_PATH = False
+        try:
+            rows[api + ", Python fast path (NATIVE_FAST_PATH off)"] = host_us(call, iters, sync)
+        finally:
+            flash_attn.NATIVE_FAST_PATH = True
+    if varlen:
         flash_attn.CHECK_CUDA_VARLEN_VALUES = True
         rows["with CHECK_CUDA_VARLEN_VALUES (reads cu_seqlens back)"] = host_us(call, iters, sync)
         flash_attn.CHECK_CUDA_VARLEN_VALUES = False
