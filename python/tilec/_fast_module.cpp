@@ -125,6 +125,13 @@ bool toDouble(PyObject *o, double &out) {
   return true;
 }
 
+/// Whether q is a tensor this file reads directly: a torch.Tensor, not a
+/// subclass (whose __torch_function__ the Python path honours: a user's
+/// wrapper, a DTensor), except the tests' CPU tensors posing as CUDA ones.
+bool plainTensor(PyObject *q) {
+  return THPVariable_CheckExact(q) || (state.cpuAsCuda && THPVariable_Check(q));
+}
+
 /// The CUDA device index of t, or -1: not a CUDA tensor (with cpuAsCuda, a
 /// CPU tensor is device 0, as the tests' posing tensors say).
 int deviceOf(const at::Tensor &t) {
@@ -234,7 +241,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 
   // The same tests, in the same order, as _gpu_fast_path.
   PyTypeObject *kind = Py_TYPE(qo);
-  if (!THPVariable_Check(qo) || Py_TYPE(kco) != kind || Py_TYPE(vco) != kind)
+  if (!plainTensor(qo) || Py_TYPE(kco) != kind || Py_TYPE(vco) != kind)
     return notTaken();
   int64_t numSplits, left, right;
   if (!(PyTuple_CheckExact(windowo) || PyList_CheckExact(windowo)) || PySequence_Fast_GET_SIZE(windowo) != 2)
@@ -670,7 +677,7 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   // autograd (flash_attn._forward's route for inputs that require grad).
   PyTypeObject *kind = Py_TYPE(qo);
   int64_t windowLeft, windowRight;
-  if (!THPVariable_Check(qo) || Py_TYPE(ko) != kind || Py_TYPE(vo) != kind ||
+  if (!plainTensor(qo) || Py_TYPE(ko) != kind || Py_TYPE(vo) != kind ||
       !windowPair(windowo, windowLeft, windowRight))
     return notTaken();
   const at::Tensor &q = THPVariable_Unpack(qo);
@@ -750,7 +757,7 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     return nullptr;
   PyTypeObject *kind = Py_TYPE(qo);
   int64_t windowLeft, windowRight, maxQ, maxK;
-  if (checking || !THPVariable_Check(qo) || Py_TYPE(ko) != kind || Py_TYPE(vo) != kind ||
+  if (checking || !plainTensor(qo) || Py_TYPE(ko) != kind || Py_TYPE(vo) != kind ||
       Py_TYPE(cuqo) != kind || Py_TYPE(cuko) != kind || !windowPair(windowo, windowLeft, windowRight) ||
       !exactInt(maxqo, maxQ) || !exactInt(maxko, maxK))
     return notTaken();

@@ -262,3 +262,21 @@ def test_native_forward_and_varlen_are_the_python_paths_bit_for_bit(monkeypatch,
         results.append((*dense, packed))
     for a, b in zip(*results):
         assert torch.equal(a, b)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+def test_native_leaves_tensor_subclasses_to_python():
+    """A torch.Tensor subclass (a user's wrapper, DTensor) may give its
+    attributes through __torch_function__: the C++ paths, which read the
+    tensor underneath, leave it to the Python path."""
+    _native_module()
+
+    class Wrapped(torch.Tensor):
+        pass
+
+    q, k, v = (torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.bfloat16).as_subclass(Wrapped)
+               for _ in range(3))
+    tilec.flash_attn_func(q.as_subclass(torch.Tensor), k.as_subclass(torch.Tensor), v.as_subclass(torch.Tensor))
+    assert fa._native_forward()(q, k, v, None, False, (-1, -1), 0.0) is None
+    plain = [t.as_subclass(torch.Tensor) for t in (q, k, v)]
+    assert fa._native_forward()(*plain, None, False, (-1, -1), 0.0) is not None
