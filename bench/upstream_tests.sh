@@ -19,7 +19,8 @@
 # a running one finishes, and collecting 500k tests takes 30-60 s first, so
 # give an outer time limit at least budget + 120 s (each shard also saves its
 # outcomes after every test, so `python3 bench/upstream/tilec_upstream_plugin.py
-# merge OUT.md REPORT.*.json` works on what a killed run left).
+# merge OUT.md REPORT*.json` works on what a killed run left; one process
+# saves REPORT.json the same way).
 # TILEC_UPSTREAM_CPU=1 runs the suite on torch CPU tensors through the CPU
 # runner (no GPU needed): the copy's "cuda" devices become "cpu" and the
 # capability probes answer sm_80; with TILEC_UPSTREAM_MAX_SEQLEN=256
