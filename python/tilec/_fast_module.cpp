@@ -22,6 +22,7 @@
 // compared with the Python paths' argument by argument in
 // test/python/test_flash_decode_native.py and test_flash_attn_native.py.
 #include <ATen/core/Tensor.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -30,6 +31,7 @@
 
 #include <Python.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -79,8 +81,6 @@ struct State {
   PyObject *decodeDict = nullptr;
   PyObject *attnDict = nullptr;
   PyObject *runtimeDict = nullptr;
-  int64_t unbounded = 0;        // flash_decode._UNBOUNDED
-  int64_t maxHeadDim = 0;       // flash_attn.MAX_HEAD_DIM
   bool cpuAsCuda = false;       // tests: CPU tensors stand for CUDA device 0
 };
 State state;
@@ -127,8 +127,12 @@ bool toDouble(PyObject *o, double &out) {
 
 /// Whether q is a tensor this file reads directly: a torch.Tensor, not a
 /// subclass (whose __torch_function__ the Python path honours: a user's
-/// wrapper, a DTensor), except the tests' CPU tensors posing as CUDA ones.
+/// wrapper, a DTensor), except the tests' CPU tensors posing as CUDA ones;
+/// and no TorchFunctionMode active.
 bool plainTensor(PyObject *q) {
+  // An active TorchFunctionMode sees the Python path's tensor calls, not these.
+  if (at::impl::torch_function_mode_enabled())
+    return false;
   return THPVariable_CheckExact(q) || (state.cpuAsCuda && THPVariable_Check(q));
 }
 
@@ -138,6 +142,29 @@ int deviceOf(const at::Tensor &t) {
   if (t.is_cuda())
     return t.get_device();
   return state.cpuAsCuda && t.is_cpu() ? 0 : -1;
+}
+
+/// A 4-D tensor's sizes or strides, copied: the IntArrayRef views point into
+/// the tensor, whose metadata Python code run in between (a plan's builder,
+/// a launch) could change.
+using Dims = std::array<int64_t, 4>;
+Dims dims(at::IntArrayRef a) {
+  Dims d{0, 0, 0, 0};
+  for (size_t i = 0; i < a.size() && i < 4; ++i)
+    d[i] = a[i];
+  return d;
+}
+
+/// A module int read at each call (tests and users may change it), or
+/// false with an exception set.
+bool moduleInt(PyObject *dict, const char *name, int64_t &out) {
+  PyObject *value = PyDict_GetItemString(dict, name);
+  if (!value) {
+    PyErr_Format(PyExc_AttributeError, "tilec: module has no %s", name);
+    return false;
+  }
+  out = PyLong_AsLongLong(value);
+  return !(out == -1 && PyErr_Occurred());
 }
 
 uint64_t address(const at::Tensor &t) {
@@ -259,7 +286,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     return notTaken();
   if (q.dim() != 4 || kc.dim() != 4 || vc.sizes() != kc.sizes())
     return notTaken();
-  const auto shapeQ = q.sizes(), shapeK = kc.sizes();
+  const Dims shapeQ = dims(q.sizes()), shapeK = dims(kc.sizes());
   const int64_t batch = shapeQ[0], seqlenQ = shapeQ[1], heads = shapeQ[2], headDim = shapeQ[3];
   const int64_t headsK = shapeK[2];
   if (seqlenQ < 1 || shapeK[3] != headDim || (headDim & 7) || !(8 <= headDim && headDim <= 256) ||
@@ -269,7 +296,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (device < 0 || deviceOf(kc) != device || deviceOf(vc) != device)
     return notTaken();
   const at::Tensor *table = nullptr;
-  int64_t pageSize, capacity;
+  int64_t pageSize, capacity, tableStride = 0;
   if (tableo != Py_None) {
     if (Py_TYPE(tableo) != kind)
       return notTaken();
@@ -279,6 +306,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       return notTaken();
     pageSize = shapeK[1];
     capacity = table->size(1) * pageSize;
+    tableStride = table->stride(0);
   } else {
     if (shapeK[0] < batch)
       return notTaken();
@@ -287,6 +315,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   }
   int64_t seqlenNew = 0;
   const at::Tensor *kn = nullptr, *vn = nullptr;
+  Dims skn{}, svn{};
   if (kno != Py_None) {
     if (Py_TYPE(kno) != kind || Py_TYPE(vno) != kind || lenso == Py_None)
       return notTaken();
@@ -296,7 +325,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
         kn->size(0) != batch || kn->size(2) != headsK || kn->size(3) != headDim || deviceOf(*kn) != device ||
         deviceOf(*vn) != device)
       return notTaken();
-    const auto skn = kn->strides(), svn = vn->strides();
+    skn = dims(kn->strides()), svn = dims(vn->strides());
     if (skn[3] != 1 || svn[3] != 1 || ((skn[0] | skn[1] | skn[2] | svn[0] | svn[1] | svn[2]) & 7) ||
         ((address(*kn) | address(*vn)) & 15))
       return notTaken();
@@ -332,7 +361,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     }
     uniform = 0;
   }
-  const auto sq = q.strides(), sk = kc.strides(), sv = vc.strides();
+  const Dims sq = dims(q.strides()), sk = dims(kc.strides()), sv = dims(vc.strides());
   // Last dimension contiguous; every row 16-byte aligned (2-byte elements).
   if (sq[3] != 1 || sk[3] != 1 || sv[3] != 1 ||
       ((sq[0] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7) ||
@@ -408,14 +437,15 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (!dummies) {
     if (PyErr_Occurred())
       return nullptr;
-    Ref fresh = tupleOf({THPVariable_Wrap(at::zeros({1}, q.options().dtype(at::kInt))),
-                         THPVariable_Wrap(at::zeros({1}, q.options().dtype(at::kFloat)))});
+    at::Tensor zeroInts = at::zeros({1}, q.options().dtype(at::kInt));
+    at::Tensor zeroFloats = at::zeros({1}, q.options().dtype(at::kFloat));
+    Ref fresh = tupleOf({THPVariable_Wrap(std::move(zeroInts)), THPVariable_Wrap(std::move(zeroFloats))});
     if (!fresh || PyDict_SetItem(dummiesDict, deviceKey.get(), fresh.get()) < 0)
       return nullptr;
-    dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
-    if (!dummies)
-      return nullptr;
+    dummies = fresh.get();
   }
+  // Held to the end: Python code runs before the launches (plans, counters).
+  Ref dummiesHeld(Py_NewRef(dummies));
   if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
       !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
     PyErr_SetString(PyExc_TypeError, "_FAST_DUMMIES: expected (int32 tensor, f32 tensor) per device");
@@ -519,9 +549,12 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (fusedAppend) {
     // The decode kernel stores the token's rows itself (APPEND).
     news[0] = address(*kn), news[1] = address(*vn);
-    newStrides[0] = kn->stride(0), newStrides[1] = kn->stride(2);
-    newStrides[2] = vn->stride(0), newStrides[3] = vn->stride(2);
+    newStrides[0] = skn[0], newStrides[1] = skn[2];
+    newStrides[2] = svn[0], newStrides[3] = svn[2];
   }
+  int64_t unbounded;
+  if (!moduleInt(state.decodeDict, "_UNBOUNDED", unbounded))
+    return nullptr;
   // flash_decode's parameters, in its order (_gpu_fast_path's `args`).
   Ref decodeArgs = tupleOf({
       pyAddress(seqlenQ == 1 ? address(q) : address(qRows)), pyAddress(address(kc)), pyAddress(address(vc)),
@@ -529,13 +562,13 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyAddress(pageSize ? address(*table) : ints), pyAddress(ints), pyAddress(ints), pyAddress(floats),
       pyAddress(finals[0]), pyAddress(finals[1]), pyAddress(finals[2]), pyAddress(news[0]), pyAddress(news[1]),
       pyInt(group * seqlenQ), pyInt(seqlenQ), pyInt(uniform + seqlenNew), pyInt(headsK), pyInt(batch),
-      pyInt(splits), pyInt(left >= 0 ? left : state.unbounded), pyInt(right >= 0 ? right : state.unbounded),
+      pyInt(splits), pyInt(left >= 0 ? left : unbounded), pyInt(right >= 0 ? right : unbounded),
       pyInt(capacity), pyInt(shapeK[0]), pyInt(seqlenNew),
       pyInt(qStrides[0]), pyInt(qStrides[1]), pyInt(qStrides[2]),
       pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]), pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
       pyInt(oStrides[0]), pyInt(oStrides[1]), pyInt(oStrides[2]), pyInt(oStrides[3]),
       pyInt(lStrides[0]), pyInt(lStrides[1]), pyInt(lStrides[2]),
-      pyInt(pageSize ? table->stride(0) : 0), pyInt(0), pyInt(0),
+      pyInt(tableStride), pyInt(0), pyInt(0),
       pyInt(finalStrides[0]), pyInt(finalStrides[1]), pyInt(finalStrides[2]), pyInt(finalStrides[3]),
       pyInt(finalStrides[4]),
       pyInt(newStrides[0]), pyInt(newStrides[1]), pyInt(newStrides[2]), pyInt(newStrides[3]),
@@ -560,14 +593,13 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
                      : PyObject_CallMethodOneArg(state.decode, names.makeFastAppend, appendKey.get()));
     if (!append)
       return nullptr;
-    const auto skn = kn->strides(), svn = vn->strides();
     Ref appendArgs = tupleOf({
         pyAddress(address(*kn)), pyAddress(address(*vn)), pyAddress(address(kc)), pyAddress(address(vc)),
         pyAddress(perBatch ? address(*lens) : ints), pyAddress(pageSize ? address(*table) : ints), pyAddress(ints),
         pyInt(seqlenNew), pyInt(batch), pyInt(headsK), pyInt(perBatch ? 0 : uniform), pyInt(capacity),
         pyInt(shapeK[0]), pyInt(skn[0]), pyInt(skn[1]), pyInt(skn[2]), pyInt(svn[0]), pyInt(svn[1]),
         pyInt(svn[2]), pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]), pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
-        pyInt(pageSize ? table->stride(0) : 0)});
+        pyInt(tableStride)});
     Ref appendGrid = tupleOf({pyInt(seqlenNew), pyInt(batch), pyInt(1)});
     if (!appendArgs || !appendGrid ||
         !launchOn(deviceKey.get(), append.get(), appendArgs.get(), stream.get(), appendGrid.get()))
@@ -624,6 +656,7 @@ MaskMode maskMode(bool causal, int64_t left, int64_t right, int64_t seqlenQ, int
 /// without, not taken.
 struct AttnLaunch {
   uint64_t slopes = 0, ints = 0;
+  Ref dummies; // held until the launch: the addresses above are theirs
   Ref launch;
 };
 AttnLaunch attnLaunch(PyObject *dtype, int64_t headDim, const MaskMode &mode, bool softcap, bool varlen,
@@ -639,6 +672,7 @@ AttnLaunch attnLaunch(PyObject *dtype, int64_t headDim, const MaskMode &mode, bo
     PyErr_SetString(PyExc_TypeError, "flash_attn._FAST_DUMMIES: expected (f32 tensor, int32 tensor) per device");
     return found;
   }
+  found.dummies.reset(Py_NewRef(dummies));
   found.slopes = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
   found.ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
   PyObject *launches = global(state.attnDict, names.gpuLaunches);
@@ -691,16 +725,19 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     return notTaken();
   if (q.dim() != 4 || k.dim() != 4 || v.sizes() != k.sizes())
     return notTaken();
-  const auto shapeQ = q.sizes(), shapeK = k.sizes();
+  const Dims shapeQ = dims(q.sizes()), shapeK = dims(k.sizes());
   const int64_t batch = shapeQ[0], seqlenQ = shapeQ[1], heads = shapeQ[2], headDim = shapeQ[3];
   const int64_t seqlenK = shapeK[1], headsK = shapeK[2];
-  if (shapeK[0] != batch || shapeK[3] != headDim || (headDim & 7) || !(8 <= headDim && headDim <= state.maxHeadDim) ||
+  int64_t maxHeadDim;
+  if (!moduleInt(state.attnDict, "MAX_HEAD_DIM", maxHeadDim))
+    return nullptr;
+  if (shapeK[0] != batch || shapeK[3] != headDim || (headDim & 7) || !(8 <= headDim && headDim <= maxHeadDim) ||
       !(batch && seqlenQ && heads && seqlenK && headsK) || heads % headsK || windowLeft < -1 || windowRight < -1)
     return notTaken();
   const int device = deviceOf(q);
   if (device < 0 || deviceOf(k) != device || deviceOf(v) != device)
     return notTaken();
-  const auto sq = q.strides(), sk = k.strides(), sv = v.strides();
+  const Dims sq = dims(q.strides()), sk = dims(k.strides()), sv = dims(v.strides());
   // Last dimension contiguous; every row 16-byte aligned (2-byte elements).
   if (sq[3] != 1 || sk[3] != 1 || sv[3] != 1 ||
       ((sq[0] | sq[1] | sq[2] | sk[0] | sk[1] | sk[2] | sv[0] | sv[1] | sv[2]) & 7) ||
@@ -709,7 +746,8 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   double scale, softcap;
   if (!scaleAndSoftcap(scaleo, softcapo, headDim, scale, softcap))
     return notTaken();
-  const int causal = PyObject_IsTrue(causalo);
+  // _mask_mode reads causal only when more than one query row (seqlen_q).
+  const int causal = seqlenQ == 1 ? 0 : PyObject_IsTrue(causalo);
   if (causal < 0)
     return nullptr;
   const MaskMode mode = maskMode(causal, windowLeft, windowRight, seqlenQ, seqlenK);
@@ -777,7 +815,10 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     return notTaken();
   const int64_t totalQ = q.size(0), heads = q.size(1), headDim = q.size(2);
   const int64_t totalK = k.size(0), headsK = k.size(1), batch = cuQ.size(0) - 1;
-  if (k.size(2) != headDim || (headDim & 7) || !(8 <= headDim && headDim <= state.maxHeadDim) ||
+  int64_t maxHeadDim;
+  if (!moduleInt(state.attnDict, "MAX_HEAD_DIM", maxHeadDim))
+    return nullptr;
+  if (k.size(2) != headDim || (headDim & 7) || !(8 <= headDim && headDim <= maxHeadDim) ||
       !(totalQ && totalK && heads && headsK && batch > 0 && maxQ > 0 && maxK > 0) || heads % headsK ||
       windowLeft < -1 || windowRight < -1 || cuQ.stride(0) != 1 || cuK.stride(0) != 1)
     return notTaken();
@@ -785,14 +826,15 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (device < 0 || deviceOf(k) != device || deviceOf(v) != device || deviceOf(cuQ) != device ||
       deviceOf(cuK) != device)
     return notTaken();
-  const auto sq = q.strides(), sk = k.strides(), sv = v.strides();
+  const Dims sq = dims(q.strides()), sk = dims(k.strides()), sv = dims(v.strides());
   if (sq[2] != 1 || sk[2] != 1 || sv[2] != 1 || ((sq[0] | sq[1] | sk[0] | sk[1] | sv[0] | sv[1]) & 7) ||
       ((address(q) | address(k) | address(v)) & 15))
     return notTaken();
   double scale, softcap;
   if (!scaleAndSoftcap(scaleo, softcapo, headDim, scale, softcap))
     return notTaken();
-  const int causal = PyObject_IsTrue(causalo);
+  // _mask_mode reads causal only when more than one query row (max_seqlen_q).
+  const int causal = maxQ == 1 ? 0 : PyObject_IsTrue(causalo);
   if (causal < 0)
     return nullptr;
   const MaskMode mode = maskMode(causal, windowLeft, windowRight, maxQ, maxK);
@@ -812,14 +854,14 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "flash_attn._SEQUENCE_BUFFERS: expected [view, address, capacity, tensor]");
     return nullptr;
   }
-  const int64_t capacity = PyLong_AsLongLong(PyList_GET_ITEM(entry, 2));
-  if (capacity == -1 && PyErr_Occurred())
-    return nullptr;
+  int64_t capacity;
+  if (!exactInt(PyList_GET_ITEM(entry, 2), capacity))
+    return notTaken();
   const at::Tensor &owner = THPVariable_Unpack(PyList_GET_ITEM(entry, 3));
   if (capacity < batch || owner.scalar_type() != at::kInt || !owner.is_cpu() ||
       static_cast<const volatile int32_t *>(owner.data_ptr())[0] != 0)
     return notTaken();
-  PyObject *errorsAddress = PyList_GET_ITEM(entry, 1);
+  Ref errorsAddress(Py_NewRef(PyList_GET_ITEM(entry, 1))); // Python code runs before the launch
   Ref deviceKey(pyInt(device));
   if (!deviceKey)
     return nullptr;
@@ -839,18 +881,9 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(row), pyInt(row), pyInt(headDim), pyInt(1), pyInt(totalQ),
       PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
       pyAddress(attn.slopes), pyInt(0), pyAddress(address(cuQ)), pyAddress(address(cuK)), pyAddress(attn.ints),
-      pyInt(0), Py_NewRef(errorsAddress), pyInt(totalQ), pyInt(totalK)});
+      pyInt(0), errorsAddress.release(), pyInt(totalQ), pyInt(totalK)});
   return launchAndReturn(deviceKey.get(), attn.launch.get(), launchArgs.get(), std::move(o), std::move(lse));
   END_HANDLE_TH_ERRORS
-}
-
-/// A module's int constant; false with an exception set when missing.
-bool intConstant(PyObject *module, const char *name, int64_t &out) {
-  Ref value(PyObject_GetAttrString(module, name));
-  if (!value)
-    return false;
-  out = PyLong_AsLongLong(value.get());
-  return !(out == -1 && PyErr_Occurred());
 }
 
 void setModule(PyObject *&slot, PyObject *&dictSlot, PyObject *module) {
@@ -864,25 +897,22 @@ PyObject *configure(PyObject *, PyObject *args, PyObject *kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO:configure", const_cast<char **>(keywords), &decode, &attn,
                                    &runtime))
     return nullptr;
-  for (PyObject *m : {decode, attn, runtime})
-    if (m && !PyModule_Check(m)) {
+  for (PyObject **m : {&decode, &attn, &runtime}) {
+    if (*m == Py_None)
+      *m = nullptr; // not given
+    if (*m && !PyModule_Check(*m)) {
       PyErr_SetString(PyExc_TypeError,
                       "configure(flash_decode=tilec.flash_decode, flash_attn=tilec.flash_attn, "
                       "runtime=tilec.runtime): modules");
       return nullptr;
     }
-  int64_t unbounded = state.unbounded, maxHeadDim = state.maxHeadDim;
-  if ((decode && !intConstant(decode, "_UNBOUNDED", unbounded)) ||
-      (attn && !intConstant(attn, "MAX_HEAD_DIM", maxHeadDim)))
-    return nullptr;
+  }
   if (decode)
     setModule(state.decode, state.decodeDict, decode);
   if (attn)
     setModule(state.attn, state.attnDict, attn);
   if (runtime)
     setModule(state.runtime, state.runtimeDict, runtime);
-  state.unbounded = unbounded;
-  state.maxHeadDim = maxHeadDim;
   Py_RETURN_NONE;
 }
 

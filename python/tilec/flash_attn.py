@@ -542,6 +542,7 @@ _FAST_DUMMIES = {}  # device index -> (f32 dummy, int32 dummy)
 #: (bench/host_overhead.py). False: Python only.
 NATIVE_FAST_PATH = True
 _NATIVE = None        # _tilec_fast.forward, or False where there is none
+_NUMBERS = (int, float)   # a dropout_p the native paths take when it is 0 (others: the Python checks)
 _NATIVE_MODULE = None
 
 
@@ -1117,8 +1118,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
             flash_attn_func, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
             alibi_slopes, deterministic, return_attn_probs, return_lse=return_lse,
             generator=generator)
-    if (NATIVE_FAST_PATH and not dropout_p and alibi_slopes is None and not return_attn_probs
-            and generator is None and not _torch_compiling()):
+    if (NATIVE_FAST_PATH and type(dropout_p) in _NUMBERS and not dropout_p and alibi_slopes is None
+            and not return_attn_probs and generator is None and not _torch_compiling()):
         # The common CUDA call without autograd, in C++ (None: not taken).
         native = _NATIVE if _NATIVE is not None else _native_forward()
         if native:
@@ -1208,8 +1209,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             flash_attn_varlen_func, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
             max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
             deterministic, return_attn_probs, block_table, generator=generator)
-    if (NATIVE_FAST_PATH and block_table is None and not dropout_p and alibi_slopes is None
-            and not return_attn_probs and generator is None and not _torch_compiling()):
+    if (NATIVE_FAST_PATH and block_table is None and type(dropout_p) in _NUMBERS and not dropout_p
+            and alibi_slopes is None and not return_attn_probs and generator is None
+            and not _torch_compiling()):
         # The common CUDA call without autograd, in C++ (None: not taken).
         native = _NATIVE_VARLEN if _NATIVE_VARLEN is not None else _native_varlen()
         if native:

@@ -112,7 +112,7 @@ def test_native_forward_returns_out_alone(monkeypatch, native):
 
 
 @pytest.mark.parametrize("what", ["requires grad", "float32", "unaligned", "window of floats", "no dummies yet",
-                                  "head dim 260", "cpu"])
+                                  "head dim 260", "cpu", "MAX_HEAD_DIM lowered", "torch function mode"])
 def test_native_forward_leaves_what_it_does_not_take(monkeypatch, native, what):
     q, k, v, kwargs = _inputs(CASES[0])
     _call(monkeypatch, False, q, k, v, kwargs)
@@ -130,8 +130,33 @@ def test_native_forward_leaves_what_it_does_not_take(monkeypatch, native, what):
         q, k, v = (_posing_as_cuda(torch.randn(1, 8, 1, 264, dtype=torch.bfloat16)) for _ in range(3))
     elif what == "cpu":
         native.cpu_as_cuda(False)
-    assert fa._native_forward()(q, k, v, kwargs["softmax_scale"], kwargs["causal"], kwargs["window_size"],
-                                kwargs["softcap"]) is None
+    elif what == "MAX_HEAD_DIM lowered":         # read at each call, as the Python path does
+        monkeypatch.setattr(fa, "MAX_HEAD_DIM", 32)
+    call = lambda: fa._native_forward()(q, k, v, kwargs["softmax_scale"], kwargs["causal"],  # noqa: E731
+                                        kwargs["window_size"], kwargs["softcap"])
+    if what == "torch function mode":            # it would see the Python path's tensor calls, not C++'s
+        from torch.overrides import TorchFunctionMode
+
+        with TorchFunctionMode():
+            assert call() is None
+        assert call() is not None
+        return
+    assert call() is None
+
+
+def test_native_forward_keeps_python_errors_and_laziness(monkeypatch, native):
+    """What the Python path raises, a call still raises (dropout_p=None is
+    not 0); what it does not read (causal with one query row), C++ does not
+    read either."""
+    q, k, v, kwargs = _inputs(CASES[0])
+    caught = []
+    monkeypatch.setattr(runtime, "launch_on", lambda *a, **kw: caught.append(a))
+    with pytest.raises(Exception, match="dropout_p"):
+        tilec.flash_attn_func(q, k, v, dropout_p=None)
+    one = _posing_as_cuda(torch.randn(2, 1, 4, 64, dtype=torch.bfloat16))
+    ambiguous = torch.tensor([1, 0])                 # bool() of it raises
+    out = fa._native_forward()(one, k, v, None, ambiguous, (-1, -1), 0.0)
+    assert out is not None and caught
 
 
 def test_native_forward_refuses_wrong_arity(native):
