@@ -204,7 +204,7 @@ cat "$LOGS/check_extra_summary.txt" 2>/dev/null || true
 tail -n 1 "$LOGS/check_compile.log" 2>/dev/null || true
 cat "$LOGS/check_variants_summary.txt" 2>/dev/null || true
 echo
-echo "host overhead (us per call):"
+echo "host overhead (us per call; fast paths in C++: $(python3 -c 'import torch, sys; sys.path[:0] = ["python"]; from tilec import flash_attn; print("yes" if flash_attn._native_module() else "no (_tilec_fast not built for this torch)")' 2>&1 | tail -1)):"
 cat "$LOGS/host_overhead.md" 2>/dev/null || true
 echo
 echo "benchmark (TFLOP/s):"
