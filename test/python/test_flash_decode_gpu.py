@@ -209,6 +209,20 @@ def test_decode_steps_append_gpu(page, fused_append, monkeypatch):
         assert ((outs[t].double() - ref).norm() / ref.norm()).item() < TOL[dt], t
 
 
+def _serving_case(g, batch, seqlen_q, heads, heads_k, d, cap, page):
+    """q and a bf16 cache of `cap` rows per sequence, contiguous or in pages
+    of `page` behind a shuffled block table: (q, k_cache, v_cache, table)."""
+    q = torch.randn(batch, seqlen_q, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    table = None
+    if page:
+        width = -(-cap // page)
+        kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
+    else:
+        kc = torch.randn(batch, cap, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    return q, kc, torch.randn_like(kc), table
+
+
 @pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
 @pytest.mark.parametrize("page,heads_k", [(0, 8), (16, 8), (256, 32), (32, 1)])
 @pytest.mark.parametrize("seqlen_q", [1, 3])
@@ -217,16 +231,8 @@ def test_fast_path_is_the_general_path_bit_for_bit(page, heads_k, seqlen_q, monk
     (same kernels, same arguments), split and not, one query token or three
     (causal: speculative decoding)."""
     g = torch.Generator(device="cuda").manual_seed(1)
-    batch, heads, d, cap = 3, 32, 128, 3000
-    q = torch.randn(batch, seqlen_q, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
-    if page:
-        width = -(-cap // page)
-        kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
-        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
-    else:
-        kc = torch.randn(batch, cap, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
-        table = None
-    vc = torch.randn_like(kc)
+    cap = 3000
+    q, kc, vc, table = _serving_case(g, 3, seqlen_q, 32, heads_k, 128, cap, page)
     lens = torch.tensor([1, 1700, cap], dtype=torch.int32, device="cuda")
     causal = seqlen_q > 1
     for splits in (0, 1):
@@ -248,16 +254,8 @@ def test_native_fast_path_is_the_python_fast_path_bit_for_bit(page, new, seqlen_
     if not flash_decode._native_fast_path():
         pytest.skip("_tilec_fast is not built for this torch: the fast path runs in Python")
     g = torch.Generator(device="cuda").manual_seed(3)
-    batch, heads, heads_k, d, cap = 3, 32, 8, 128, 3000
-    q = torch.randn(batch, seqlen_q, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
-    if page:
-        width = -(-cap // page)
-        kc = torch.randn(batch * width, page, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
-        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
-    else:
-        kc = torch.randn(batch, cap, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g)
-        table = None
-    vc = torch.randn_like(kc)
+    batch, heads_k, d, cap = 3, 8, 128, 3000
+    q, kc, vc, table = _serving_case(g, batch, seqlen_q, 32, heads_k, d, cap, page)
     kn = torch.randn(batch, new, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g) if new else None
     vn = torch.randn_like(kn) if new else None
     lens = torch.tensor([0, 1700, cap - new], dtype=torch.int32, device="cuda")
