@@ -1,7 +1,8 @@
 // _tilec_fast: the O(1) GPU fast paths of tilec's public calls in C++ --
 // flash_attn_with_kvcache's serving call (decode), flash_attn_func's dense
-// call (forward) and flash_attn_varlen_func's (varlen). A torch extension, built where the Python it is built for
-// imports torch (lib/runtime/CMakeLists.txt, TILEC_TORCH_EXTENSION).
+// call (forward) and flash_attn_varlen_func's (varlen). A torch extension,
+// built where the Python it is built for imports torch
+// (lib/runtime/CMakeLists.txt, TILEC_TORCH_EXTENSION).
 //
 // Why: the Python fast paths (tilec.flash_decode._gpu_fast_path,
 // tilec.flash_attn._gpu_fast_path) spend most of a call's host time on
@@ -23,9 +24,7 @@
 // test/python/test_flash_decode_native.py and test_flash_attn_native.py.
 #include <ATen/core/Tensor.h>
 #include <ATen/PythonTorchFunctionTLS.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -88,7 +87,8 @@ State state;
 struct Names {
   PyObject *fastPlans, *makeFastPlans, *fastDummies, *counters, *nativeCounters, *fusedAppend,
       *checkPagedCapacity, *knobValues, *rawStreamVar, *rawStream, *launchOn, *float16, *bfloat16,
-      *gpuLaunches, *checkCudaVarlenValues, *cudaKeys, *sequenceBuffers, *priorWait, *fastAppends, *makeFastAppend;
+      *gpuLaunches, *checkCudaVarlenValues, *cudaKeys, *sequenceBuffers, *priorWait, *fastAppends, *unbounded,
+      *maxHeadDim;
 };
 Names names;
 
@@ -157,10 +157,11 @@ Dims dims(at::IntArrayRef a) {
 
 /// A module int read at each call (tests and users may change it), or
 /// false with an exception set.
-bool moduleInt(PyObject *dict, const char *name, int64_t &out) {
-  PyObject *value = PyDict_GetItemString(dict, name);
+bool moduleInt(PyObject *dict, PyObject *name, int64_t &out) {
+  PyObject *value = PyDict_GetItemWithError(dict, name);
   if (!value) {
-    PyErr_Format(PyExc_AttributeError, "tilec: module has no %s", name);
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_AttributeError, "tilec: module has no %U", name);
     return false;
   }
   out = PyLong_AsLongLong(value);
@@ -252,6 +253,33 @@ bool scaleAndSoftcap(PyObject *scaleo, PyObject *softcapo, int64_t headDim, doub
   return toDouble(softcapo, softcap) && scale > 0 && softcap >= 0;
 }
 
+/// A device's two dummy buffers, (tensor, tensor) in a module's _FAST_DUMMIES
+/// under the device index, made by the Python path's first call there; held
+/// until the launches (their addresses go to the kernels as ints, and Python
+/// code runs in between). Empty `held`: with an exception set, an error;
+/// without, none yet (not taken).
+struct Dummies {
+  uint64_t first = 0, second = 0;
+  Ref held;
+};
+Dummies deviceDummies(PyObject *dict, PyObject *deviceKey, const char *what) {
+  Dummies found;
+  PyObject *dummiesDict = global(dict, names.fastDummies);
+  PyObject *dummies = dummiesDict && PyDict_Check(dummiesDict) ? PyDict_GetItemWithError(dummiesDict, deviceKey)
+                                                               : nullptr;
+  if (!dummies)
+    return found;
+  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
+      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
+    PyErr_Format(PyExc_TypeError, "%s: expected two tensors per device", what);
+    return found;
+  }
+  found.held.reset(Py_NewRef(dummies));
+  found.first = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
+  found.second = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
+  return found;
+}
+
 PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   if (nargs != 13) {
@@ -271,11 +299,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (!plainTensor(qo) || Py_TYPE(kco) != kind || Py_TYPE(vco) != kind)
     return notTaken();
   int64_t numSplits, left, right;
-  if (!(PyTuple_CheckExact(windowo) || PyList_CheckExact(windowo)) || PySequence_Fast_GET_SIZE(windowo) != 2)
-    return notTaken();
-  if (!exactInt(splitso, numSplits) || numSplits < 0)
-    return notTaken();
-  if (!windowPair(windowo, left, right) || left < -1 || right < -1)
+  if (!exactInt(splitso, numSplits) || numSplits < 0 || !windowPair(windowo, left, right) || left < -1 ||
+      right < -1)
     return notTaken();
   const at::Tensor &q = THPVariable_Unpack(qo);
   const at::Tensor &kc = THPVariable_Unpack(kco);
@@ -426,33 +451,14 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (fused < 0)
     return nullptr;
 
-  // The int32 and f32 dummies of the device (_FAST_DUMMIES, shared with Python).
-  PyObject *dummiesDict = global(state.decodeDict, names.fastDummies);
-  if (!dummiesDict || !PyDict_Check(dummiesDict))
-    return PyErr_Occurred() ? nullptr : notTaken();
+  // The int32 and f32 dummies of the device (flash_decode._FAST_DUMMIES).
   Ref deviceKey(pyInt(device));
   if (!deviceKey)
     return nullptr;
-  PyObject *dummies = PyDict_GetItemWithError(dummiesDict, deviceKey.get());
-  if (!dummies) {
-    if (PyErr_Occurred())
-      return nullptr;
-    at::Tensor zeroInts = at::zeros({1}, q.options().dtype(at::kInt));
-    at::Tensor zeroFloats = at::zeros({1}, q.options().dtype(at::kFloat));
-    Ref fresh = tupleOf({THPVariable_Wrap(std::move(zeroInts)), THPVariable_Wrap(std::move(zeroFloats))});
-    if (!fresh || PyDict_SetItem(dummiesDict, deviceKey.get(), fresh.get()) < 0)
-      return nullptr;
-    dummies = fresh.get();
-  }
-  // Held to the end: Python code runs before the launches (plans, counters).
-  Ref dummiesHeld(Py_NewRef(dummies));
-  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
-      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
-    PyErr_SetString(PyExc_TypeError, "_FAST_DUMMIES: expected (int32 tensor, f32 tensor) per device");
-    return nullptr;
-  }
-  const uint64_t ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
-  const uint64_t floats = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
+  const Dummies dummies = deviceDummies(state.decodeDict, deviceKey.get(), "flash_decode._FAST_DUMMIES");
+  if (!dummies.held)
+    return PyErr_Occurred() ? nullptr : notTaken();
+  const uint64_t ints = dummies.first, floats = dummies.second;
 
   const int64_t group = heads / headsK;
   const int64_t rows = heads * seqlenQ;           // of a sequence: (head, query position)
@@ -553,7 +559,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     newStrides[2] = svn[0], newStrides[3] = svn[2];
   }
   int64_t unbounded;
-  if (!moduleInt(state.decodeDict, "_UNBOUNDED", unbounded))
+  if (!moduleInt(state.decodeDict, names.unbounded, unbounded))
     return nullptr;
   // flash_decode's parameters, in its order (_gpu_fast_path's `args`).
   Ref decodeArgs = tupleOf({
@@ -576,8 +582,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (!decodeArgs)
     return nullptr;
   if (seqlenNew && !fusedAppend) {
-    // The new tokens go into the cache first (kv_append; _FAST_APPENDS's
-    // launcher, made by _fast_append on a miss).
+    // The new tokens go into the cache first (kv_append; its launcher from
+    // the LaunchCache _FAST_APPENDS).
     PyObject *priorWait = global(state.decodeDict, names.priorWait);
     if (!priorWait)
       return PyErr_Occurred() ? nullptr : notTaken();
@@ -586,11 +592,9 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     if (!appendKey)
       return nullptr;
     PyObject *appends = global(state.decodeDict, names.fastAppends);
-    PyObject *known = appends && PyDict_Check(appends) ? PyDict_GetItemWithError(appends, appendKey.get()) : nullptr;
-    if (!known && PyErr_Occurred())
-      return nullptr;
-    Ref append(known ? Py_NewRef(known)
-                     : PyObject_CallMethodOneArg(state.decode, names.makeFastAppend, appendKey.get()));
+    if (!appends)
+      return PyErr_Occurred() ? nullptr : notTaken();
+    Ref append(PyObject_GetItem(appends, appendKey.get()));
     if (!append)
       return nullptr;
     Ref appendArgs = tupleOf({
@@ -655,26 +659,15 @@ MaskMode maskMode(bool causal, int64_t left, int64_t right, int64_t seqlenQ, int
 /// fast paths build it). `launch` empty: with an exception set, an error;
 /// without, not taken.
 struct AttnLaunch {
-  uint64_t slopes = 0, ints = 0;
-  Ref dummies; // held until the launch: the addresses above are theirs
+  Dummies dummies; // (f32 slopes, int32)
   Ref launch;
 };
 AttnLaunch attnLaunch(PyObject *dtype, int64_t headDim, const MaskMode &mode, bool softcap, bool varlen,
                       PyObject *deviceKey) {
   AttnLaunch found;
-  PyObject *dummiesDict = global(state.attnDict, names.fastDummies);
-  PyObject *dummies = dummiesDict && PyDict_Check(dummiesDict) ? PyDict_GetItemWithError(dummiesDict, deviceKey)
-                                                               : nullptr;
-  if (!dummies)
+  found.dummies = deviceDummies(state.attnDict, deviceKey, "flash_attn._FAST_DUMMIES");
+  if (!found.dummies.held)
     return found;
-  if (!PyTuple_Check(dummies) || PyTuple_GET_SIZE(dummies) != 2 ||
-      !THPVariable_Check(PyTuple_GET_ITEM(dummies, 0)) || !THPVariable_Check(PyTuple_GET_ITEM(dummies, 1))) {
-    PyErr_SetString(PyExc_TypeError, "flash_attn._FAST_DUMMIES: expected (f32 tensor, int32 tensor) per device");
-    return found;
-  }
-  found.dummies.reset(Py_NewRef(dummies));
-  found.slopes = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 0)));
-  found.ints = address(THPVariable_Unpack(PyTuple_GET_ITEM(dummies, 1)));
   PyObject *launches = global(state.attnDict, names.gpuLaunches);
   if (!launches)
     return found;
@@ -729,7 +722,7 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const int64_t batch = shapeQ[0], seqlenQ = shapeQ[1], heads = shapeQ[2], headDim = shapeQ[3];
   const int64_t seqlenK = shapeK[1], headsK = shapeK[2];
   int64_t maxHeadDim;
-  if (!moduleInt(state.attnDict, "MAX_HEAD_DIM", maxHeadDim))
+  if (!moduleInt(state.attnDict, names.maxHeadDim, maxHeadDim))
     return nullptr;
   if (shapeK[0] != batch || shapeK[3] != headDim || (headDim & 7) || !(8 <= headDim && headDim <= maxHeadDim) ||
       !(batch && seqlenQ && heads && seqlenK && headsK) || heads % headsK || windowLeft < -1 || windowRight < -1)
@@ -769,7 +762,8 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
       pyInt(seqlenQ * row), pyInt(row), pyInt(headDim), pyInt(heads * seqlenQ), pyInt(seqlenQ),
       PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
-      pyAddress(attn.slopes), pyInt(0), pyAddress(attn.ints), pyAddress(attn.ints), pyAddress(attn.ints), pyInt(0)});
+      pyAddress(attn.dummies.first), pyInt(0), pyAddress(attn.dummies.second), pyAddress(attn.dummies.second),
+      pyAddress(attn.dummies.second), pyInt(0)});
   return launchAndReturn(deviceKey.get(), attn.launch.get(), launchArgs.get(), std::move(o), std::move(lse));
   END_HANDLE_TH_ERRORS
 }
@@ -816,7 +810,7 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const int64_t totalQ = q.size(0), heads = q.size(1), headDim = q.size(2);
   const int64_t totalK = k.size(0), headsK = k.size(1), batch = cuQ.size(0) - 1;
   int64_t maxHeadDim;
-  if (!moduleInt(state.attnDict, "MAX_HEAD_DIM", maxHeadDim))
+  if (!moduleInt(state.attnDict, names.maxHeadDim, maxHeadDim))
     return nullptr;
   if (k.size(2) != headDim || (headDim & 7) || !(8 <= headDim && headDim <= maxHeadDim) ||
       !(totalQ && totalK && heads && headsK && batch > 0 && maxQ > 0 && maxK > 0) || heads % headsK ||
@@ -880,7 +874,8 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(sv[0]), pyInt(sv[0]), pyInt(sv[1]),
       pyInt(row), pyInt(row), pyInt(headDim), pyInt(1), pyInt(totalQ),
       PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
-      pyAddress(attn.slopes), pyInt(0), pyAddress(address(cuQ)), pyAddress(address(cuK)), pyAddress(attn.ints),
+      pyAddress(attn.dummies.first), pyInt(0), pyAddress(address(cuQ)), pyAddress(address(cuK)),
+      pyAddress(attn.dummies.second),
       pyInt(0), errorsAddress.release(), pyInt(totalQ), pyInt(totalK)});
   return launchAndReturn(deviceKey.get(), attn.launch.get(), launchArgs.get(), std::move(o), std::move(lse));
   END_HANDLE_TH_ERRORS
@@ -948,7 +943,8 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "_tilec_fast",
-                         "The O(1) GPU fast paths of flash_attn_with_kvcache and flash_attn_func in C++ "
+                         "The O(1) GPU fast paths of flash_attn_with_kvcache, flash_attn_func and "
+                         "flash_attn_varlen_func in C++ "
                          "(tilec.flash_decode.NATIVE_FAST_PATH, tilec.flash_attn.NATIVE_FAST_PATH).",
                          -1, methods, nullptr, nullptr, nullptr, nullptr};
 
@@ -965,7 +961,8 @@ PyMODINIT_FUNC PyInit__tilec_fast() {
       {&names.bfloat16, "bfloat16"},             {&names.gpuLaunches, "_GPU_LAUNCHES"},
       {&names.checkCudaVarlenValues, "CHECK_CUDA_VARLEN_VALUES"}, {&names.cudaKeys, "_CUDA_KEYS"},
       {&names.sequenceBuffers, "_SEQUENCE_BUFFERS"}, {&names.priorWait, "PRIOR_WAIT"},
-      {&names.fastAppends, "_FAST_APPENDS"},     {&names.makeFastAppend, "_fast_append"}};
+      {&names.fastAppends, "_FAST_APPENDS"},     {&names.unbounded, "_UNBOUNDED"},
+      {&names.maxHeadDim, "MAX_HEAD_DIM"}};
   for (const auto &[slot, text] : table)
     if (!intern(*slot, text))
       return nullptr;

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from . import kernel_files, runtime_support
 from .errors import TilecTypeError, TilecValueError
 from . import language as tl
+from .jit import LaunchCache
 from .strategy import tile_width
 from .flash_attn import _dtype_name, _is_torch, _pad_head_dim, _rows_aligned, _strides
 
@@ -904,27 +905,23 @@ _FAST_KNOBS = ("GPU_TILE", "PAGED_TILE", "WIDE_GPU_TILE", "SINGLE_SEQUENCE_TILE"
 _FAST_KNOB_VALUES = operator.itemgetter(*_FAST_KNOBS)
 _FAST_DTYPES = {}
 _FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
-_FAST_APPENDS = {}   # (dtype, head_dim, heads_k, page size, per-batch lengths, device, PRIOR_WAIT) -> launcher
 
 
-def _fast_append(key):
-    """_FAST_APPENDS[key], made on a miss: the kv_append launcher of
+def _build_fast_append(key):
+    """LaunchCache builder for _FAST_APPENDS: the kv_append launcher of
     (dtype, head_dim, heads_k, page size, per-batch lengths, device,
     PRIOR_WAIT)."""
-    append = _FAST_APPENDS.get(key)
-    if append is None:
-        dtype, head_dim, heads_k, page_size, per_batch, device, _ = key
-        append = _FAST_APPENDS[key] = append_kernel(dtype, head_dim, heads_k, page_size, per_batch,
-                                                    False).launcher(device=device)
-    return append
+    dtype, head_dim, heads_k, page_size, per_batch, device, _ = key
+    return append_kernel(dtype, head_dim, heads_k, page_size, per_batch, False).launcher(device=device)
+
+
+_FAST_APPENDS = LaunchCache(_build_fast_append)
 
 
 def _fast_plans():
     """_FAST_PLANS, made on first use (tests reset it to None)."""
     global _FAST_PLANS
     if _FAST_PLANS is None:
-        from .jit import LaunchCache
-
         _FAST_PLANS = LaunchCache(_build_fast_plan)
     return _FAST_PLANS
 
@@ -1122,7 +1119,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             block_table.stride(0) if page_size else 0, 0, 0, *final_strides, *new_strides, scale, softcap or 1.0)
     if seqlen_new and not fused_append:
         akey = (dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT)
-        append = _FAST_APPENDS.get(akey) or _fast_append(akey)
+        append = _FAST_APPENDS[akey]
         runtime.launch_on(device, append, _append_args(
             k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
             block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))

@@ -19,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tilec import flash_decode as fd, runtime  # noqa: E402
+from tilec.jit import LaunchCache  # noqa: E402
 
 
 def _native_module():
@@ -42,7 +43,8 @@ def native(monkeypatch):
     monkeypatch.setattr(jit.Kernel, "launcher", lambda self, arch=None, device=None: self.name)
     monkeypatch.setattr(runtime, "_raw_stream", lambda index: 0)
     monkeypatch.setattr(fd, "_FAST_PLANS", None)
-    monkeypatch.setattr(fd, "_FAST_DUMMIES", {})
+    # The device's dummies (the Python path's first call would make them on the GPU).
+    monkeypatch.setattr(fd, "_FAST_DUMMIES", {0: (torch.zeros(1, dtype=torch.int32), torch.zeros(1))})
     monkeypatch.setattr(fd, "_COUNTERS", {})
     monkeypatch.setattr(fd, "_NATIVE", None)
     monkeypatch.setattr(runtime, "launch_on", lambda *a, **kw: pytest.fail("launched: " + repr(a[1])))
@@ -145,7 +147,7 @@ def _labels(caught, known, out, lse):
 def test_native_launches_what_the_python_fast_path_does(monkeypatch, native, case):
     q, k, v, kwargs = _inputs(case)
     monkeypatch.setattr(fd, "FUSED_APPEND", case.get("fused_append", True))
-    monkeypatch.setattr(fd, "_FAST_APPENDS", {})
+    monkeypatch.setattr(fd, "_FAST_APPENDS", LaunchCache(fd._build_fast_append))
     calls = []
     real = fd._native_fast_path()
     assert real, "the native path did not load"
@@ -186,7 +188,7 @@ def test_native_returns_out_alone_without_lse(monkeypatch, native):
     assert isinstance(out, torch.Tensor) and out.shape == q.shape and caught
 
 
-@pytest.mark.parametrize("what", ["paged capacity check", "float32",
+@pytest.mark.parametrize("what", ["paged capacity check", "no dummies yet", "float32",
                                   "unaligned", "bool lens", "window of floats"])
 def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
     """The calls the C++ path does not take return None there and run (or
@@ -195,6 +197,8 @@ def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
     q, k, v, kwargs = _inputs(case)
     if what == "paged capacity check":
         monkeypatch.setattr(fd, "CHECK_PAGED_CAPACITY", True)
+    elif what == "no dummies yet":              # the Python path's first call on a device makes them
+        monkeypatch.setattr(fd, "_FAST_DUMMIES", {})
     elif what == "float32":
         q = _posing_as_cuda(q.float())
     elif what == "unaligned":
