@@ -32,11 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 import host_overhead as ho  # noqa: E402
 
-# (batch, heads, heads_k, capacity, page size, new tokens appended): issue 17's GQA b1 and b16 rows,
-# MHA b1, a serving step that appends its token (stored by the decode kernel), and a speculative
-# step: 4 query tokens appended (kv_append, then the attention; causal).
-CASES = [(1, 32, 8, 32768, 0, 0), (1, 32, 8, 32768, 16, 0), (16, 32, 8, 8192, 256, 0), (1, 32, 32, 32768, 0, 0),
-         (16, 32, 8, 8192, 16, 1), (16, 32, 8, 8192, 16, 4)]
+# (batch, heads, heads_k, capacity, page size, new tokens appended, rotary): issue 17's GQA b1 and
+# b16 rows, MHA b1, a serving step that appends its token (stored by the decode kernel), the same
+# with rotary (f32 tables, NeoX order: a rotary launch first), and a speculative step: 4 query
+# tokens appended (kv_append, then the attention; causal).
+CASES = [(1, 32, 8, 32768, 0, 0, False), (1, 32, 8, 32768, 16, 0, False), (16, 32, 8, 8192, 256, 0, False),
+         (1, 32, 32, 32768, 0, 0, False), (16, 32, 8, 8192, 16, 1, False), (16, 32, 8, 8192, 16, 1, True),
+         (16, 32, 8, 8192, 16, 4, False)]
 
 
 def measure(mock, iters):
@@ -46,7 +48,7 @@ def measure(mock, iters):
     from tilec import flash_decode as fd, runtime
 
     rows = []
-    for batch, heads, heads_k, cap, page, new in CASES:
+    for batch, heads, heads_k, cap, page, new, rotary in CASES:
         make = (lambda *s: ho.mock_cuda(torch.randn(*s).to(torch.bfloat16))) if mock else \
             (lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16))
         seqlen_q = max(new, 1)
@@ -67,8 +69,14 @@ def measure(mock, iters):
         else:
             lens = lens.cuda()
             table = table.cuda() if table is not None else None
+        tables = {}
+        if rotary:
+            angles = torch.rand(cap, 64) * 6.28
+            tables = dict(rotary_cos=angles.cos(), rotary_sin=angles.sin(), rotary_interleaved=False)
+            tables = {name: (ho.mock_cuda(t) if mock else t.cuda()) if name != "rotary_interleaved" else t
+                      for name, t in tables.items()}
         call = lambda: tilec.flash_attn_with_kvcache(q, k, v, k=kn, v=vn, cache_seqlens=lens,  # noqa
-                                                     block_table=table, causal=seqlen_q > 1)
+                                                     block_table=table, causal=seqlen_q > 1, **tables)
         sync = None if mock else torch.cuda.synchronize
         call()
         caught = []
@@ -85,7 +93,8 @@ def measure(mock, iters):
                 launch(args, stream, grid)
 
         row = {"case": f"b{batch} {heads}/{heads_k} kv {cap}" + (f" p{page}" if page else "")
-               + (f" +{new} appended" if new else "") + (f" sq{seqlen_q}" if seqlen_q > 1 else ""),
+               + (f" +{new} appended" if new else "") + (f" sq{seqlen_q}" if seqlen_q > 1 else "")
+               + (" rotary" if rotary else ""),
                "launches": len(caught)}
         row["fast path"] = ho.host_us(call, iters, sync)
         fd.NATIVE_FAST_PATH = False

@@ -509,3 +509,85 @@ def kv_append(k_new: tl.ptr(DTYPE), v_new: tl.ptr(DTYPE), k: tl.ptr(DTYPE), v: t
     vd = tl.view(v + vbase, (rows, HEAD_DIM), (stride_vh, 1))
     tl.store(kd, (0, 0), tl.load(kn, (0, 0), (HEADS_K, D)))
     tl.store(vd, (0, 0), tl.load(vn, (0, 0), (HEADS_K, D)))
+
+
+def _rotary_name(DTYPE, CS_DTYPE, HEAD_DIM, ROTARY_DIM, INTERLEAVED, HEADS, PER_BATCH, **_):
+    flags = "_interleaved" * bool(INTERLEAVED) + "_seqlens" * bool(PER_BATCH)
+    return f"rotary_{DTYPE.name}_d{HEAD_DIM}_r{ROTARY_DIM}_h{HEADS}_{CS_DTYPE.name}{flags}"
+
+
+@tilec.jit(grid=("max(seqlen_q, seqlen_new)", "batch", "parts"), name=_rotary_name, num_warps="NUM_WARPS",
+           variant={"dtype": "DTYPE", "head_dim": "HEAD_DIM"})
+def rotary(q: tl.ptr(DTYPE), k: tl.ptr(DTYPE), q_out: tl.ptr(DTYPE), k_out: tl.ptr(DTYPE),
+           cos: tl.ptr(CS_DTYPE), sin: tl.ptr(CS_DTYPE), cache_seqlens: tl.ptr(tl.int32),
+           seqlen_q: tl.int32, seqlen_new: tl.int32, batch: tl.int32, parts: tl.int32, heads: tl.int32,
+           heads_k: tl.int32, seqlen_uniform: tl.int32, q_step: tl.int32, seqlen_ro: tl.int32,
+           stride_qb: tl.int64, stride_qs: tl.int64, stride_qh: tl.int64,
+           stride_kb: tl.int64, stride_ks: tl.int64, stride_kh: tl.int64,
+           stride_qob: tl.int64, stride_qos: tl.int64, stride_qoh: tl.int64,
+           stride_kob: tl.int64, stride_kos: tl.int64, stride_koh: tl.int64,
+           stride_cos: tl.int64, stride_sin: tl.int64,
+           DTYPE: tl.constexpr = tl.float16, CS_DTYPE: tl.constexpr = tl.float32,
+           HEAD_DIM: tl.constexpr = 128, ROTARY_DIM: tl.constexpr = 128,
+           INTERLEAVED: tl.constexpr = True, HEADS: tl.constexpr = 32, PER_BATCH: tl.constexpr = False,
+           NUM_WARPS: tl.constexpr = 4, PRIOR_WAIT: tl.constexpr = False):
+    """flash_attn_with_kvcache's rotary embedding of q and the new k, before
+    the append and the attention read them: feature pairs of the first
+    ROTARY_DIM features of every head turn by the angle of their position,
+    (x1, x2) -> (x1·cos − x2·sin, x1·sin + x2·cos) in f32, rounded to DTYPE;
+    the pairs are (2j, 2j + 1) with INTERLEAVED (GPT-J), else (j, j +
+    ROTARY_DIM / 2) (GPT-NeoX); the other features are copied. cos/sin are
+    (seqlen_ro, ROTARY_DIM / 2) rows.
+
+    One program per (token i, sequence b, part): part 0 rotates q's token i
+    (every head) at position n + i·q_step (q_step 1 when causal or windowed,
+    else 0: every query at n, as flash_attn), part 1 the new k's token i at
+    n + i, where n = cache_seqlens[b] (PER_BATCH) or seqlen_uniform. Tokens
+    past seqlen_q / seqlen_new write nothing; positions are clamped into
+    the cos/sin table (the host checks that it is long enough)."""
+    if PRIOR_WAIT:
+        _prior_wait()
+    i = tl.program_id(0)
+    b = tl.program_id(1)
+    n = seqlen_uniform
+    if PER_BATCH:
+        n = tl.load(cache_seqlens + b)
+    if tl.program_id(2) == 0:
+        pos = tl.minimum(tl.maximum(n + i * q_step, 0), seqlen_ro - 1)
+        _rotate(q + (b * stride_qb + i * stride_qs), q_out + (b * stride_qob + i * stride_qos),
+                heads * _at_least(seqlen_q - 1, i), stride_qh, stride_qoh, cos + pos * stride_cos,
+                sin + pos * stride_sin, DTYPE, HEAD_DIM, ROTARY_DIM, INTERLEAVED, HEADS)
+    else:
+        pos = tl.minimum(tl.maximum(n + i, 0), seqlen_ro - 1)
+        _rotate(k + (b * stride_kb + i * stride_ks), k_out + (b * stride_kob + i * stride_kos),
+                heads_k * _at_least(seqlen_new - 1, i), stride_kh, stride_koh, cos + pos * stride_cos,
+                sin + pos * stride_sin, DTYPE, HEAD_DIM, ROTARY_DIM, INTERLEAVED, HEADS)
+
+
+def _rotate(x, out, rows, stride_xh, stride_oh, cos_row, sin_row, DTYPE, HEAD_DIM, ROTARY_DIM, INTERLEAVED,
+            HEADS):
+    """One token's `rows` heads (stride_xh / stride_oh apart) of x rotated
+    into out by the angles at cos_row / sin_row (kernel rotary), HEADS heads
+    a tile."""
+    HALF = ROTARY_DIM // 2
+    W = tl.next_power_of_2(HALF)
+    step = 2 if INTERLEAVED else 1           # a pair's first features, a step apart
+    second = 1 if INTERLEAVED else HALF      # a pair's second feature, after its first
+    c = tl.load(tl.view(cos_row, (HALF,), (1,)), (0,), (W,)).to(tl.float32)[None, :]
+    s = tl.load(tl.view(sin_row, (HALF,), (1,)), (0,), (W,)).to(tl.float32)[None, :]
+    x1v = tl.view(x, (rows, HALF), (stride_xh, step))
+    x2v = tl.view(x + second, (rows, HALF), (stride_xh, step))
+    y1v = tl.view(out, (rows, HALF), (stride_oh, step))
+    y2v = tl.view(out + second, (rows, HALF), (stride_oh, step))
+    REST = HEAD_DIM - ROTARY_DIM
+    if REST > 0:
+        xrv = tl.view(x + ROTARY_DIM, (rows, REST), (stride_xh, 1))
+        yrv = tl.view(out + ROTARY_DIM, (rows, REST), (stride_oh, 1))
+    for j in range(0, tl.cdiv(rows, HEADS)):           # HEADS heads at a time
+        h0 = j * HEADS
+        x1 = tl.load(x1v, (h0, 0), (HEADS, W)).to(tl.float32)
+        x2 = tl.load(x2v, (h0, 0), (HEADS, W)).to(tl.float32)
+        tl.store(y1v, (h0, 0), (x1 * c - x2 * s).to(DTYPE))
+        tl.store(y2v, (h0, 0), (x1 * s + x2 * c).to(DTYPE))
+        if REST > 0:
+            tl.store(yrv, (h0, 0), tl.load(xrv, (h0, 0), (HEADS, max(16, tl.next_power_of_2(REST)))))

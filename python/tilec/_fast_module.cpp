@@ -88,7 +88,7 @@ struct Names {
   PyObject *fastPlans, *makeFastPlans, *fastDummies, *counters, *nativeCounters, *fusedAppend,
       *checkPagedCapacity, *knobValues, *rawStreamVar, *rawStream, *launchOn, *float16, *bfloat16,
       *gpuLaunches, *checkCudaVarlenValues, *cudaKeys, *sequenceBuffers, *priorWait, *fastAppends, *unbounded,
-      *maxHeadDim;
+      *maxHeadDim, *fastRotaries, *float32;
 };
 Names names;
 
@@ -282,17 +282,19 @@ Dummies deviceDummies(PyObject *dict, PyObject *deviceKey, const char *what) {
 
 PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != 13) {
+  if (nargs != 16) {
     PyErr_SetString(PyExc_TypeError,
                     "decode(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, "
-                    "window_size, softcap, num_splits, return_lse, k, v): 13 arguments");
+                    "window_size, softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, "
+                    "rotary_interleaved): 16 arguments");
     return nullptr;
   }
   if (!requireModule(state.decode, "flash_decode") || !requireModule(state.runtime, "runtime"))
     return nullptr;
   PyObject *qo = args[0], *kco = args[1], *vco = args[2], *lenso = args[3], *tableo = args[4],
            *scaleo = args[5], *causalo = args[6], *windowo = args[7], *softcapo = args[8],
-           *splitso = args[9], *returnLseo = args[10], *kno = args[11], *vno = args[12];
+           *splitso = args[9], *returnLseo = args[10], *kno = args[11], *vno = args[12], *coso = args[13],
+           *sino = args[14], *interleavedo = args[15];
 
   // The same tests, in the same order, as _gpu_fast_path.
   PyTypeObject *kind = Py_TYPE(qo);
@@ -402,6 +404,31 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (causal)
     right = 0;
   const bool window = left >= 0 || right > 0;
+  // Rotary tables: f32/f16/bf16 of one dtype, 16-byte rows, long enough
+  // where the lengths are known (else the general path's error).
+  const bool rotary = coso != Py_None || sino != Py_None;
+  const at::Tensor *cosT = nullptr, *sinT = nullptr;
+  PyObject *tableDtype = nullptr;
+  int64_t half = 0, qStep = 0;
+  if (rotary) {
+    if (Py_TYPE(coso) != kind || Py_TYPE(sino) != kind || lenso == Py_None)
+      return notTaken();
+    cosT = &THPVariable_Unpack(coso);
+    sinT = &THPVariable_Unpack(sino);
+    const at::ScalarType tdt = cosT->scalar_type();
+    tableDtype = tdt == at::kFloat ? names.float32 : dtypeName(tdt);
+    if (!tableDtype || sinT->scalar_type() != tdt || cosT->dim() != 2 || sinT->sizes() != cosT->sizes() ||
+        deviceOf(*cosT) != device || deviceOf(*sinT) != device)
+      return notTaken();
+    half = cosT->size(1);
+    if (!half || (half & 7) || 2 * half > headDim || cosT->stride(1) != 1 || sinT->stride(1) != 1 ||
+        (((cosT->stride(0) | sinT->stride(0)) * cosT->element_size()) & 15) ||
+        ((address(*cosT) | address(*sinT)) & 15))
+      return notTaken();
+    qStep = left >= 0 || right >= 0 ? 1 : 0;   // _rotary_q_step
+    if (!perBatch && cosT->size(0) < uniform + std::max(seqlenNew, 1 + (seqlenQ - 1) * qStep))
+      return notTaken();
+  }
   const bool causalOnly = right == 0 && left < 0 && seqlenQ > 1;
   PyObject *fusedAppendKnob = global(state.decodeDict, names.fusedAppend);
   if (!fusedAppendKnob)
@@ -459,6 +486,60 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (!dummies.held)
     return PyErr_Occurred() ? nullptr : notTaken();
   const uint64_t ints = dummies.first, floats = dummies.second;
+  Ref stream = currentStream(deviceKey.get());
+  if (!stream)
+    return nullptr;
+  PyObject *priorWait = global(state.decodeDict, names.priorWait);
+  if (!priorWait)
+    return PyErr_Occurred() ? nullptr : notTaken();
+
+  // Rotary: q and the new k turned into fresh buffers (the rotary kernel,
+  // its launcher from the LaunchCache _FAST_ROTARIES), which the append and
+  // the attention read instead.
+  const at::Tensor *qp = &q;
+  Dims sqa = sq;
+  at::Tensor qRot, kRot;
+  if (rotary) {
+    const int interleaved = PyObject_IsTrue(interleavedo);
+    if (interleaved < 0)
+      return nullptr;
+    qRot = at::empty(q.sizes(), q.options());
+    if (seqlenNew)
+      kRot = at::empty(kn->sizes(), kn->options());
+    const at::Tensor &kIn = seqlenNew ? *kn : q, &kOut = seqlenNew ? kRot : qRot;
+    Ref rotaryKey = tupleOf({Py_NewRef(dtype), Py_NewRef(tableDtype), pyInt(headDim), pyInt(2 * half),
+                             newBool(interleaved), pyInt(std::max(heads, headsK)), newBool(perBatch),
+                             Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)});
+    if (!rotaryKey)
+      return nullptr;
+    PyObject *rotaries = global(state.decodeDict, names.fastRotaries);
+    if (!rotaries)
+      return PyErr_Occurred() ? nullptr : notTaken();
+    Ref rotate(PyObject_GetItem(rotaries, rotaryKey.get()));
+    if (!rotate)
+      return nullptr;
+    const Dims ski = dims(kIn.strides()), sqo = dims(qRot.strides()), sko = dims(kOut.strides());
+    const int64_t parts = seqlenNew ? 2 : 1;
+    // The rotary kernel's parameters (_rotary_args).
+    Ref rotaryArgs = tupleOf({
+        pyAddress(address(q)), pyAddress(address(kIn)), pyAddress(address(qRot)), pyAddress(address(kOut)),
+        pyAddress(address(*cosT)), pyAddress(address(*sinT)), pyAddress(perBatch ? address(*lens) : ints),
+        pyInt(seqlenQ), pyInt(seqlenNew), pyInt(batch), pyInt(parts), pyInt(heads), pyInt(kIn.size(2)),
+        pyInt(uniform), pyInt(qStep), pyInt(cosT->size(0)),
+        pyInt(sq[0]), pyInt(sq[1]), pyInt(sq[2]), pyInt(ski[0]), pyInt(ski[1]), pyInt(ski[2]),
+        pyInt(sqo[0]), pyInt(sqo[1]), pyInt(sqo[2]), pyInt(sko[0]), pyInt(sko[1]), pyInt(sko[2]),
+        pyInt(cosT->stride(0)), pyInt(sinT->stride(0))});
+    Ref rotaryGrid = tupleOf({pyInt(std::max(seqlenQ, seqlenNew)), pyInt(batch), pyInt(parts)});
+    if (!rotaryArgs || !rotaryGrid ||
+        !launchOn(deviceKey.get(), rotate.get(), rotaryArgs.get(), stream.get(), rotaryGrid.get()))
+      return nullptr;
+    qp = &qRot;
+    sqa = sqo;
+    if (seqlenNew) {
+      kn = &kRot;
+      skn = sko;
+    }
+  }
 
   const int64_t group = heads / headsK;
   const int64_t rows = heads * seqlenQ;           // of a sequence: (head, query position)
@@ -470,12 +551,12 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   int64_t qStrides[3];
   if (seqlenQ == 1) {
     obuf = at::empty({batch, 1, heads, headDim}, q.options());
-    qStrides[0] = sq[0];
-    qStrides[1] = group * sq[2];
-    qStrides[2] = sq[2];
+    qStrides[0] = sqa[0];
+    qStrides[1] = group * sqa[2];
+    qStrides[2] = sqa[2];
   } else {
     obuf = at::empty({batch, heads, seqlenQ, headDim}, q.options());
-    qRows = q.transpose(1, 2).contiguous();
+    qRows = qp->transpose(1, 2).contiguous();
     qStrides[0] = hd;
     qStrides[1] = kd;
     qStrides[2] = headDim;
@@ -486,10 +567,6 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   at::Tensor scratch = at::empty({lseAt + batch * rows}, q.options().dtype(at::kFloat));
   const uint64_t base = address(scratch);
   const uint64_t out = address(obuf);
-
-  Ref stream = currentStream(deviceKey.get());
-  if (!stream)
-    return nullptr;
 
   uint64_t finals[3] = {ints, floats, ints};
   int64_t finalStrides[5] = {0, 0, 0, 0, 0};
@@ -550,7 +627,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     oStrides[0] = 0, oStrides[1] = hd, oStrides[2] = kd, oStrides[3] = headDim;
     lStrides[0] = 0, lStrides[1] = rows, lStrides[2] = group * seqlenQ;
   }
-  uint64_t news[2] = {address(q), address(q)};
+  uint64_t news[2] = {address(*qp), address(*qp)};
   int64_t newStrides[4] = {0, 0, 0, 0};
   if (fusedAppend) {
     // The decode kernel stores the token's rows itself (APPEND).
@@ -563,7 +640,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     return nullptr;
   // flash_decode's parameters, in its order (_gpu_fast_path's `args`).
   Ref decodeArgs = tupleOf({
-      pyAddress(seqlenQ == 1 ? address(q) : address(qRows)), pyAddress(address(kc)), pyAddress(address(vc)),
+      pyAddress(seqlenQ == 1 ? address(*qp) : address(qRows)), pyAddress(address(kc)), pyAddress(address(vc)),
       pyAddress(destO), pyAddress(destL), pyAddress(perBatch ? address(*lens) : ints),
       pyAddress(pageSize ? address(*table) : ints), pyAddress(ints), pyAddress(ints), pyAddress(floats),
       pyAddress(finals[0]), pyAddress(finals[1]), pyAddress(finals[2]), pyAddress(news[0]), pyAddress(news[1]),
@@ -584,9 +661,6 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (seqlenNew && !fusedAppend) {
     // The new tokens go into the cache first (kv_append; its launcher from
     // the LaunchCache _FAST_APPENDS).
-    PyObject *priorWait = global(state.decodeDict, names.priorWait);
-    if (!priorWait)
-      return PyErr_Occurred() ? nullptr : notTaken();
     Ref appendKey = tupleOf({Py_NewRef(dtype), pyInt(headDim), pyInt(headsK), pyInt(pageSize), newBool(perBatch),
                              Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)});
     if (!appendKey)
@@ -923,8 +997,8 @@ PyObject *cpuAsCuda(PyObject *, PyObject *flag) {
 PyMethodDef methods[] = {
     {"decode", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(decodeFastPath)), METH_FASTCALL,
      "decode(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size, "
-     "softcap, num_splits, return_lse, k, v): tilec.flash_decode._gpu_fast_path in C++; None for what it "
-     "does not take."},
+     "softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, rotary_interleaved): "
+     "tilec.flash_decode._gpu_fast_path in C++; None for what it does not take."},
     {"forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(forwardFastPath)), METH_FASTCALL,
      "forward(q, k, v, softmax_scale, causal, window_size, softcap) -> (out, lse): "
      "tilec.flash_attn._gpu_fast_path in C++ for inputs that need no autograd; None for what it does not "
@@ -962,7 +1036,8 @@ PyMODINIT_FUNC PyInit__tilec_fast() {
       {&names.checkCudaVarlenValues, "CHECK_CUDA_VARLEN_VALUES"}, {&names.cudaKeys, "_CUDA_KEYS"},
       {&names.sequenceBuffers, "_SEQUENCE_BUFFERS"}, {&names.priorWait, "PRIOR_WAIT"},
       {&names.fastAppends, "_FAST_APPENDS"},     {&names.unbounded, "_UNBOUNDED"},
-      {&names.maxHeadDim, "MAX_HEAD_DIM"}};
+      {&names.maxHeadDim, "MAX_HEAD_DIM"},       {&names.fastRotaries, "_FAST_ROTARIES"},
+      {&names.float32, "float32"}};
   for (const auto &[slot, text] : table)
     if (!intern(*slot, text))
       return nullptr;

@@ -8,9 +8,11 @@ cache append included, so CI checks the numerics.
 
 How a call runs:
 1. checks (shapes, dtypes, capacities) before anything is written;
-2. rotary embedding of q and the new k (host-side array ops, f32 math);
-3. the new k/v written into the cache in place at cache_seqlens (host-side
-   indexing, paged or not);
+2. rotary embedding of q and the new k (the rotary kernel, f32 math, into
+   new buffers);
+3. the new k/v written into the cache in place at cache_seqlens (the
+   kv_append kernel, or the decode kernel itself for one token; host-side
+   indexing for head dims that are not a multiple of 8);
 4. the decode kernel: grid (num_splits, row blocks × KV heads, batch); the G
    query heads of a KV head are the Q tile's rows (pack-GQA); with one split
    it writes the output, else partials that
@@ -590,30 +592,86 @@ def _counters(zeros, n, device, stream=None):
     return buf
 
 
-def _rotary(ops, x, cos, sin, pos, interleaved):
-    """x (b, s, h, d) with its first rotary_dim features rotated by the angles
-    at positions pos (b, s); f32 math, rounded back to x's dtype."""
-    rd = cos.shape[1] * 2
-    if ops.torch:
-        xf = x.float()
-        c, s_ = cos.float()[pos][:, :, None, :], sin.float()[pos][:, :, None, :]
-        cat = ops.t.cat
-        stack = ops.t.stack
-    else:
-        np = ops.np
-        xf = x.astype(np.float32)
-        c, s_ = cos.astype(np.float32)[pos][:, :, None, :], sin.astype(np.float32)[pos][:, :, None, :]
-        cat = np.concatenate
-        stack = np.stack
-    r = xf[..., :rd]
-    if interleaved:
-        x1, x2 = r[..., 0::2], r[..., 1::2]
-        y = stack([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1).reshape(r.shape)
-    else:
-        x1, x2 = r[..., : rd // 2], r[..., rd // 2:]
-        y = cat([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1)
-    y = cat([y, xf[..., rd:]], -1)
-    return y.to(x.dtype) if ops.torch else y.astype(x.dtype)
+# Heads per tile of the rotary kernel (its loop takes the rest): 16 heads of
+# 64 pairs are 16 f32 registers a thread per half at 4 warps.
+_ROTARY_HEADS = 16
+_ROTARY_TABLE_DTYPES = {"float32": tl.float32, "float16": tl.float16, "bfloat16": tl.bfloat16}
+
+
+def rotary_kernel(dtype, table_dtype, head_dim, rotary_dim, interleaved, heads, per_batch):
+    """The kernels/flash_decode.py rotary specialization for these features."""
+    return _load_kernel("flash_decode").rotary.specialize(
+        DTYPE={"float16": tl.float16, "bfloat16": tl.bfloat16}[dtype],
+        CS_DTYPE=_ROTARY_TABLE_DTYPES[table_dtype], HEAD_DIM=head_dim, ROTARY_DIM=rotary_dim,
+        INTERLEAVED=bool(interleaved), HEADS=min(_ROTARY_HEADS, 1 << (heads - 1).bit_length()),
+        PER_BATCH=bool(per_batch),
+        NUM_WARPS=4, **({"PRIOR_WAIT": True} if PRIOR_WAIT else {}))
+
+
+def _rotary(ops, on_gpu, q, k, cos, sin, lens, uniform, q_step, interleaved, dtype):
+    """q (b, seqlen_q, heads, d) and k (b, seqlen_new, heads_k, d) or None,
+    rotated by the rotary kernel into new arrays: q's token i at position
+    n + i·q_step, k's at n + i (n: lens[b], or `uniform` where lens is
+    None)."""
+    batch, seqlen_q, heads, head_dim = q.shape
+    seqlen_new, heads_k = (k.shape[1], k.shape[2]) if k is not None else (0, 1)
+    padded = -(-head_dim // 8) * 8
+
+    def ready(x):
+        # The kernel moves rows as 16-byte vectors: on CUDA, head dims that
+        # are not a multiple of 8 go through zero-padded copies (the outputs
+        # are sliced back), other unaligned rows through contiguous copies.
+        if on_gpu and padded != head_dim:
+            return _pad_head_dim(x, padded)
+        return _rows_ready(ops, on_gpu, x)
+
+    q = ready(q)
+    k = ready(k) if k is not None else q
+    tables = []
+    for t in (cos, sin):
+        if _dtype_name(t) not in _ROTARY_TABLE_DTYPES:   # e.g. float64: the kernel reads f32
+            t = t.float() if ops.torch else t.astype(ops.np.float32)
+        tables.append(_rows_ready(ops, on_gpu, t))
+    cos, sin = tables
+    if _dtype_name(cos) != _dtype_name(sin):
+        sin = sin.to(cos.dtype) if ops.torch else sin.astype(cos.dtype)
+    q_out = ops.empty(tuple(q.shape), dtype)
+    k_out = ops.empty(tuple(k.shape), dtype) if seqlen_new else q_out
+    kernel = rotary_kernel(dtype, _dtype_name(cos), head_dim, cos.shape[1] * 2, interleaved,
+                           max(heads, heads_k), lens is not None)
+    args, grid = _rotary_args(q, k, q_out, k_out, cos, sin, lens if lens is not None else _dummy(ops, "int32"),
+                              seqlen_new, uniform, q_step)
+    _launch(kernel, args, grid, on_gpu)
+    if q_out.shape[-1] != head_dim:
+        q_out, k_out = q_out[..., :head_dim], k_out[..., :head_dim]
+    return q_out, (k_out if seqlen_new else None)
+
+
+def _rotary_q_step(left, right):
+    """1 where query i turns by the angle of position cache_seqlens + i, 0
+    where every query takes cache_seqlens': flash_attn rotates each row at
+    its own position under a causal or local mask (window (left, right),
+    right 0 where causal), i.e. when either side is bounded -- (-1, 0)
+    included, which is causal however the flag is set."""
+    return 1 if left >= 0 or right >= 0 else 0
+
+
+def _rotary_rows(seqlen_q, seqlen_new, left, right):
+    """How many table rows past cache_seqlens a call reads: the new keys'
+    and the queries' (one row for all of them where they share it)."""
+    return max(seqlen_new, 1 + (seqlen_q - 1) * _rotary_q_step(left, right))
+
+
+def _rotary_args(q, k, q_out, k_out, cos, sin, lens, seqlen_new, uniform, q_step):
+    """The rotary kernel's arguments and grid (k, k_out: q, q_out where
+    seqlen_new is 0); lens: cache_seqlens or an int32 dummy."""
+    batch, seqlen_q, heads = q.shape[:3]
+    sq, sk, sqo, sko = (_strides(t) for t in (q, k, q_out, k_out))
+    parts = 2 if seqlen_new else 1
+    args = (q, k, q_out, k_out, cos, sin, lens, seqlen_q, seqlen_new, batch, parts, heads, k.shape[2], uniform,
+            q_step, cos.shape[0], sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sqo[0], sqo[1], sqo[2],
+            sko[0], sko[1], sko[2], _strides(cos)[0], _strides(sin)[0])
+    return args, (max(seqlen_q, seqlen_new), batch, parts)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -644,10 +702,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
     lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
     """
-    if (rotary_cos is None and rotary_sin is None and cache_batch_idx is None
-            and cache_leftpad is None and alibi_slopes is None and _is_torch(q) and q.is_cuda):
+    if cache_batch_idx is None and cache_leftpad is None and alibi_slopes is None and _is_torch(q) and q.is_cuda:
         fast = _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
-                              window_size, softcap, num_splits, return_softmax_lse, k, v)
+                              window_size, softcap, num_splits, return_softmax_lse, k, v,
+                              rotary_cos, rotary_sin, rotary_interleaved)
         if fast is not None:
             return fast
     on_gpu = _is_torch(q) and q.device.type == "cuda"
@@ -804,7 +862,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if rd > head_dim or rd == 0 or rd % 16:
             _fail(f"rotary dim {rd} (2 × rotary_cos.shape[1]) must be a multiple of 16 and <= head_dim "
                   f"{head_dim}")
-        reach = max(n + max(seqlen_new, seqlen_q) for n in lens_host) if lens_host else 0
+        reach = max(n + _rotary_rows(seqlen_q, seqlen_new, left, right) for n in lens_host) if lens_host else 0
         if rotary_cos.shape[0] < reach:
             _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
 
@@ -823,14 +881,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # use the caller's kind of array (numpy, or torch on its device); only
     # the CPU runner's launches see numpy views of torch CPU tensors.
     lens = cache_seqlens if per_batch else None
-    if lens is None and rotary:
-        lens = ops.full((batch,), lens_host[0], "int32")      # made on the device, no copy
-    if rotary:
-        rows = ops.arange(seqlen_q)[None, :] if (causal or window) else ops.arange(seqlen_q)[None, :] * 0
-        q = _rotary(ops, q, rotary_cos, rotary_sin, _positions(ops, lens, rows), rotary_interleaved)
-        if k is not None:
-            k = _rotary(ops, k, rotary_cos, rotary_sin, _positions(ops, lens, ops.arange(seqlen_new)[None, :]),
-                        rotary_interleaved)
+    if rotary:  # one kernel rotates q and the new k (kernels/flash_decode.py rotary)
+        q, k_rot = _rotary(ops, on_gpu, q, k if seqlen_new else None, rotary_cos, rotary_sin, lens,
+                           0 if per_batch else lens_host[0], _rotary_q_step(left, right), rotary_interleaved,
+                           dtype)
+        k = k_rot if k_rot is not None else k
     # One new token on a cache the kernel reads in place: the decode kernel
     # appends it (FUSED_APPEND, its APPEND).
     fused_append = k is not None and seqlen_new == 1 and not copy_cache and FUSED_APPEND
@@ -916,6 +971,19 @@ def _build_fast_append(key):
 
 
 _FAST_APPENDS = LaunchCache(_build_fast_append)
+_FAST_TABLE_DTYPES = {}   # torch dtype -> name, the rotary tables' (f32, f16, bf16)
+
+
+def _build_fast_rotary(key):
+    """LaunchCache builder for _FAST_ROTARIES: the rotary launcher of (dtype,
+    table dtype, head_dim, rotary_dim, interleaved, most heads, per-batch
+    lengths, device, PRIOR_WAIT)."""
+    dtype, table_dtype, head_dim, rotary_dim, interleaved, heads, per_batch, device, _ = key
+    return rotary_kernel(dtype, table_dtype, head_dim, rotary_dim, interleaved, heads,
+                         per_batch).launcher(device=device)
+
+
+_FAST_ROTARIES = LaunchCache(_build_fast_rotary)
 
 
 def _fast_plans():
@@ -955,10 +1023,13 @@ def _native_counters(q, n, device, stream):
 
 
 def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
-                   softcap, num_splits, return_lse=True, k=None, v=None):
+                   softcap, num_splits, return_lse=True, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                   rotary_interleaved=True):
     """The serving call in O(1): CUDA tensors of one type, f16/bf16,
     contiguous or paged, an int or int32 cache_seqlens, scale > 0, new k/v
-    appended or not, no rotary, ALiBi, cache_batch_idx or cache_leftpad;
+    appended or not, rotary or not (a rotary launch first: f32, f16 or bf16
+    tables of one dtype, 16-byte rows), no ALiBi, cache_batch_idx or
+    cache_leftpad;
     its checks a few integer tests and no value read-back. One query token
     (decode) or several (speculative decoding, chunked prefill: q and out go
     through (batch, heads, seqlen_q, d) copies, as on the general path).
@@ -978,12 +1049,14 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         native = _native_fast_path()
     if native:
         done = native(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
-                      softcap, num_splits, return_lse, k, v)
+                      softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, rotary_interleaved)
         if done is not None:
             return done
     torch = sys.modules["torch"]
     if not _FAST_DTYPES:
         _FAST_DTYPES.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
+        _FAST_TABLE_DTYPES.update(_FAST_DTYPES)
+        _FAST_TABLE_DTYPES[torch.float32] = "float32"
     kind = type(q)
     if type(k_cache) is not kind or type(v_cache) is not kind or type(window_size) not in (tuple, list) \
             or len(window_size) != 2 or type(num_splits) is not int or num_splits < 0:
@@ -1058,6 +1131,23 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     if causal:
         right = 0
     window = left >= 0 or right > 0
+    rotary = rotary_cos is not None or rotary_sin is not None
+    if rotary:
+        if type(rotary_cos) is not kind or type(rotary_sin) is not kind or cache_seqlens is None:
+            return None
+        table_dtype = _FAST_TABLE_DTYPES.get(rotary_cos.dtype)
+        if (table_dtype is None or rotary_sin.dtype != rotary_cos.dtype or rotary_cos.dim() != 2
+                or rotary_sin.shape != rotary_cos.shape or rotary_cos.get_device() != device
+                or rotary_sin.get_device() != device):
+            return None
+        half = rotary_cos.shape[1]
+        scs, sss = rotary_cos.stride(), rotary_sin.stride()
+        if (not half or half & 7 or 2 * half > head_dim or scs[1] != 1 or sss[1] != 1
+                or (scs[0] | sss[0]) * rotary_cos.element_size() & 15
+                or (rotary_cos.data_ptr() | rotary_sin.data_ptr()) & 15):
+            return None
+        if not per_batch and rotary_cos.shape[0] < uniform + _rotary_rows(seqlen_q, seqlen_new, left, right):
+            return None                       # the general path says why
     causal_only = right == 0 and left < 0 and seqlen_q > 1   # one query token: causal alone hides no key
     fused_append = seqlen_new == 1 and FUSED_APPEND
     launch, combine, splits, grid, cgrid, fused = (_FAST_PLANS or _fast_plans())[(
@@ -1068,6 +1158,22 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
                                            q.new_zeros((1,), dtype=torch.float32))
     ints, floats = dummies
+    runtime = _runtime or _import_runtime()
+    stream = runtime.raw_stream(device)
+    if rotary:
+        # q and the new k rotated into fresh (contiguous) buffers, which the
+        # append and the attention then read.
+        q_rot = q.new_empty(shape_q)
+        k_rot = k.new_empty(k.shape) if seqlen_new else q_rot
+        rkey = (dtype, table_dtype, head_dim, 2 * half, bool(rotary_interleaved), max(heads, heads_k), per_batch,
+                device, PRIOR_WAIT)
+        rargs, rgrid = _rotary_args(q, k if seqlen_new else q, q_rot, k_rot, rotary_cos, rotary_sin,
+                                    cache_seqlens if per_batch else ints, seqlen_new, uniform,
+                                    _rotary_q_step(left, right))
+        runtime.launch_on(device, _FAST_ROTARIES[rkey], rargs, stream, rgrid)
+        q, sq = q_rot, q_rot.stride()
+        if seqlen_new:
+            k, skn = k_rot, k_rot.stride()
     group = heads // heads_k
     rows = heads * seqlen_q                   # of a sequence: (head, query position)
     hd = rows * head_dim
@@ -1089,8 +1195,6 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     lse_at = l_at + (parts * batch * rows + 15) // 16 * 16
     scratch = q.new_empty((lse_at + batch * rows,), dtype=torch.float32)
     base = scratch.data_ptr()
-    runtime = _runtime or _import_runtime()
-    stream = runtime.raw_stream(device)
     finals, final_strides = (ints, floats, ints), (0, 0, 0, 0, 0)
     if parts:
         dest_o, dest_l = base, base + 4 * l_at

@@ -636,6 +636,118 @@ def test_rotary_on_q_and_the_new_keys(interleaved, causal, rotary_dim):
 
 
 @needs_cpu
+def test_rotary_table_length():
+    """The tables need the rows the call reads, no more (upstream's kvcache
+    test gives seqlen_k rows): queries that share cache_seqlens' row need
+    one, causal queries one each, the new keys one each; fewer is a clear
+    error before anything is written."""
+    rng = np.random.default_rng()
+    n, sq, new = 40, 4, 2
+    kc, vc = f16(rng, 1, 64, 2, 64), f16(rng, 1, 64, 2, 64)
+    q, kn, vn = f16(rng, 1, sq, 4, 64), f16(rng, 1, new, 2, 64), f16(rng, 1, new, 2, 64)
+    angles = rng.uniform(0, 2 * np.pi, (64, 16))
+    cos, sin = np.cos(angles).astype(np.float16), np.sin(angles).astype(np.float16)
+    call = lambda rows, **kw: tilec.flash_attn_with_kvcache(  # noqa
+        q, kc.copy(), vc.copy(), k=kn, v=vn, rotary_cos=cos[:rows], rotary_sin=sin[:rows], cache_seqlens=n, **kw)
+    call(n + new)                                   # queries at row n, keys at n, n + 1
+    call(n + sq, causal=True)                       # queries at n .. n + 3
+    with pytest.raises(tilec.TilecValueError, match="rotary_cos has 43 positions, the call needs 44"):
+        call(n + sq - 1, causal=True)
+    with pytest.raises(tilec.TilecValueError, match="rotary_cos has 41 positions, the call needs 42"):
+        call(n + new - 1)
+
+
+@needs_cpu
+def test_rotary_window_right_zero_turns_queries_as_causal():
+    """window_size (-1, 0) is causal whatever the flag says (flash_attn sets
+    is_causal from the window), so each query turns at its own position,
+    as with causal=True; a window bounded on the left too."""
+    rng = np.random.default_rng()
+    lens = np.array([5, 30], np.int32)
+    kc, vc = f16(rng, 2, 48, 2, 64), f16(rng, 2, 48, 2, 64)
+    q = f16(rng, 2, 3, 4, 64)
+    angles = rng.uniform(0, 2 * np.pi, (48, 16))
+    cos, sin = np.cos(angles).astype(np.float16), np.sin(angles).astype(np.float16)
+    qr = np.stack([rotate64(q[b], cos, sin, lens[b] + np.arange(3), False) for b in range(2)])
+    keys = [kc[b, :lens[b]] for b in range(2)]
+    values = [vc[b, :lens[b]] for b in range(2)]
+    for kw, window in ((dict(window_size=(-1, 0)), (-1, 0)), (dict(causal=True), (-1, 0)),
+                       (dict(window_size=(2, 0)), (2, 0))):
+        out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, rotary_cos=cos, rotary_sin=sin, cache_seqlens=lens,
+                                                 rotary_interleaved=False, return_softmax_lse=True, **kw)
+        check(out, lse, *reference(qr, keys, values, 1 / 8, True, window), lse_tol=5e-4)
+
+
+@needs_cpu
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("head_dim,rotary_dim,heads,heads_k", [(64, 64, 4, 2), (128, 32, 6, 3), (72, 48, 40, 1)])
+@pytest.mark.parametrize("per_batch,q_step,seqlen_q,seqlen_new", [(True, 1, 3, 3), (False, 0, 2, 1),
+                                                                   (True, 1, 1, 4), (True, 0, 2, 0)])
+def test_rotary_kernel(interleaved, head_dim, rotary_dim, heads, heads_k, per_batch, q_step, seqlen_q,
+                       seqlen_new, monkeypatch):
+    """kernels/flash_decode.py rotary against float64: q's token i at n + i·q_step,
+    the new k's at n + i, the features past rotary_dim copied exactly, every
+    output element written (outputs poisoned with NaN), the inputs untouched;
+    odd head counts (a tile of 16 heads and a loop: 40 heads), head dims that
+    are not powers of two, seqlen_q != seqlen_new, no new keys."""
+    from tilec import flash_decode as fd
+
+    monkeypatch.setattr(fd._Arrays, "empty", lambda self, shape, dtype: np.full(shape, np.nan, dtype))
+    rng = np.random.default_rng()
+    batch, table = 3, 64
+    lens = np.array([0, 17, 40], np.int32)
+    q, k = f16(rng, batch, seqlen_q, heads, head_dim), f16(rng, batch, seqlen_new, heads_k, head_dim)
+    q0, k0 = q.copy(), k.copy()
+    angles = rng.uniform(0, 2 * np.pi, (table, rotary_dim // 2))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    uniform = 9
+    qr, kr = fd._rotary(fd._Arrays(q), False, q, k if seqlen_new else None, cos, sin,
+                        lens if per_batch else None, 0 if per_batch else uniform, q_step, interleaved, "float16")
+    assert np.array_equal(q, q0) and np.array_equal(k, k0)
+    assert (kr is None) == (seqlen_new == 0)
+    for b in range(batch):
+        n = lens[b] if per_batch else uniform
+        want_q = rotate64(q[b], cos, sin, n + q_step * np.arange(seqlen_q), interleaved)
+        pairs = [(qr[b], want_q, q[b])]
+        if seqlen_new:
+            pairs.append((kr[b], rotate64(k[b], cos, sin, n + np.arange(seqlen_new), interleaved), k[b]))
+        for got, want, x in pairs:
+            assert not np.isnan(got).any()
+            # f32 math rounded to f16 against float64 rounded to f16: one ulp apart at most
+            # (plus f32's own error where x1·c and x2·s cancel).
+            err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+            assert (err <= np.abs(want.astype(np.float64)) * 2.0 ** -10 + 1e-6).all(), err.max()
+            assert np.array_equal(got[..., rotary_dim:], x[..., rotary_dim:])
+
+
+@needs_cpu
+def test_rotary_kernel_torch_strided_bf16_and_f64_tables():
+    """Torch CPU tensors: q a strided slice (heads of a wider tensor), bf16,
+    float64 tables (read as f32), NeoX order."""
+    torch = pytest.importorskip("torch")
+    from tilec import flash_decode as fd
+
+    rng = np.random.default_rng()
+    wide = torch.from_numpy(f16(rng, 2, 2, 10, 64)).to(torch.bfloat16)
+    q = wide[:, :, 2:7]                                   # 5 heads, strides of the 10-head tensor
+    k = torch.from_numpy(f16(rng, 2, 2, 1, 64)).to(torch.bfloat16)
+    angles = rng.uniform(0, 2 * np.pi, (32, 16))
+    cos, sin = torch.from_numpy(np.cos(angles)), torch.from_numpy(np.sin(angles))
+    lens = torch.tensor([3, 11], dtype=torch.int32)
+    qr, kr = fd._rotary(fd._Arrays(q), False, q, k, cos, sin, lens, 0, 1, False, "bfloat16")
+    for b in range(2):
+        pos = lens[b].item() + np.arange(2)
+        c, s = np.cos(angles)[pos][:, None, :], np.sin(angles)[pos][:, None, :]
+        for got, x in ((qr[b], q[b]), (kr[b], k[b])):
+            ref = x.double().numpy().copy()
+            x1, x2 = ref[..., :16].copy(), ref[..., 16:32].copy()
+            ref[..., :16], ref[..., 16:32] = x1 * c - x2 * s, x1 * s + x2 * c
+            err = np.abs(got.double().numpy() - ref)
+            assert (err <= np.abs(ref) * 2.0 ** -8 + 1e-6).all(), err.max()   # bf16: half an ulp
+            assert torch.equal(got[..., 32:], x[..., 32:])
+
+
+@needs_cpu
 @pytest.mark.parametrize("window,causal", [((40, -1), False), ((10, 0), True), ((30, 5), False)])
 def test_windows(window, causal):
     rng = np.random.default_rng()
@@ -1048,6 +1160,12 @@ def _posing_as_cuda(torch):
     dict(batch=3, heads=8, heads_k=8, cap=640, page=16, lens="tensor", seqlen_q=3, new=3, causal=True),
     dict(batch=1, heads=32, heads_k=8, cap=4096, page=0, lens="tensor", seqlen_q=2, new=1, causal=True),
     dict(batch=2, heads=4, heads_k=1, cap=300, page=0, lens="int", seqlen_q=5, window=(40, 0), num_splits=3),
+    # rotary: the rotary kernel first, then the same launches on its outputs.
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", new=1, rotary=(64, True)),
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="int", new=2, rotary=(32, False)),
+    dict(batch=2, heads=4, heads_k=4, cap=300, page=0, lens="tensor", rotary=(16, False)),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", seqlen_q=3, new=3, causal=True,
+         rotary=(48, True)),
 ])
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "combine-kernel"])
 def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fused):
@@ -1081,6 +1199,10 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
     kwargs = dict(k=kn, v=vn, cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
                   softcap=case.get("softcap", 0.0), num_splits=case.get("num_splits", 0),
                   causal=case.get("causal", False), softmax_scale=case.get("scale"))
+    if "rotary" in case:
+        rd, interleaved = case["rotary"]
+        angles = torch.rand(cap + 8, rd // 2) * 6.28
+        kwargs.update(rotary_cos=cuda(angles.cos()), rotary_sin=cuda(angles.sin()), rotary_interleaved=interleaved)
 
     caught = []
     monkeypatch.setattr(jit.Kernel, "launcher", lambda self, arch=None, device=None: self.name)
@@ -1100,31 +1222,48 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
 
     general = []
     monkeypatch.setattr(fd, "_gpu_fast_path", lambda *a, **kw: None)
-    monkeypatch.setattr(fd._Arrays, "empty", lambda self, shape, dtype: torch.empty(shape, dtype=getattr(torch, dtype)))
+    monkeypatch.setattr(fd._Arrays, "empty",
+                        lambda self, shape, dtype: cuda(torch.empty(shape, dtype=getattr(torch, dtype))))
     monkeypatch.setattr(fd._Arrays, "zeros", lambda self, shape, dtype: torch.zeros(shape, dtype=getattr(torch, dtype)))
     monkeypatch.setattr(fd, "_dummies", {})
     monkeypatch.setattr(fd, "_launch", lambda kernel, args, grid, on_gpu: general.append((kernel.name, args, tuple(grid))))
     tilec.flash_attn_with_kvcache(q, k, v, **kwargs)
     assert [(name, grid) for name, _, grid in fast] == [(name, grid) for name, _, grid in general]
-    pointers = {"flash_decode": 15, "flash_combine": 4, "kv_append": 7}
+    pointers = {"flash_decode": 15, "flash_combine": 4, "kv_append": 7, "rotary": 7}
+    rotated = None
+    if "rotary" in case:      # each path's q and new k from here on: its rotary launch's outputs
+        assert fast[0][0].startswith("rotary")
+        fa, ga = fast[0][1], general[0][1]
+        for i in (0, 4, 5) + ((6,) if case["lens"] == "tensor" else ()):
+            assert fa[i].data_ptr() == ga[i].data_ptr(), i       # q, cos, sin, cache_seqlens
+        if new:
+            assert fa[1].data_ptr() == ga[1].data_ptr() == kn.data_ptr()
+        rotated = [(a[2], a[3]) for a in (fa, ga)]
     for (name, fa, _), (_, ga, _) in zip(fast, general):
         n = next(v for p, v in pointers.items() if name.startswith(p))
         assert fa[n:] == ga[n:], name                   # every scalar and stride
         if name.startswith("flash_decode"):
             for i in (1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
-            if sq == 1:
+            if rotated and sq == 1:
+                assert (fa[0].data_ptr(), ga[0].data_ptr()) == tuple(r[0].data_ptr() for r in rotated)
+            elif sq == 1:
                 assert fa[0].data_ptr() == ga[0].data_ptr() == q.data_ptr()   # q's own rows
+            elif rotated:             # (b, h, s, d) copies of the rotary outputs (not run here)
+                assert fa[0].shape == ga[0].shape and fa[0].stride() == ga[0].stride()
             else:
                 assert torch.equal(fa[0], ga[0])      # both (b, h, s, d) copies of q
             if "_fused" in name:      # the same counters (per device and stream)
                 assert fa[12].data_ptr() == ga[12].data_ptr() == fd._COUNTERS[(0, 0)].data_ptr()
             if "_append" in name:     # one new token, stored by the decode kernel (APPEND)
-                assert (fa[13].data_ptr(), fa[14].data_ptr()) == (kn.data_ptr(), vn.data_ptr())
-                assert (ga[13].data_ptr(), ga[14].data_ptr()) == (kn.data_ptr(), vn.data_ptr())
+                knew = [r[1].data_ptr() for r in rotated] if rotated else [kn.data_ptr()] * 2
+                assert (fa[13].data_ptr(), fa[14].data_ptr()) == (knew[0], vn.data_ptr())
+                assert (ga[13].data_ptr(), ga[14].data_ptr()) == (knew[1], vn.data_ptr())
         if name.startswith("kv_append"):
-            for i in (0, 1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
+            for i in (1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+            knew = [r[1].data_ptr() for r in rotated] if rotated else [kn.data_ptr()] * 2
+            assert (fa[0].data_ptr(), ga[0].data_ptr()) == tuple(knew)
     # One new token is appended by the decode kernel (FUSED_APPEND), more by kv_append.
     assert any(name.startswith("kv_append") for name, _, _ in fast) == (new > 1)
     assert any("_append" in name for name, _, _ in fast if name.startswith("flash_decode")) == (new == 1)

@@ -309,3 +309,86 @@ def test_decode_gpu_head_dims(d, page):
     assert out.shape == q.shape
     assert ((out.double() - ref).norm() / ref.norm()).item() < TOL[dt]
     assert (lse.double() - ref_lse).abs().max().item() < 1e-3
+
+
+def _rotate(x, cos, sin, pos, interleaved):
+    """float64 rotary of x (s, h, d) at positions pos (s,) (tables f64)."""
+    x = x.double().clone()
+    half = cos.shape[1]
+    c, s = cos[pos][:, None, :], sin[pos][:, None, :]
+    if interleaved:
+        a, b = x[..., 0:2 * half:2].clone(), x[..., 1:2 * half:2].clone()
+        x[..., 0:2 * half:2], x[..., 1:2 * half:2] = a * c - b * s, a * s + b * c
+    else:
+        a, b = x[..., :half].clone(), x[..., half:2 * half].clone()
+        x[..., :half], x[..., half:2 * half] = a * c - b * s, a * s + b * c
+    return x
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("d,rotary_dim", [(128, 128), (128, 64), (59, 32)])
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("page,new,seqlen_q", [(0, 1, 1), (16, 1, 1), (0, 0, 1), (256, 3, 3)])
+def test_rotary_gpu(d, rotary_dim, interleaved, page, new, seqlen_q, monkeypatch):
+    """Rotary of q and the new k on CUDA (the rotary kernel, then the append
+    and the attention on its outputs) against float64: out, lse and the
+    appended cache rows; the C++ fast path, the Python fast path and the
+    general path bit for bit (d 59: the general path, rows padded)."""
+    g = torch.Generator(device="cuda").manual_seed(4)
+    batch, heads, heads_k, cap = 3, 32, 8, 1200
+    dt = torch.bfloat16
+    lens = torch.tensor([0 if new else 1, 700, cap - max(new, seqlen_q)], dtype=torch.int32, device="cuda")
+    q = torch.randn(batch, seqlen_q, heads, d, device="cuda", dtype=dt, generator=g)
+    keys = [torch.randn(int(n), heads_k, d, device="cuda", dtype=dt, generator=g) for n in lens]
+    values = [torch.randn(int(n), heads_k, d, device="cuda", dtype=dt, generator=g) for n in lens]
+    kn = torch.randn(batch, new, heads_k, d, device="cuda", dtype=dt, generator=g) if new else None
+    vn = torch.randn_like(kn) if new else None
+    angles = torch.rand(cap, rotary_dim // 2, device="cuda", dtype=torch.float64, generator=g) * 2 * math.pi
+    cos, sin = angles.cos(), angles.sin()
+    table = None
+    width = -(-cap // page) if page else 0
+    if page:
+        table = torch.randperm(batch * width, device="cuda").view(batch, width).to(torch.int32)
+        kc = torch.zeros(batch * width, page, heads_k, d, device="cuda", dtype=dt)
+    else:
+        kc = torch.zeros(batch, cap, heads_k, d, device="cuda", dtype=dt)
+    vc = torch.zeros_like(kc)
+    for b, n in enumerate(lens.tolist()):
+        for i in range(0, n, page or n or 1):
+            step = min(page or n, n - i)
+            dest = (table[b, i // page], slice(0, step)) if page else (b, slice(i, i + step))
+            kc[dest] = keys[b][i:i + step]
+            vc[dest] = values[b][i:i + step]
+    causal = seqlen_q > 1
+    results = {}
+    for path in ("native", "python", "general"):
+        k_cache, v_cache = kc.clone(), vc.clone()
+        with monkeypatch.context() as m:
+            m.setattr(flash_decode, "NATIVE_FAST_PATH", path == "native")
+            if path == "general":
+                m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
+            out, lse = tilec.flash_attn_with_kvcache(
+                q, k_cache, v_cache, k=kn, v=vn, rotary_cos=cos.float(), rotary_sin=sin.float(),
+                cache_seqlens=lens, block_table=table, causal=causal, rotary_interleaved=interleaved,
+                return_softmax_lse=True)
+        results[path] = (out, lse, k_cache, v_cache)
+    for path in ("python", "general"):
+        for a, b in zip(results["native"], results[path]):
+            assert torch.equal(a, b), path
+    out, lse, k_cache, _ = results["native"]
+    q_pos = lambda n: n + (torch.arange(seqlen_q, device="cuda") if causal else torch.zeros(seqlen_q, dtype=torch.long, device="cuda"))  # noqa
+    ref_keys, ref_values, qr = [], [], torch.empty(q.shape, dtype=torch.float64, device="cuda")
+    for b, n in enumerate(lens.tolist()):
+        qr[b] = _rotate(q[b], cos, sin, q_pos(n), interleaved).to(dt).double()
+        k_new = _rotate(kn[b], cos, sin, n + torch.arange(new, device="cuda"), interleaved) if new else None
+        ref_keys.append(torch.cat([keys[b].double(), k_new.to(dt).double()]) if new else keys[b].double())
+        ref_values.append(torch.cat([values[b], vn[b]]).double() if new else values[b].double())
+        if new:   # the cache holds the rotated keys (bf16: within half an ulp of float64)
+            rows = torch.stack([k_cache[table[b, (n + i) // page], (n + i) % page] if page else k_cache[b, n + i]
+                                for i in range(new)]).double()
+            assert ((rows - k_new).abs() <= k_new.abs() * 2.0 ** -8 + 1e-6).all()
+    ref, ref_lse = reference(qr, ref_keys, ref_values, d ** -0.5, causal)
+    assert ((out.double() - ref).norm() / ref.norm()).item() < TOL[dt]
+    seen = torch.isfinite(ref_lse)
+    assert torch.equal(seen, torch.isfinite(lse))
+    assert (lse.double()[seen] - ref_lse[seen]).abs().max().item() < 1e-2

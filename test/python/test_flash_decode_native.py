@@ -83,6 +83,15 @@ CASES = [
     dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="int", seqlen_q=3, new=3, causal=True),
     dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", new=1, fused_append=False),
     dict(batch=4, heads=6, heads_k=3, cap=512, page=32, lens="tensor", d=96, softcap=30.0, scale=2),
+    # rotary (a rotary launch first): GPT-J and NeoX, f32/bf16/f16 tables, part of the head dim,
+    # with and without new keys, the fused append and kv_append, several query tokens.
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", new=1, rotary=(64, True, "float32")),
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="int", new=2, rotary=(32, False, "bfloat16")),
+    dict(batch=2, heads=4, heads_k=4, cap=300, page=0, lens="tensor", rotary=(16, False, "float32", "wide sin")),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", seqlen_q=3, new=3, causal=True,
+         rotary=(48, True, "bfloat16")),
+    dict(batch=1, heads=6, heads_k=3, cap=512, page=0, lens="int", seqlen_q=2, window=(-1, 0),
+         rotary=(96, False, "float32"), d=96),
 ]
 
 
@@ -105,6 +114,14 @@ def _inputs(case):
     kwargs = dict(k=kn, v=vn, cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
                   softcap=case.get("softcap", 0.0), num_splits=case.get("num_splits", 0),
                   causal=case.get("causal", False), softmax_scale=case.get("scale"))
+    if "rotary" in case:
+        rd, interleaved, tdt, *wide = case["rotary"]
+        angles = torch.rand(cap + 8, rd // 2) * 6.28
+        sin = angles.sin().to(getattr(torch, tdt))
+        if wide:     # rows of sin a different stride apart than cos's
+            sin = torch.cat([sin, sin], 1)[:, :rd // 2]
+        kwargs.update(rotary_cos=cuda(angles.cos().to(getattr(torch, tdt))), rotary_sin=cuda(sin),
+                      rotary_interleaved=interleaved)
     return q, k, v, kwargs
 
 
@@ -165,8 +182,8 @@ def test_native_launches_what_the_python_fast_path_does(monkeypatch, native, cas
     ints, floats = fd._FAST_DUMMIES[0]
     known = {t.data_ptr(): name for name, t in [("ints", ints), ("floats", floats), ("k_cache", k),
                                                   ("v_cache", v), ("q", q)]}
-    for name in ("cache_seqlens", "block_table", "k", "v"):
-        t = kwargs[name]
+    for name in ("cache_seqlens", "block_table", "k", "v", "rotary_cos", "rotary_sin"):
+        t = kwargs.get(name)
         if isinstance(t, torch.Tensor):
             known[t.data_ptr()] = name
     for key, counters in fd._COUNTERS.items():
@@ -175,6 +192,7 @@ def test_native_launches_what_the_python_fast_path_does(monkeypatch, native, cas
     got = _labels(native_launches, known, out_n if sq == 1 else None, lse_n)
     want = _labels(python_launches, known, out_p if sq == 1 else None, lse_p)
     assert [c[1] for c in got] == [c[1] for c in want]
+    assert got[0][1].startswith("rotary") == ("rotary" in case)
     for g, w in zip(got, want):
         assert g[0] == w[0] and g[3] == w[3] and g[4] == w[4], g[1]     # device, stream, grid
         assert len(g[2]) == len(w[2]), g[1]
@@ -189,7 +207,9 @@ def test_native_returns_out_alone_without_lse(monkeypatch, native):
 
 
 @pytest.mark.parametrize("what", ["paged capacity check", "no dummies yet", "float32",
-                                  "unaligned", "bool lens", "window of floats"])
+                                  "unaligned", "bool lens", "window of floats", "rotary f64 table",
+                                  "rotary tables of two dtypes", "rotary table too short", "rotary dim 24",
+                                  "rotary wider than the head", "rotary without lengths", "rotary cos alone"])
 def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
     """The calls the C++ path does not take return None there and run (or
     fail) in the Python path."""
@@ -207,14 +227,27 @@ def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
         kwargs["cache_seqlens"] = True
     elif what == "window of floats":
         kwargs["window_size"] = (4.0, 0.0)
+    cos = sin = None
+    if what.startswith("rotary"):
+        half = {"rotary dim 24": 12, "rotary wider than the head": 40}.get(what, 16)
+        rows = 8 if what == "rotary table too short" else 700
+        cos = _posing_as_cuda(torch.rand(rows, half, dtype=torch.float64 if "f64" in what else torch.float32))
+        sin = _posing_as_cuda(torch.rand(rows, half, dtype=torch.bfloat16 if "two" in what else cos.dtype))
+        if what == "rotary table too short":
+            kwargs["cache_seqlens"] = 600
+        elif what == "rotary without lengths":
+            kwargs["cache_seqlens"] = None
+        elif what == "rotary cos alone":
+            sin = None
     real = fd._native_fast_path()
     args = (q, k, v, kwargs["cache_seqlens"], kwargs["block_table"], kwargs["softmax_scale"], kwargs["causal"],
-            kwargs["window_size"], kwargs["softcap"], kwargs["num_splits"], True, kwargs["k"], kwargs["v"])
+            kwargs["window_size"], kwargs["softcap"], kwargs["num_splits"], True, kwargs["k"], kwargs["v"],
+            cos, sin, True)
     assert real(*args) is None
 
 
 def test_native_refuses_wrong_arity(native):
-    with pytest.raises(TypeError, match="13 arguments"):
+    with pytest.raises(TypeError, match="16 arguments"):
         fd._native_fast_path()(1, 2, 3)
 
 
