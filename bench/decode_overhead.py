@@ -32,13 +32,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 import host_overhead as ho  # noqa: E402
 
-# (batch, heads, heads_k, capacity, page size, new tokens appended, rotary): issue 17's GQA b1 and
-# b16 rows, MHA b1, a serving step that appends its token (stored by the decode kernel), the same
-# with rotary (f32 tables, NeoX order: a rotary launch first), and a speculative step: 4 query
-# tokens appended (kv_append, then the attention; causal).
-CASES = [(1, 32, 8, 32768, 0, 0, False), (1, 32, 8, 32768, 16, 0, False), (16, 32, 8, 8192, 256, 0, False),
-         (1, 32, 32, 32768, 0, 0, False), (16, 32, 8, 8192, 16, 1, False), (16, 32, 8, 8192, 16, 1, True),
-         (16, 32, 8, 8192, 16, 4, False)]
+# (batch, heads, heads_k, capacity, page size, new tokens appended, features): issue 17's GQA b1
+# and b16 rows, MHA b1, a serving step that appends its token (stored by the decode kernel), the
+# same with rotary (f32 tables, NeoX order: a rotary launch first) or with ALiBi slopes and left
+# padding (contiguous cache), and a speculative step: 4 query tokens appended (kv_append, then the
+# attention; causal).
+CASES = [(1, 32, 8, 32768, 0, 0, ""), (1, 32, 8, 32768, 16, 0, ""), (16, 32, 8, 8192, 256, 0, ""),
+         (1, 32, 32, 32768, 0, 0, ""), (16, 32, 8, 8192, 16, 1, ""), (16, 32, 8, 8192, 16, 1, "rotary"),
+         (16, 32, 8, 8192, 0, 1, "alibi leftpad"), (16, 32, 8, 8192, 16, 4, "")]
 
 
 def measure(mock, iters):
@@ -48,7 +49,7 @@ def measure(mock, iters):
     from tilec import flash_decode as fd, runtime
 
     rows = []
-    for batch, heads, heads_k, cap, page, new, rotary in CASES:
+    for batch, heads, heads_k, cap, page, new, features in CASES:
         make = (lambda *s: ho.mock_cuda(torch.randn(*s).to(torch.bfloat16))) if mock else \
             (lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16))
         seqlen_q = max(new, 1)
@@ -69,14 +70,18 @@ def measure(mock, iters):
         else:
             lens = lens.cuda()
             table = table.cuda() if table is not None else None
-        tables = {}
-        if rotary:
+        extra = {}
+        if "rotary" in features:
             angles = torch.rand(cap, 64) * 6.28
-            tables = dict(rotary_cos=angles.cos(), rotary_sin=angles.sin(), rotary_interleaved=False)
-            tables = {name: (ho.mock_cuda(t) if mock else t.cuda()) if name != "rotary_interleaved" else t
-                      for name, t in tables.items()}
+            extra.update(rotary_cos=angles.cos(), rotary_sin=angles.sin())
+        if "alibi" in features:
+            extra["alibi_slopes"] = torch.rand(heads) * 0.3
+        if "leftpad" in features:
+            extra["cache_leftpad"] = torch.zeros(batch, dtype=torch.int32)
+        extra = {name: ho.mock_cuda(t) if mock else t.cuda() for name, t in extra.items()}
         call = lambda: tilec.flash_attn_with_kvcache(q, k, v, k=kn, v=vn, cache_seqlens=lens,  # noqa
-                                                     block_table=table, causal=seqlen_q > 1, **tables)
+                                                     block_table=table, causal=seqlen_q > 1,
+                                                     rotary_interleaved=False, **extra)
         sync = None if mock else torch.cuda.synchronize
         call()
         caught = []
@@ -94,7 +99,7 @@ def measure(mock, iters):
 
         row = {"case": f"b{batch} {heads}/{heads_k} kv {cap}" + (f" p{page}" if page else "")
                + (f" +{new} appended" if new else "") + (f" sq{seqlen_q}" if seqlen_q > 1 else "")
-               + (" rotary" if rotary else ""),
+               + (f" {features}" if features else ""),
                "launches": len(caught)}
         row["fast path"] = ho.host_us(call, iters, sync)
         fd.NATIVE_FAST_PATH = False

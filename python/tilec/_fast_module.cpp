@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #ifndef TILEC_TORCH_VERSION
 #error "TILEC_TORCH_VERSION: the torch.__version__ this module is built against"
@@ -282,11 +283,11 @@ Dummies deviceDummies(PyObject *dict, PyObject *deviceKey, const char *what) {
 
 PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != 16) {
+  if (nargs != 19) {
     PyErr_SetString(PyExc_TypeError,
                     "decode(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, "
                     "window_size, softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, "
-                    "rotary_interleaved): 16 arguments");
+                    "rotary_interleaved, cache_batch_idx, cache_leftpad, alibi_slopes): 19 arguments");
     return nullptr;
   }
   if (!requireModule(state.decode, "flash_decode") || !requireModule(state.runtime, "runtime"))
@@ -294,7 +295,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   PyObject *qo = args[0], *kco = args[1], *vco = args[2], *lenso = args[3], *tableo = args[4],
            *scaleo = args[5], *causalo = args[6], *windowo = args[7], *softcapo = args[8],
            *splitso = args[9], *returnLseo = args[10], *kno = args[11], *vno = args[12], *coso = args[13],
-           *sino = args[14], *interleavedo = args[15];
+           *sino = args[14], *interleavedo = args[15], *batchIdxo = args[16], *leftpado = args[17],
+           *alibio = args[18];
 
   // The same tests, in the same order, as _gpu_fast_path.
   PyTypeObject *kind = Py_TYPE(qo);
@@ -334,11 +336,36 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     pageSize = shapeK[1];
     capacity = table->size(1) * pageSize;
     tableStride = table->stride(0);
+    if (batchIdxo != Py_None || leftpado != Py_None)
+      return notTaken();  // the general path says why
   } else {
-    if (shapeK[0] < batch)
+    if (shapeK[0] < batch && batchIdxo == Py_None)
       return notTaken();
     pageSize = 0;
     capacity = shapeK[1];
+  }
+  // cache_batch_idx, cache_leftpad: int32 (batch,), contiguous.
+  const at::Tensor *batchIdx = nullptr, *leftpad = nullptr;
+  for (auto [o, t] : {std::pair{batchIdxo, &batchIdx}, std::pair{leftpado, &leftpad}}) {
+    if (o == Py_None)
+      continue;
+    if (Py_TYPE(o) != kind)
+      return notTaken();
+    *t = &THPVariable_Unpack(o);
+    if ((*t)->scalar_type() != at::kInt || (*t)->dim() != 1 || (*t)->size(0) != batch ||
+        deviceOf(**t) != device || (batch > 1 && (*t)->stride(0) != 1))
+      return notTaken();
+  }
+  // ALiBi: f32 slopes (heads,) or (batch, heads), the last dimension contiguous.
+  const at::Tensor *slopes = nullptr;
+  if (alibio != Py_None) {
+    if (Py_TYPE(alibio) != kind)
+      return notTaken();
+    slopes = &THPVariable_Unpack(alibio);
+    const int64_t nd = slopes->dim();
+    if (slopes->scalar_type() != at::kFloat || deviceOf(*slopes) != device || (nd != 1 && nd != 2) ||
+        slopes->size(nd - 1) != heads || (nd == 2 && slopes->size(0) != batch) || slopes->stride(nd - 1) != 1)
+      return notTaken();
   }
   int64_t seqlenNew = 0;
   const at::Tensor *kn = nullptr, *vn = nullptr;
@@ -448,7 +475,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   Ref key = tupleOf({Py_NewRef(dtype), pyInt(batch), pyInt(seqlenQ), pyInt(heads), pyInt(headsK),
                      pyInt(headDim), pyInt(capacity), pyInt(pageSize), pyInt(numSplits), newBool(perBatch),
                      newBool(causalOnly), newBool(window), newBool(softcap > 0), newBool(fusedAppend),
-                     pyInt(device), knobs.release()});
+                     newBool(slopes != nullptr), newBool(batchIdx != nullptr), newBool(leftpad != nullptr), pyInt(device), knobs.release()});
   if (!key)
     return nullptr;
   PyObject *plans = global(state.decodeDict, names.fastPlans);
@@ -635,6 +662,25 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     newStrides[0] = skn[0], newStrides[1] = skn[2];
     newStrides[2] = svn[0], newStrides[3] = svn[2];
   }
+  // ALiBi: one query token reads the slopes in place (KV head hk's packed
+  // rows are heads hk * group + r: _alibi_strides); several, a (batch,
+  // heads, seqlen_q) copy with a slope per packed row.
+  uint64_t slopesAt = floats;
+  int64_t ab[2] = {0, 0};
+  at::Tensor slopeRows;
+  if (slopes) {
+    if (seqlenQ == 1) {
+      slopesAt = address(*slopes);
+      ab[0] = slopes->dim() == 2 ? slopes->stride(0) : 0;
+      ab[1] = group;
+    } else {
+      const at::Tensor a = slopes->dim() == 2 ? *slopes : slopes->view({1, heads});
+      slopeRows = a.expand({batch, heads}).unsqueeze(2).expand({batch, heads, seqlenQ}).contiguous();
+      slopesAt = address(slopeRows);
+      ab[0] = rows;
+      ab[1] = group * seqlenQ;
+    }
+  }
   int64_t unbounded;
   if (!moduleInt(state.decodeDict, names.unbounded, unbounded))
     return nullptr;
@@ -642,7 +688,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   Ref decodeArgs = tupleOf({
       pyAddress(seqlenQ == 1 ? address(*qp) : address(qRows)), pyAddress(address(kc)), pyAddress(address(vc)),
       pyAddress(destO), pyAddress(destL), pyAddress(perBatch ? address(*lens) : ints),
-      pyAddress(pageSize ? address(*table) : ints), pyAddress(ints), pyAddress(ints), pyAddress(floats),
+      pyAddress(pageSize ? address(*table) : ints), pyAddress(batchIdx ? address(*batchIdx) : ints),
+      pyAddress(leftpad ? address(*leftpad) : ints), pyAddress(slopesAt),
       pyAddress(finals[0]), pyAddress(finals[1]), pyAddress(finals[2]), pyAddress(news[0]), pyAddress(news[1]),
       pyInt(group * seqlenQ), pyInt(seqlenQ), pyInt(uniform + seqlenNew), pyInt(headsK), pyInt(batch),
       pyInt(splits), pyInt(left >= 0 ? left : unbounded), pyInt(right >= 0 ? right : unbounded),
@@ -651,7 +698,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]), pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
       pyInt(oStrides[0]), pyInt(oStrides[1]), pyInt(oStrides[2]), pyInt(oStrides[3]),
       pyInt(lStrides[0]), pyInt(lStrides[1]), pyInt(lStrides[2]),
-      pyInt(tableStride), pyInt(0), pyInt(0),
+      pyInt(tableStride), pyInt(ab[0]), pyInt(ab[1]),
       pyInt(finalStrides[0]), pyInt(finalStrides[1]), pyInt(finalStrides[2]), pyInt(finalStrides[3]),
       pyInt(finalStrides[4]),
       pyInt(newStrides[0]), pyInt(newStrides[1]), pyInt(newStrides[2]), pyInt(newStrides[3]),
@@ -662,7 +709,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     // The new tokens go into the cache first (kv_append; its launcher from
     // the LaunchCache _FAST_APPENDS).
     Ref appendKey = tupleOf({Py_NewRef(dtype), pyInt(headDim), pyInt(headsK), pyInt(pageSize), newBool(perBatch),
-                             Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)});
+                             newBool(batchIdx != nullptr), Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)});
     if (!appendKey)
       return nullptr;
     PyObject *appends = global(state.decodeDict, names.fastAppends);
@@ -673,8 +720,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       return nullptr;
     Ref appendArgs = tupleOf({
         pyAddress(address(*kn)), pyAddress(address(*vn)), pyAddress(address(kc)), pyAddress(address(vc)),
-        pyAddress(perBatch ? address(*lens) : ints), pyAddress(pageSize ? address(*table) : ints), pyAddress(ints),
-        pyInt(seqlenNew), pyInt(batch), pyInt(headsK), pyInt(perBatch ? 0 : uniform), pyInt(capacity),
+        pyAddress(perBatch ? address(*lens) : ints), pyAddress(pageSize ? address(*table) : ints),
+        pyAddress(batchIdx ? address(*batchIdx) : ints), pyInt(seqlenNew), pyInt(batch), pyInt(headsK), pyInt(perBatch ? 0 : uniform), pyInt(capacity),
         pyInt(shapeK[0]), pyInt(skn[0]), pyInt(skn[1]), pyInt(skn[2]), pyInt(svn[0]), pyInt(svn[1]),
         pyInt(svn[2]), pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]), pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
         pyInt(tableStride)});
@@ -997,7 +1044,8 @@ PyObject *cpuAsCuda(PyObject *, PyObject *flag) {
 PyMethodDef methods[] = {
     {"decode", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(decodeFastPath)), METH_FASTCALL,
      "decode(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size, "
-     "softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, rotary_interleaved): "
+     "softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, rotary_interleaved, cache_batch_idx, "
+     "cache_leftpad, alibi_slopes): "
      "tilec.flash_decode._gpu_fast_path in C++; None for what it does not take."},
     {"forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(forwardFastPath)), METH_FASTCALL,
      "forward(q, k, v, softmax_scale, causal, window_size, softcap) -> (out, lse): "

@@ -702,10 +702,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     Returns out (batch, seqlen_q, heads, d) and, with return_softmax_lse,
     lse (batch, heads, seqlen_q) f32 (+inf for a row that sees no key).
     """
-    if cache_batch_idx is None and cache_leftpad is None and alibi_slopes is None and _is_torch(q) and q.is_cuda:
+    if _is_torch(q) and q.is_cuda:
         fast = _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
                               window_size, softcap, num_splits, return_softmax_lse, k, v,
-                              rotary_cos, rotary_sin, rotary_interleaved)
+                              rotary_cos, rotary_sin, rotary_interleaved, cache_batch_idx, cache_leftpad,
+                              alibi_slopes)
         if fast is not None:
             return fast
     on_gpu = _is_torch(q) and q.device.type == "cuda"
@@ -934,12 +935,13 @@ def _build_fast_plan(key):
     """LaunchCache builder for _gpu_fast_path: the decode (and, split, the
     combine) launcher and the grids of one call shape."""
     (dtype, batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, causal,
-     window, softcap, append, device, *_) = key
+     window, softcap, append, alibi, batch_idx, leftpad, device, *_) = key
     plan = decode_plan(batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, True,
                        runtime_support.sm_count(device), per_batch)
     kernel = decode_kernel().specialize(**plan.constexprs(dtype, causal=causal, window=window, softcap=softcap,
                                                           paged=page_size > 0, per_batch=per_batch,
-                                                          append=append))
+                                                          append=append, alibi=alibi, batch_idx=batch_idx,
+                                                          leftpad=leftpad))
     split = plan.num_splits > 1
     combine = None
     if split and not plan.fused:
@@ -964,10 +966,10 @@ _FAST_DUMMIES = {}   # device index -> (int32 dummy, f32 dummy)
 
 def _build_fast_append(key):
     """LaunchCache builder for _FAST_APPENDS: the kv_append launcher of
-    (dtype, head_dim, heads_k, page size, per-batch lengths, device,
-    PRIOR_WAIT)."""
-    dtype, head_dim, heads_k, page_size, per_batch, device, _ = key
-    return append_kernel(dtype, head_dim, heads_k, page_size, per_batch, False).launcher(device=device)
+    (dtype, head_dim, heads_k, page size, per-batch lengths, cache batch
+    index, device, PRIOR_WAIT)."""
+    dtype, head_dim, heads_k, page_size, per_batch, batch_idx, device, _ = key
+    return append_kernel(dtype, head_dim, heads_k, page_size, per_batch, batch_idx).launcher(device=device)
 
 
 _FAST_APPENDS = LaunchCache(_build_fast_append)
@@ -1024,12 +1026,13 @@ def _native_counters(q, n, device, stream):
 
 def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
                    softcap, num_splits, return_lse=True, k=None, v=None, rotary_cos=None, rotary_sin=None,
-                   rotary_interleaved=True):
+                   rotary_interleaved=True, cache_batch_idx=None, cache_leftpad=None, alibi_slopes=None):
     """The serving call in O(1): CUDA tensors of one type, f16/bf16,
     contiguous or paged, an int or int32 cache_seqlens, scale > 0, new k/v
     appended or not, rotary or not (a rotary launch first: f32, f16 or bf16
-    tables of one dtype, 16-byte rows), no ALiBi, cache_batch_idx or
-    cache_leftpad;
+    tables of one dtype, 16-byte rows), ALiBi (f32 slopes; several query
+    tokens expand them per row, as the general path), cache_batch_idx and
+    cache_leftpad (int32, contiguous, contiguous caches only);
     its checks a few integer tests and no value read-back. One query token
     (decode) or several (speculative decoding, chunked prefill: q and out go
     through (batch, heads, seqlen_q, d) copies, as on the general path).
@@ -1049,7 +1052,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         native = _native_fast_path()
     if native:
         done = native(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal, window_size,
-                      softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, rotary_interleaved)
+                      softcap, num_splits, return_lse, k, v, rotary_cos, rotary_sin, rotary_interleaved,
+                      cache_batch_idx, cache_leftpad, alibi_slopes)
         if done is not None:
             return done
     torch = sys.modules["torch"]
@@ -1086,10 +1090,22 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             return None
         page_size = shape_k[1]
         capacity = block_table.shape[1] * page_size
+        if cache_batch_idx is not None or cache_leftpad is not None:
+            return None                       # the general path says why
     else:
-        if shape_k[0] < batch:
+        if shape_k[0] < batch and cache_batch_idx is None:
             return None
         page_size, capacity = 0, shape_k[1]
+    for t in (cache_batch_idx, cache_leftpad):
+        if t is not None and (type(t) is not kind or t.dtype != torch.int32 or t.dim() != 1 or t.shape[0] != batch
+                              or t.get_device() != device or (batch > 1 and t.stride(0) != 1)):
+            return None
+    if alibi_slopes is not None:
+        ash = alibi_slopes.shape
+        if (type(alibi_slopes) is not kind or alibi_slopes.dtype != torch.float32
+                or alibi_slopes.get_device() != device or ash[-1:] != (heads,) or len(ash) not in (1, 2)
+                or (len(ash) == 2 and ash[0] != batch) or alibi_slopes.stride(-1) != 1):
+            return None
     seqlen_new = 0
     if k is not None:
         if (type(k) is not kind or type(v) is not kind or k.dtype != dt or v.dtype != dt or k.dim() != 4
@@ -1152,7 +1168,8 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     fused_append = seqlen_new == 1 and FUSED_APPEND
     launch, combine, splits, grid, cgrid, fused = (_FAST_PLANS or _fast_plans())[(
         dtype, batch, seqlen_q, heads, heads_k, head_dim, capacity, page_size, num_splits, per_batch, causal_only,
-        window, softcap > 0, fused_append, device, _FAST_KNOB_VALUES(globals()))]
+        window, softcap > 0, fused_append, alibi_slopes is not None, cache_batch_idx is not None,
+        cache_leftpad is not None, device, _FAST_KNOB_VALUES(globals()))]
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (q.new_zeros((1,), dtype=torch.int32),
@@ -1214,19 +1231,28 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     if fused_append:
         # The decode kernel stores the token's rows itself (APPEND).
         news, new_strides = (k, v), (skn[0], skn[2], svn[0], svn[2])
+    slopes, ab = floats, (0, 0)
+    if alibi_slopes is not None:
+        if seqlen_q == 1:   # read in place (the packed rows of KV head hk: heads hk·group + r)
+            slopes, ab = alibi_slopes, _alibi_strides(alibi_slopes, group)
+        else:               # (batch, heads, seqlen_q): a slope per packed row, as the general path
+            a = alibi_slopes if alibi_slopes.dim() == 2 else alibi_slopes.view(1, heads)
+            slopes = a.expand(batch, heads)[:, :, None].expand(batch, heads, seqlen_q).contiguous()
+            ab = (rows, group * seqlen_q)
     args = (q_rows, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
-            block_table if page_size else ints, ints, ints, floats, *finals, *news,
+            block_table if page_size else ints, ints if cache_batch_idx is None else cache_batch_idx,
+            ints if cache_leftpad is None else cache_leftpad, slopes, *finals, *news,
             group * seqlen_q, seqlen_q, uniform + seqlen_new, heads_k, batch, splits,
             left if left >= 0 else _UNBOUNDED, right if right >= 0 else _UNBOUNDED,
             capacity, shape_k[0], seqlen_new,
             *q_strides, sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *o_strides, *l_strides,
-            block_table.stride(0) if page_size else 0, 0, 0, *final_strides, *new_strides, scale, softcap or 1.0)
+            block_table.stride(0) if page_size else 0, *ab, *final_strides, *new_strides, scale, softcap or 1.0)
     if seqlen_new and not fused_append:
-        akey = (dtype, head_dim, heads_k, page_size, per_batch, device, PRIOR_WAIT)
+        akey = (dtype, head_dim, heads_k, page_size, per_batch, cache_batch_idx is not None, device, PRIOR_WAIT)
         append = _FAST_APPENDS[akey]
         runtime.launch_on(device, append, _append_args(
             k, v, k_cache, v_cache, cache_seqlens if per_batch else None, 0 if per_batch else uniform,
-            block_table if page_size else None, None, capacity, ints), stream, (seqlen_new, batch, 1))
+            block_table if page_size else None, cache_batch_idx, capacity, ints), stream, (seqlen_new, batch, 1))
     runtime.launch_on(device, launch, args, stream, grid)
     if parts and not fused:
         runtime.launch_on(device, combine, (base, base + 4 * l_at, obuf, base + 4 * lse_at, splits, rows,
@@ -1290,7 +1316,14 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     dummy_i = _dummy(ops, "int32")
     seqlens_arg = lens if per_batch else dummy_i
     alibi_rows = _dummy(ops, "float32")
-    if alibi_slopes is not None:
+    ab = (0, 0)
+    if alibi_slopes is not None and seqlen_q == 1 and _strides(alibi_slopes)[-1] == 1:
+        # One query token: the packed rows of KV head hk are the slopes of
+        # heads hk·group + r, read in place.
+        alibi_rows, ab = alibi_slopes, _alibi_strides(alibi_slopes, group)
+    elif alibi_slopes is not None:
+        # Several: (batch, heads, seqlen_q) rows, one per packed row.
+        ab = (heads * seqlen_q, rows_q)
         a = alibi_slopes if len(alibi_slopes.shape) == 2 else alibi_slopes.reshape(1, heads)
         if ops.torch:
             alibi_rows = a.expand(batch, heads)[:, :, None].expand(batch, heads, seqlen_q).contiguous()
@@ -1306,7 +1339,6 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         o_strides = (0, so[0], group * so[1], so[2])
         l_strides = (0, sl[0], group * sl[1])
     sbt = _strides(block_table)[0] if paged else 0
-    ab = (heads * seqlen_q, rows_q) if alibi_slopes is not None else (0, 0)
     seqlen_uniform = (0 if per_batch else lens_host[0]) + seqlen_new
     fused = split and plan.fused
     if fused:
@@ -1350,6 +1382,13 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     elif not ops.torch:
         out = out.reshape(batch, 1, heads, head_dim)
     return out, lse
+
+
+def _alibi_strides(slopes, group):
+    """The decode kernel's (stride_ab, stride_ak) reading (heads,) or
+    (batch, heads) slopes (last dimension contiguous) as one query token's
+    packed rows."""
+    return (_strides(slopes)[0] if len(slopes.shape) == 2 else 0), group
 
 
 def append_kernel(dtype, head_dim, heads_k, page_size, per_batch, batch_idx):

@@ -761,12 +761,19 @@ def test_windows(window, causal):
 
 @needs_cpu
 @pytest.mark.parametrize("per_batch_slopes", [False, True])
-def test_alibi(per_batch_slopes):
+@pytest.mark.parametrize("seqlen_q", [1, 2])
+def test_alibi(per_batch_slopes, seqlen_q):
+    """Slopes (heads,) or (batch, heads); one query token reads them in place
+    (the (batch, heads) ones here a strided view), several through rows."""
     rng = np.random.default_rng()
     lens = [17, 300]
     heads = 4
-    q, kc, vc, keys, values = contiguous_case(rng, 2, 2, heads, 2, 64, lens, 320)
+    q, kc, vc, keys, values = contiguous_case(rng, 2, seqlen_q, heads, 2, 64, lens, 320)
     slopes = rng.uniform(0.01, 0.5, (2, heads) if per_batch_slopes else (heads,)).astype(np.float32)
+    if per_batch_slopes:
+        wide = np.zeros((2, 3 * heads), np.float32)
+        wide[:, :heads] = slopes
+        slopes = wide[:, :heads]
     out, lse = tilec.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array(lens, np.int32),
                                              causal=True, alibi_slopes=slopes, num_splits=2,
                                              return_softmax_lse=True)
@@ -1166,6 +1173,13 @@ def _posing_as_cuda(torch):
     dict(batch=2, heads=4, heads_k=4, cap=300, page=0, lens="tensor", rotary=(16, False)),
     dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", seqlen_q=3, new=3, causal=True,
          rotary=(48, True)),
+    # ALiBi (one token: the slopes in place; several: a row per packed row), batch index, left padding.
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", alibi="heads"),
+    dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", alibi="batch", num_splits=3, causal=True),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", seqlen_q=3, new=3, causal=True,
+         alibi="batch"),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", new=1, batch_idx=True),
+    dict(batch=3, heads=4, heads_k=4, cap=300, page=0, lens="int", new=2, batch_idx=True, leftpad=True),
 ])
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "combine-kernel"])
 def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fused):
@@ -1199,6 +1213,12 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
     kwargs = dict(k=kn, v=vn, cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
                   softcap=case.get("softcap", 0.0), num_splits=case.get("num_splits", 0),
                   causal=case.get("causal", False), softmax_scale=case.get("scale"))
+    if case.get("alibi"):
+        kwargs["alibi_slopes"] = cuda(torch.rand(*((h,) if case["alibi"] == "heads" else (b, h))) * 0.5)
+    if case.get("batch_idx"):
+        kwargs["cache_batch_idx"] = cuda(torch.arange(b, 0, -1, dtype=torch.int32))
+    if case.get("leftpad"):
+        kwargs["cache_leftpad"] = cuda(torch.arange(b, dtype=torch.int32) * 3)
     if "rotary" in case:
         rd, interleaved = case["rotary"]
         angles = torch.rand(cap + 8, rd // 2) * 6.28
@@ -1243,8 +1263,13 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
         n = next(v for p, v in pointers.items() if name.startswith(p))
         assert fa[n:] == ga[n:], name                   # every scalar and stride
         if name.startswith("flash_decode"):
-            for i in (1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()):
+            for i in (1, 2) + ((5,) if case["lens"] == "tensor" else ()) + ((6,) if page else ()) \
+                    + ((7,) if case.get("batch_idx") else ()) + ((8,) if case.get("leftpad") else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
+            if case.get("alibi") and sq == 1:     # the slopes, read in place
+                assert fa[9].data_ptr() == ga[9].data_ptr() == kwargs["alibi_slopes"].data_ptr()
+            elif case.get("alibi"):
+                assert torch.equal(fa[9], ga[9])
             if rotated and sq == 1:
                 assert (fa[0].data_ptr(), ga[0].data_ptr()) == tuple(r[0].data_ptr() for r in rotated)
             elif sq == 1:
@@ -1260,7 +1285,8 @@ def test_gpu_fast_path_launches_what_the_general_path_does(monkeypatch, case, fu
                 assert (fa[13].data_ptr(), fa[14].data_ptr()) == (knew[0], vn.data_ptr())
                 assert (ga[13].data_ptr(), ga[14].data_ptr()) == (knew[1], vn.data_ptr())
         if name.startswith("kv_append"):
-            for i in (1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()):
+            for i in (1, 2, 3) + ((4,) if case["lens"] == "tensor" else ()) + ((5,) if page else ()) \
+                    + ((6,) if case.get("batch_idx") else ()):
                 assert fa[i].data_ptr() == ga[i].data_ptr(), (name, i)
             knew = [r[1].data_ptr() for r in rotated] if rotated else [kn.data_ptr()] * 2
             assert (fa[0].data_ptr(), ga[0].data_ptr()) == tuple(knew)

@@ -392,3 +392,41 @@ def test_rotary_gpu(d, rotary_dim, interleaved, page, new, seqlen_q, monkeypatch
     seen = torch.isfinite(ref_lse)
     assert torch.equal(seen, torch.isfinite(lse))
     assert (lse.double()[seen] - ref_lse[seen]).abs().max().item() < 1e-2
+
+
+@pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
+@pytest.mark.parametrize("features", ["alibi", "alibi batch", "batch_idx", "leftpad", "batch_idx leftpad alibi"])
+@pytest.mark.parametrize("new,seqlen_q", [(0, 1), (1, 1), (3, 3)])
+def test_fast_paths_take_alibi_batch_index_left_padding(features, new, seqlen_q, monkeypatch):
+    """ALiBi slopes, cache_batch_idx and cache_leftpad through the C++ fast
+    path, the Python fast path and the general path: the same out, lse and
+    cache, bit for bit (the general path's numerics: test_flash_decode.py on
+    the CPU runner)."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    batch, heads, heads_k, d, cap = 3, 32, 8, 128, 2000
+    q, kc, vc, _ = _serving_case(g, batch + 1, seqlen_q, heads, heads_k, d, cap, 0)
+    q = q[:batch]
+    kn = torch.randn(batch, new, heads_k, d, device="cuda", dtype=torch.bfloat16, generator=g) if new else None
+    vn = torch.randn_like(kn) if new else None
+    lens = torch.tensor([5, 1300, cap - 3], dtype=torch.int32, device="cuda")
+    kwargs = {}
+    if "alibi" in features:
+        shape = (batch, heads) if features == "alibi batch" else (heads,)
+        kwargs["alibi_slopes"] = torch.rand(*shape, device="cuda", generator=g) * 0.3
+    if "batch_idx" in features:
+        kwargs["cache_batch_idx"] = torch.tensor([3, 0, 2], dtype=torch.int32, device="cuda")
+    if "leftpad" in features:
+        kwargs["cache_leftpad"] = torch.tensor([2, 700, 0], dtype=torch.int32, device="cuda")
+    results = {}
+    for path in ("native", "python", "general"):
+        k_cache, v_cache = kc.clone(), vc.clone()
+        with monkeypatch.context() as m:
+            m.setattr(flash_decode, "NATIVE_FAST_PATH", path == "native")
+            if path == "general":
+                m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
+            results[path] = tilec.flash_attn_with_kvcache(
+                q, k_cache, v_cache, k=kn, v=vn, cache_seqlens=lens, causal=seqlen_q > 1,
+                return_softmax_lse=True, **kwargs) + (k_cache, v_cache)
+    for path in ("python", "general"):
+        for a, b in zip(results["native"], results[path]):
+            assert torch.equal(a, b), path

@@ -92,6 +92,16 @@ CASES = [
          rotary=(48, True, "bfloat16")),
     dict(batch=1, heads=6, heads_k=3, cap=512, page=0, lens="int", seqlen_q=2, window=(-1, 0),
          rotary=(96, False, "float32"), d=96),
+    # ALiBi ((heads,) and (batch, heads) slopes; one token reads them in place, several a copy),
+    # cache_batch_idx (with the fused append and kv_append) and cache_leftpad.
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", alibi="heads"),
+    dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", alibi="batch", num_splits=3, causal=True),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", seqlen_q=3, new=3, causal=True,
+         alibi="batch"),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", new=1, batch_idx=True),
+    dict(batch=3, heads=4, heads_k=4, cap=300, page=0, lens="int", new=2, batch_idx=True, leftpad=True),
+    dict(batch=1, heads=32, heads_k=8, cap=4096, page=0, lens="tensor", leftpad=True, alibi="heads",
+         rotary=(64, False, "float32")),
 ]
 
 
@@ -114,6 +124,13 @@ def _inputs(case):
     kwargs = dict(k=kn, v=vn, cache_seqlens=lens, block_table=table, window_size=case.get("window", (-1, -1)),
                   softcap=case.get("softcap", 0.0), num_splits=case.get("num_splits", 0),
                   causal=case.get("causal", False), softmax_scale=case.get("scale"))
+    if case.get("alibi"):
+        shape = (h,) if case["alibi"] == "heads" else (b, h)
+        kwargs["alibi_slopes"] = cuda(torch.rand(*shape) * 0.5)
+    if case.get("batch_idx"):      # sequence i in cache row b - 1 - i (the cache has b + 1 rows)
+        kwargs["cache_batch_idx"] = cuda(torch.arange(b, 0, -1, dtype=torch.int32))
+    if case.get("leftpad"):
+        kwargs["cache_leftpad"] = cuda(torch.arange(b, dtype=torch.int32) * 3)
     if "rotary" in case:
         rd, interleaved, tdt, *wide = case["rotary"]
         angles = torch.rand(cap + 8, rd // 2) * 6.28
@@ -182,7 +199,8 @@ def test_native_launches_what_the_python_fast_path_does(monkeypatch, native, cas
     ints, floats = fd._FAST_DUMMIES[0]
     known = {t.data_ptr(): name for name, t in [("ints", ints), ("floats", floats), ("k_cache", k),
                                                   ("v_cache", v), ("q", q)]}
-    for name in ("cache_seqlens", "block_table", "k", "v", "rotary_cos", "rotary_sin"):
+    for name in ("cache_seqlens", "block_table", "k", "v", "rotary_cos", "rotary_sin", "cache_batch_idx",
+                 "cache_leftpad", "alibi_slopes"):
         t = kwargs.get(name)
         if isinstance(t, torch.Tensor):
             known[t.data_ptr()] = name
@@ -209,7 +227,9 @@ def test_native_returns_out_alone_without_lse(monkeypatch, native):
 @pytest.mark.parametrize("what", ["paged capacity check", "no dummies yet", "float32",
                                   "unaligned", "bool lens", "window of floats", "rotary f64 table",
                                   "rotary tables of two dtypes", "rotary table too short", "rotary dim 24",
-                                  "rotary wider than the head", "rotary without lengths", "rotary cos alone"])
+                                  "rotary wider than the head", "rotary without lengths", "rotary cos alone",
+                                  "batch index with pages", "left padding with pages", "batch index short",
+                                  "alibi f64", "alibi wrong heads"])
 def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
     """The calls the C++ path does not take return None there and run (or
     fail) in the Python path."""
@@ -227,7 +247,15 @@ def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
         kwargs["cache_seqlens"] = True
     elif what == "window of floats":
         kwargs["window_size"] = (4.0, 0.0)
-    cos = sin = None
+    if what == "batch index short":      # a contiguous cache (pages refuse the index anyway)
+        q, k, v, kwargs = _inputs(dict(case, page=0))
+    cos = sin = bidx = pad = slopes = None
+    if what.startswith("batch index") or what.startswith("left padding"):
+        t = _posing_as_cuda(torch.zeros(1 if what == "batch index short" else 2, dtype=torch.int32))
+        bidx, pad = (t, None) if what.startswith("batch index") else (None, t)
+    elif what.startswith("alibi"):
+        slopes = _posing_as_cuda(torch.rand(8 if "wrong heads" not in what else 4,
+                                            dtype=torch.float64 if "f64" in what else torch.float32))
     if what.startswith("rotary"):
         half = {"rotary dim 24": 12, "rotary wider than the head": 40}.get(what, 16)
         rows = 8 if what == "rotary table too short" else 700
@@ -242,12 +270,12 @@ def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
     real = fd._native_fast_path()
     args = (q, k, v, kwargs["cache_seqlens"], kwargs["block_table"], kwargs["softmax_scale"], kwargs["causal"],
             kwargs["window_size"], kwargs["softcap"], kwargs["num_splits"], True, kwargs["k"], kwargs["v"],
-            cos, sin, True)
+            cos, sin, True, bidx, pad, slopes)
     assert real(*args) is None
 
 
 def test_native_refuses_wrong_arity(native):
-    with pytest.raises(TypeError, match="16 arguments"):
+    with pytest.raises(TypeError, match="19 arguments"):
         fd._native_fast_path()(1, 2, 3)
 
 
