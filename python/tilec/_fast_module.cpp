@@ -281,6 +281,22 @@ Dummies deviceDummies(PyObject *dict, PyObject *deviceKey, const char *what) {
   return found;
 }
 
+/// ALiBi slopes a fast path takes (flash_attn._fast_alibi): f32 (heads,) or
+/// (batch, heads), the last dimension contiguous, on the device; their
+/// tensor in `slopes` and stride_alibi_b in `strideB`. false: not taken.
+bool fastAlibi(PyObject *o, PyTypeObject *kind, int64_t batch, int64_t heads, int device,
+               const at::Tensor *&slopes, int64_t &strideB) {
+  if (Py_TYPE(o) != kind)
+    return false;
+  slopes = &THPVariable_Unpack(o);
+  const int64_t nd = slopes->dim();
+  if (slopes->scalar_type() != at::kFloat || deviceOf(*slopes) != device || (nd != 1 && nd != 2) ||
+      slopes->size(nd - 1) != heads || (nd == 2 && slopes->size(0) != batch) || slopes->stride(nd - 1) != 1)
+    return false;
+  strideB = nd == 2 ? slopes->stride(0) : 0;
+  return true;
+}
+
 PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   if (nargs != 19) {
@@ -358,15 +374,9 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   }
   // ALiBi: f32 slopes (heads,) or (batch, heads), the last dimension contiguous.
   const at::Tensor *slopes = nullptr;
-  if (alibio != Py_None) {
-    if (Py_TYPE(alibio) != kind)
-      return notTaken();
-    slopes = &THPVariable_Unpack(alibio);
-    const int64_t nd = slopes->dim();
-    if (slopes->scalar_type() != at::kFloat || deviceOf(*slopes) != device || (nd != 1 && nd != 2) ||
-        slopes->size(nd - 1) != heads || (nd == 2 && slopes->size(0) != batch) || slopes->stride(nd - 1) != 1)
-      return notTaken();
-  }
+  int64_t slopesStrideB = 0;
+  if (alibio != Py_None && !fastAlibi(alibio, kind, batch, heads, device, slopes, slopesStrideB))
+    return notTaken();
   int64_t seqlenNew = 0;
   const at::Tensor *kn = nullptr, *vn = nullptr;
   Dims skn{}, svn{};
@@ -671,7 +681,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (slopes) {
     if (seqlenQ == 1) {
       slopesAt = address(*slopes);
-      ab[0] = slopes->dim() == 2 ? slopes->stride(0) : 0;
+      ab[0] = slopesStrideB;   // _alibi_strides
       ab[1] = group;
     } else {
       const at::Tensor a = slopes->dim() == 2 ? *slopes : slopes->view({1, heads});
@@ -752,18 +762,18 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
-/// flash_attn's option handling (tilec.flash_attn._mask_mode without ALiBi):
+/// flash_attn's option handling (tilec.flash_attn._mask_mode):
 /// the kernel's (causal, window, left, right).
 struct MaskMode {
   bool causal, window;
   int64_t left, right;
 };
-MaskMode maskMode(bool causal, int64_t left, int64_t right, int64_t seqlenQ, int64_t seqlenK) {
+MaskMode maskMode(bool causal, int64_t left, int64_t right, int64_t seqlenQ, int64_t seqlenK, bool alibi) {
   if (left >= seqlenK)
     left = -1;
   if (right >= seqlenK)
     right = -1;
-  if (seqlenQ == 1)
+  if (seqlenQ == 1 && !alibi)
     causal = false; // one query row sees every key either way
   if (causal)
     right = 0;
@@ -783,8 +793,8 @@ struct AttnLaunch {
   Dummies dummies; // (f32 slopes, int32)
   Ref launch;
 };
-AttnLaunch attnLaunch(PyObject *dtype, int64_t headDim, const MaskMode &mode, bool softcap, bool varlen,
-                      PyObject *deviceKey) {
+AttnLaunch attnLaunch(PyObject *dtype, int64_t headDim, const MaskMode &mode, bool softcap, bool alibi,
+                      bool varlen, PyObject *deviceKey) {
   AttnLaunch found;
   found.dummies = deviceDummies(state.attnDict, deviceKey, "flash_attn._FAST_DUMMIES");
   if (!found.dummies.held)
@@ -793,7 +803,7 @@ AttnLaunch attnLaunch(PyObject *dtype, int64_t headDim, const MaskMode &mode, bo
   if (!launches)
     return found;
   Ref key = tupleOf({Py_NewRef(dtype), pyInt(headDim), newBool(mode.causal), newBool(mode.window),
-                     newBool(softcap), newBool(false), newBool(varlen), Py_NewRef(deviceKey)});
+                     newBool(softcap), newBool(alibi), newBool(varlen), Py_NewRef(deviceKey)});
   if (key)
     found.launch.reset(PyObject_GetItem(launches, key.get()));
   return found;
@@ -813,14 +823,15 @@ PyObject *launchAndReturn(PyObject *deviceKey, PyObject *launch, PyObject *launc
 
 PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != 7) {
-    PyErr_SetString(PyExc_TypeError, "forward(q, k, v, softmax_scale, causal, window_size, softcap): 7 arguments");
+  if (nargs != 8) {
+    PyErr_SetString(PyExc_TypeError,
+                    "forward(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes): 8 arguments");
     return nullptr;
   }
   if (!requireModule(state.attn, "flash_attn") || !requireModule(state.runtime, "runtime"))
     return nullptr;
   PyObject *qo = args[0], *ko = args[1], *vo = args[2], *scaleo = args[3], *causalo = args[4],
-           *windowo = args[5], *softcapo = args[6];
+           *windowo = args[5], *softcapo = args[6], *alibio = args[7];
   // The same tests, in the same order, as flash_attn._gpu_fast_path; and no
   // autograd (flash_attn._forward's route for inputs that require grad).
   PyTypeObject *kind = Py_TYPE(qo);
@@ -860,16 +871,21 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   double scale, softcap;
   if (!scaleAndSoftcap(scaleo, softcapo, headDim, scale, softcap))
     return notTaken();
-  // _mask_mode reads causal only when more than one query row (seqlen_q).
-  const int causal = seqlenQ == 1 ? 0 : PyObject_IsTrue(causalo);
+  const at::Tensor *slopes = nullptr;
+  int64_t strideAlibiB = 0;
+  if (alibio != Py_None && !fastAlibi(alibio, kind, batch, heads, device, slopes, strideAlibiB))
+    return notTaken();
+  // _mask_mode reads causal only when more than one query row (seqlen_q) or ALiBi.
+  const int causal = seqlenQ == 1 && !slopes ? 0 : PyObject_IsTrue(causalo);
   if (causal < 0)
     return nullptr;
-  const MaskMode mode = maskMode(causal, windowLeft, windowRight, seqlenQ, seqlenK);
+  const MaskMode mode = maskMode(causal, windowLeft, windowRight, seqlenQ, seqlenK, slopes != nullptr);
 
   Ref deviceKey(pyInt(device));
   if (!deviceKey)
     return nullptr;
-  AttnLaunch attn = attnLaunch(dtype, headDim, mode, softcap > 0, /*varlen=*/false, deviceKey.get());
+  AttnLaunch attn = attnLaunch(dtype, headDim, mode, softcap > 0, slopes != nullptr, /*varlen=*/false,
+                               deviceKey.get());
   if (!attn.launch)
     return PyErr_Occurred() ? nullptr : notTaken();
 
@@ -883,23 +899,24 @@ PyObject *forwardFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
       pyInt(seqlenQ * row), pyInt(row), pyInt(headDim), pyInt(heads * seqlenQ), pyInt(seqlenQ),
       PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
-      pyAddress(attn.dummies.first), pyInt(0), pyAddress(attn.dummies.second), pyAddress(attn.dummies.second),
-      pyAddress(attn.dummies.second), pyInt(0)});
+      pyAddress(slopes ? address(*slopes) : attn.dummies.first), pyInt(strideAlibiB),
+      pyAddress(attn.dummies.second), pyAddress(attn.dummies.second), pyAddress(attn.dummies.second), pyInt(0)});
   return launchAndReturn(deviceKey.get(), attn.launch.get(), launchArgs.get(), std::move(o), std::move(lse));
   END_HANDLE_TH_ERRORS
 }
 
 PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != 11) {
+  if (nargs != 12) {
     PyErr_SetString(PyExc_TypeError, "varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, "
-                                     "softmax_scale, causal, window_size, softcap): 11 arguments");
+                                     "softmax_scale, causal, window_size, softcap, alibi_slopes): 12 arguments");
     return nullptr;
   }
   if (!requireModule(state.attn, "flash_attn") || !requireModule(state.runtime, "runtime"))
     return nullptr;
   PyObject *qo = args[0], *ko = args[1], *vo = args[2], *cuqo = args[3], *cuko = args[4], *maxqo = args[5],
-           *maxko = args[6], *scaleo = args[7], *causalo = args[8], *windowo = args[9], *softcapo = args[10];
+           *maxko = args[6], *scaleo = args[7], *causalo = args[8], *windowo = args[9], *softcapo = args[10],
+           *alibio = args[11];
   // The same tests, in the same order, as flash_attn._gpu_varlen_fast_path
   // (without seqused_k: the public call's, unpaged); no autograd.
   PyObject *check = global(state.attnDict, names.checkCudaVarlenValues);
@@ -948,11 +965,15 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   double scale, softcap;
   if (!scaleAndSoftcap(scaleo, softcapo, headDim, scale, softcap))
     return notTaken();
-  // _mask_mode reads causal only when more than one query row (max_seqlen_q).
-  const int causal = maxQ == 1 ? 0 : PyObject_IsTrue(causalo);
+  const at::Tensor *slopes = nullptr;
+  int64_t strideAlibiB = 0;
+  if (alibio != Py_None && !fastAlibi(alibio, kind, batch, heads, device, slopes, strideAlibiB))
+    return notTaken();
+  // _mask_mode reads causal only when more than one query row (max_seqlen_q) or ALiBi.
+  const int causal = maxQ == 1 && !slopes ? 0 : PyObject_IsTrue(causalo);
   if (causal < 0)
     return nullptr;
-  const MaskMode mode = maskMode(causal, windowLeft, windowRight, maxQ, maxK);
+  const MaskMode mode = maskMode(causal, windowLeft, windowRight, maxQ, maxK, slopes != nullptr);
 
   // The device's error buffer (_SEQUENCE_BUFFERS[_CUDA_KEYS[device]]: [host
   // view, its address, capacity, owner tensor]), made or grown by the Python
@@ -980,7 +1001,8 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   Ref deviceKey(pyInt(device));
   if (!deviceKey)
     return nullptr;
-  AttnLaunch attn = attnLaunch(dtype, headDim, mode, softcap > 0, /*varlen=*/true, deviceKey.get());
+  AttnLaunch attn = attnLaunch(dtype, headDim, mode, softcap > 0, slopes != nullptr, /*varlen=*/true,
+                               deviceKey.get());
   if (!attn.launch)
     return PyErr_Occurred() ? nullptr : notTaken();
 
@@ -995,7 +1017,8 @@ PyObject *varlenFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       pyInt(sv[0]), pyInt(sv[0]), pyInt(sv[1]),
       pyInt(row), pyInt(row), pyInt(headDim), pyInt(1), pyInt(totalQ),
       PyFloat_FromDouble(scale), pyInt(mode.left), pyInt(mode.right), PyFloat_FromDouble(softcap > 0 ? softcap : 1.0),
-      pyAddress(attn.dummies.first), pyInt(0), pyAddress(address(cuQ)), pyAddress(address(cuK)),
+      pyAddress(slopes ? address(*slopes) : attn.dummies.first), pyInt(strideAlibiB), pyAddress(address(cuQ)),
+      pyAddress(address(cuK)),
       pyAddress(attn.dummies.second),
       pyInt(0), errorsAddress.release(), pyInt(totalQ), pyInt(totalK)});
   return launchAndReturn(deviceKey.get(), attn.launch.get(), launchArgs.get(), std::move(o), std::move(lse));
@@ -1048,12 +1071,13 @@ PyMethodDef methods[] = {
      "cache_leftpad, alibi_slopes): "
      "tilec.flash_decode._gpu_fast_path in C++; None for what it does not take."},
     {"forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(forwardFastPath)), METH_FASTCALL,
-     "forward(q, k, v, softmax_scale, causal, window_size, softcap) -> (out, lse): "
+     "forward(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes) -> (out, lse): "
      "tilec.flash_attn._gpu_fast_path in C++ for inputs that need no autograd; None for what it does not "
      "take."},
     {"varlen", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(varlenFastPath)), METH_FASTCALL,
      "varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, "
-     "window_size, softcap) -> (out, lse): tilec.flash_attn._gpu_varlen_fast_path in C++ (no seqused_k) for "
+     "window_size, softcap, alibi_slopes) -> (out, lse): tilec.flash_attn._gpu_varlen_fast_path in C++ (no "
+     "seqused_k) for "
      "inputs that need no autograd; None for what it does not take."},
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(configure)),
      METH_VARARGS | METH_KEYWORDS,

@@ -295,13 +295,14 @@ def _flash_attn_forward(q, k, v, softmax_scale, causal, window_left=-1, window_r
         return ops.flash_attn_forward(q, k, v, softmax_scale, bool(causal), window_left, window_right,
                                       float(softcap), alibi_slopes, cu_seqlens_q, cu_seqlens_k,
                                       max_seqlen_q, max_seqlen_k, seqused_k, fn)
-    if alibi_slopes is None and _is_torch(q) and q.is_cuda:
+    if _is_torch(q) and q.is_cuda:
         if cu_seqlens_q is None:
-            fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap)
+            fast = _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
+                                  alibi_slopes)
         else:
             fast = _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_right,
                                          softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                         max_seqlen_k, seqused_k)
+                                         max_seqlen_k, seqused_k, alibi_slopes)
         if fast is not None:
             return fast
     return _general_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
@@ -591,12 +592,24 @@ def _native_varlen():
     return _native_entry("_NATIVE_VARLEN", "varlen")
 
 
-def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap):
+def _fast_alibi(slopes, kind, batch, heads, device):
+    """A fast path's stride_alibi_b for ALiBi slopes it takes -- f32 (heads,)
+    or (batch, heads), the last dimension contiguous, on the device -- or
+    None (the general path then takes the call or names the problem)."""
+    shape = slopes.shape
+    if (type(slopes) is not kind or slopes.dtype != sys.modules["torch"].float32
+            or slopes.get_device() != device or len(shape) not in (1, 2) or shape[-1] != heads
+            or (len(shape) == 2 and shape[0] != batch) or slopes.stride(-1) != 1):
+        return None
+    return slopes.stride(0) if len(shape) == 2 else 0
+
+
+def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes=None):
     """The common dense GPU call in O(1), its checks folded into a few integer
     tests: q, k, v CUDA tensors of one type, f16/bf16, one device, rank 4,
     matching batch/head_dim, heads a multiple of the KV heads, head_dim a
     multiple of 8 up to 256, rows 16-byte aligned, scale > 0, int windows,
-    softcap >= 0, no ALiBi. Returns (out, lse), or None for anything else:
+    softcap >= 0, ALiBi or not (_fast_alibi). Returns (out, lse), or None for anything else:
     the general path then handles it (padding, copies, scale mapping) or
     raises the error that names the problem. Same kernel and arguments as
     the general path, so the same bits."""
@@ -633,21 +646,29 @@ def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, so
     softcap = float(softcap)
     if not scale > 0 or not softcap >= 0:
         return None
-    causal, window, left, right = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, None)
+    stride_alibi_b = 0
+    if alibi_slopes is not None:
+        stride_alibi_b = _fast_alibi(alibi_slopes, kind, batch, heads, device)
+        if stride_alibi_b is None:
+            return None
+    causal, window, left, right = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, alibi_slopes)
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
     slopes, ints = dummies
+    if alibi_slopes is not None:
+        slopes = alibi_slopes
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((batch, heads, seqlen_q), dtype=torch.float32)
     row = heads * head_dim
     args = (q, k, v, o, lse, seqlen_q, seqlen_k, heads, batch, heads // heads_k,
             sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
             seqlen_q * row, row, head_dim, heads * seqlen_q, seqlen_q, scale,
-            left, right, softcap if softcap > 0 else 1.0, slopes, 0, ints, ints, ints, 0)
+            left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b, ints, ints, ints, 0)
     from . import runtime
 
-    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, False, device)]
+    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, alibi_slopes is not None, False,
+                            device)]
     runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     return o, lse
 
@@ -656,13 +677,14 @@ _CUDA_KEYS = []  # "cuda:N" by device index (_SEQUENCE_BUFFERS' keys)
 
 
 def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
-                          cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k):
+                          cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k,
+                          alibi_slopes=None):
     """The common varlen GPU call in O(1), as _gpu_fast_path: q (total_q, hq,
     d), k, v (total_k, hk, d) CUDA f16/bf16 tensors of one type on one device,
     rows 16-byte aligned, head_dim a multiple of 8 up to 256; cu_seqlens_q/k
     (and seqused_k) contiguous int32 CUDA tensors of batch + 1 (batch)
     entries on that device; max_seqlen_q/k positive ints; scale > 0, int
-    windows, softcap >= 0, no ALiBi; CHECK_CUDA_VARLEN_VALUES off (their
+    windows, softcap >= 0, ALiBi or not; CHECK_CUDA_VARLEN_VALUES off (their
     values are not read: no device-to-host copy). Returns (out, lse), or None
     for anything else (the general path then handles it or names the
     problem). Same kernel and arguments as the general path."""
@@ -713,8 +735,13 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
     softcap = float(softcap)
     if not scale > 0 or not softcap >= 0:
         return None
+    stride_alibi_b = 0
+    if alibi_slopes is not None:
+        stride_alibi_b = _fast_alibi(alibi_slopes, kind, batch, heads, device)
+        if stride_alibi_b is None:
+            return None
     causal, window, left, right = _mask_mode(causal, window_left, window_right, max_seqlen_q,
-                                             max_seqlen_k, None)
+                                             max_seqlen_k, alibi_slopes)
     errors = _SEQUENCE_BUFFERS.get(_CUDA_KEYS[device]) if device < len(_CUDA_KEYS) else None
     if errors is None or errors[2] < batch:
         while len(_CUDA_KEYS) <= device:
@@ -726,6 +753,8 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
     if dummies is None:
         dummies = _FAST_DUMMIES[device] = (_dummy(q, "float32"), _dummy(q, "int32"))
     slopes, ints = dummies
+    if alibi_slopes is not None:
+        slopes = alibi_slopes
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((heads, total_q), dtype=torch.float32)
     row = heads * head_dim
@@ -733,12 +762,13 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
     args = (q, k, v, o, lse, max_seqlen_q, max_seqlen_k, heads, batch, heads // heads_k,
             sq[0], sq[0], sq[1], sk[0], sk[0], sk[1], sv[0], sv[0], sv[1],
             row, row, head_dim, 1, total_q, scale,
-            left, right, softcap if softcap > 0 else 1.0, slopes, 0, cu_seqlens_q, cu_seqlens_k,
+            left, right, softcap if softcap > 0 else 1.0, slopes, stride_alibi_b, cu_seqlens_q, cu_seqlens_k,
             ints if seqused_k is None else seqused_k, int(seqused_k is not None),
             errors[1], total_q, total_k)
     from . import runtime
 
-    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, False, True, device)]
+    launch = _GPU_LAUNCHES[(dtype, head_dim, causal, window, softcap > 0, alibi_slopes is not None, True,
+                            device)]
     runtime.launch_on(device, launch, args, runtime.raw_stream(device))
     return o, lse
 
@@ -1118,12 +1148,12 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
             flash_attn_func, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
             alibi_slopes, deterministic, return_attn_probs, return_lse=return_lse,
             generator=generator)
-    if (NATIVE_FAST_PATH and type(dropout_p) in _NUMBERS and not dropout_p and alibi_slopes is None
+    if (NATIVE_FAST_PATH and type(dropout_p) in _NUMBERS and not dropout_p
             and not return_attn_probs and generator is None and not _torch_compiling()):
         # The common CUDA call without autograd, in C++ (None: not taken).
         native = _NATIVE if _NATIVE is not None else _native_forward()
         if native:
-            done = native(q, k, v, softmax_scale, causal, window_size, softcap)
+            done = native(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes)
             if done is not None:
                 return done if return_lse else done[0]
     fn = "flash_attn_func"
@@ -1210,13 +1240,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
             deterministic, return_attn_probs, block_table, generator=generator)
     if (NATIVE_FAST_PATH and block_table is None and type(dropout_p) in _NUMBERS and not dropout_p
-            and alibi_slopes is None and not return_attn_probs and generator is None
-            and not _torch_compiling()):
+            and not return_attn_probs and generator is None and not _torch_compiling()):
         # The common CUDA call without autograd, in C++ (None: not taken).
         native = _NATIVE_VARLEN if _NATIVE_VARLEN is not None else _native_varlen()
         if native:
             done = native(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                          causal, window_size, softcap)
+                          causal, window_size, softcap, alibi_slopes)
             if done is not None:
                 return done[0]
     fn = "flash_attn_varlen_func"

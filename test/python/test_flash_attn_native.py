@@ -46,6 +46,10 @@ CASES = [
     dict(b=2, sq=64, sk=64, h=2, hk=2, d=64, window=(8, -1), dtype=torch.float16),
     dict(b=1, sq=33, sk=33, h=3, hk=3, d=64, window=(100, 100), scale=2),       # windows past seqlen_k
     dict(b=1, sq=16, sk=48, h=4, hk=2, d=64, strided=True),                     # q a view of a wider tensor
+    # ALiBi: (h,) and (b, h) slopes (a strided view); one query row stays causal with ALiBi.
+    dict(b=2, sq=128, sk=200, h=4, hk=2, d=64, causal=True, alibi="heads"),
+    dict(b=3, sq=1, sk=50, h=6, hk=1, d=96, causal=True, alibi="batch"),
+    dict(b=2, sq=40, sk=40, h=8, hk=8, d=128, window=(16, 4), softcap=30.0, alibi="batch"),
 ]
 
 
@@ -59,7 +63,16 @@ def _inputs(case):
     k, v = torch.randn(b, sk, hk, d, dtype=dt), torch.randn(b, sk, hk, d, dtype=dt)
     kwargs = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)),
                   softcap=case.get("softcap", 0.0), softmax_scale=case.get("scale"))
+    if case.get("alibi"):
+        kwargs["alibi_slopes"] = _slopes(case["alibi"], b, h)
     return _posing_as_cuda(q), _posing_as_cuda(k), _posing_as_cuda(v), kwargs
+
+
+def _slopes(kind, batch, heads):
+    """f32 ALiBi slopes posing as CUDA: (heads,), or (batch, heads) rows of a wider tensor."""
+    if kind == "heads":
+        return _posing_as_cuda(torch.rand(heads) * 0.5)
+    return _posing_as_cuda((torch.rand(batch, 2 * heads) * 0.5)[:, :heads])
 
 
 def _call(monkeypatch, native_on, q, k, v, kwargs):
@@ -88,6 +101,8 @@ def test_native_forward_launches_what_the_python_fast_path_does(monkeypatch, nat
     assert out_n.shape == out_p.shape == q.shape and out_n.dtype == q.dtype and out_n.is_contiguous()
     assert lse_n.shape == lse_p.shape and lse_n.dtype == torch.float32 and lse_n.is_contiguous()
     named = {q.data_ptr(): "q", k.data_ptr(): "k", v.data_ptr(): "v"}
+    if "alibi_slopes" in kwargs:
+        named[kwargs["alibi_slopes"].data_ptr()] = "alibi_slopes"
     slopes, ints = fa._FAST_DUMMIES[0]
     named.update({slopes.data_ptr(): "slopes", ints.data_ptr(): "ints"})
 
@@ -112,7 +127,8 @@ def test_native_forward_returns_out_alone(monkeypatch, native):
 
 
 @pytest.mark.parametrize("what", ["requires grad", "float32", "unaligned", "window of floats", "no dummies yet",
-                                  "head dim 260", "cpu", "MAX_HEAD_DIM lowered", "torch function mode"])
+                                  "head dim 260", "cpu", "MAX_HEAD_DIM lowered", "torch function mode",
+                                  "alibi f64", "alibi wrong heads", "alibi strided heads"])
 def test_native_forward_leaves_what_it_does_not_take(monkeypatch, native, what):
     q, k, v, kwargs = _inputs(CASES[0])
     _call(monkeypatch, False, q, k, v, kwargs)
@@ -132,8 +148,13 @@ def test_native_forward_leaves_what_it_does_not_take(monkeypatch, native, what):
         native.cpu_as_cuda(False)
     elif what == "MAX_HEAD_DIM lowered":         # read at each call, as the Python path does
         monkeypatch.setattr(fa, "MAX_HEAD_DIM", 32)
+    slopes = None
+    if what.startswith("alibi"):
+        h = q.shape[2]
+        slopes = _posing_as_cuda({"alibi f64": torch.rand(h, dtype=torch.float64), "alibi wrong heads": torch.rand(h + 1),
+                                  "alibi strided heads": torch.rand(2 * h)[::2]}[what])
     call = lambda: fa._native_forward()(q, k, v, kwargs["softmax_scale"], kwargs["causal"],  # noqa: E731
-                                        kwargs["window_size"], kwargs["softcap"])
+                                        kwargs["window_size"], kwargs["softcap"], slopes)
     if what == "torch function mode":            # it would see the Python path's tensor calls, not C++'s
         from torch.overrides import TorchFunctionMode
 
@@ -155,12 +176,12 @@ def test_native_forward_keeps_python_errors_and_laziness(monkeypatch, native):
         tilec.flash_attn_func(q, k, v, dropout_p=None)
     one = _posing_as_cuda(torch.randn(2, 1, 4, 64, dtype=torch.bfloat16))
     ambiguous = torch.tensor([1, 0])                 # bool() of it raises
-    out = fa._native_forward()(one, k, v, None, ambiguous, (-1, -1), 0.0)
+    out = fa._native_forward()(one, k, v, None, ambiguous, (-1, -1), 0.0, None)
     assert out is not None and caught
 
 
 def test_native_forward_refuses_wrong_arity(native):
-    with pytest.raises(TypeError, match="7 arguments"):
+    with pytest.raises(TypeError, match="8 arguments"):
         fa._native_forward()(1, 2)
 
 
@@ -178,6 +199,8 @@ VARLEN_CASES = [
     dict(lens_q=[128], lens_k=[128], h=2, hk=2, d=128, causal=True),
     dict(lens_q=[3, 40], lens_k=[60, 41], h=6, hk=3, d=96, window=(16, 0), softcap=10.0, scale=0.25),
     dict(lens_q=[1, 1, 1, 1], lens_k=[7, 100, 3, 64], h=8, hk=1, d=256, causal=True),
+    dict(lens_q=[5, 0, 17], lens_k=[5, 9, 30], h=4, hk=2, d=64, causal=True, alibi="batch"),
+    dict(lens_q=[1, 1], lens_k=[7, 100], h=8, hk=2, d=128, causal=True, alibi="heads"),
 ]
 
 
@@ -190,6 +213,8 @@ def _varlen_inputs(case):
     v = _posing_as_cuda(torch.randn(tk, case["hk"], case["d"], dtype=dt))
     kwargs = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)),
                   softcap=case.get("softcap", 0.0), softmax_scale=case.get("scale"))
+    if case.get("alibi"):
+        kwargs["alibi_slopes"] = _slopes(case["alibi"], len(case["lens_q"]), case["h"])
     return q, k, v, cu(case["lens_q"]), cu(case["lens_k"]), max(case["lens_q"]), max(case["lens_k"]), kwargs
 
 
@@ -229,6 +254,8 @@ def test_native_varlen_launches_what_the_python_fast_path_does(monkeypatch, varl
     (dev_p, launch_p, args_p, stream_p, grid_p), = want
     assert (dev_n, launch_n, stream_n, grid_n) == (dev_p, launch_p, stream_p, grid_p)
     named = {t.data_ptr(): n for n, t in [("q", q), ("k", k), ("v", v), ("cu_q", cu_q), ("cu_k", cu_k)]}
+    if "alibi_slopes" in inputs[-1]:
+        named[inputs[-1]["alibi_slopes"].data_ptr()] = "alibi_slopes"
     slopes, ints = fa._FAST_DUMMIES[0]
     named.update({slopes.data_ptr(): "slopes", ints.data_ptr(): "ints"})
     named[fa._SEQUENCE_BUFFERS["cuda:0"][1]] = "errors"
@@ -260,18 +287,19 @@ def test_native_varlen_leaves_what_it_does_not_take(monkeypatch, varlen_native, 
         inputs[0] = inputs[0].clone().requires_grad_()
     q, k, v, cu_q, cu_k, max_q, max_k, kw = inputs
     assert fa._native_varlen()(q, k, v, cu_q, cu_k, max_q, max_k, kw["softmax_scale"], kw["causal"],
-                               kw["window_size"], kw["softcap"]) is None
+                               kw["window_size"], kw["softcap"], None) is None
 
 
 ON_GPU = torch.cuda.is_available()
 
 
 @pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")
-@pytest.mark.parametrize("causal,window,softcap", [(False, (-1, -1), 0.0), (True, (-1, -1), 0.0),
-                                                   (False, (64, 8), 30.0)])
-def test_native_forward_and_varlen_are_the_python_paths_bit_for_bit(monkeypatch, causal, window, softcap):
-    """On the GPU: _tilec_fast.forward / .varlen and the Python fast paths
-    give the same bits (the same kernel and arguments)."""
+@pytest.mark.parametrize("causal,window,softcap,alibi", [(False, (-1, -1), 0.0, False), (True, (-1, -1), 0.0, False),
+                                                         (False, (64, 8), 30.0, False), (True, (-1, -1), 0.0, True)])
+def test_native_forward_and_varlen_are_the_python_paths_bit_for_bit(monkeypatch, causal, window, softcap, alibi):
+    """On the GPU: _tilec_fast.forward / .varlen, the Python fast paths and
+    (ALiBi) the general path give the same bits (the same kernel and
+    arguments)."""
     _native_module()
     g = torch.Generator(device="cuda").manual_seed(4)
     q = torch.randn(2, 300, 8, 128, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -279,14 +307,21 @@ def test_native_forward_and_varlen_are_the_python_paths_bit_for_bit(monkeypatch,
     v = torch.randn_like(k)
     cu = torch.tensor([0, 100, 300], dtype=torch.int32, device="cuda")
     kw = dict(causal=causal, window_size=window, softcap=softcap)
+    if alibi:
+        kw["alibi_slopes"] = torch.rand(2, 8, device="cuda", generator=g) * 0.3
     results = []
-    for native in (True, False):
-        monkeypatch.setattr(fa, "NATIVE_FAST_PATH", native)
-        dense = tilec.flash_attn_func(q, k, v, return_lse=True, **kw)
-        packed = tilec.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 200, 200, **kw)
+    for path in ("native", "python") + (("general",) if alibi else ()):
+        with monkeypatch.context() as m:
+            m.setattr(fa, "NATIVE_FAST_PATH", path == "native")
+            if path == "general":
+                m.setattr(fa, "_gpu_fast_path", lambda *a, **k: None)
+                m.setattr(fa, "_gpu_varlen_fast_path", lambda *a, **k: None)
+            dense = tilec.flash_attn_func(q, k, v, return_lse=True, **kw)
+            packed = tilec.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 200, 200, **kw)
         results.append((*dense, packed))
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert torch.equal(a, b)
 
 
 @pytest.mark.skipif(not ON_GPU, reason="no CUDA GPU")

@@ -360,6 +360,8 @@ def test_gpu_fast_path_bitwise_general_path(causal):
     ((2, 40, 4, 64), (2, 90, 2, 64), dict(causal=True)),                      # GQA, bottom-right causal
     ((1, 50, 2, 64), (1, 50, 1, 64), dict(window_size=(16, 0))),              # MQA, sliding window
     ((2, 33, 2, 32), (2, 33, 2, 32), dict(softcap=30.0, causal=True)),        # softcap
+    ((2, 40, 4, 64), (2, 90, 2, 64), dict(causal=True, alibi=(4,))),          # ALiBi (heads,)
+    ((2, 1, 4, 64), (2, 90, 2, 64), dict(causal=True, alibi=(2, 4))),         # (batch, heads), one row
 ])
 def test_gpu_fast_path_variants_launch_like_the_general_path(monkeypatch, shape_q, shape_k, kw):
     from tilec import flash_attn
@@ -370,11 +372,16 @@ def test_gpu_fast_path_variants_launch_like_the_general_path(monkeypatch, shape_
     monkeypatch.setattr(flash_attn, "_gpu_fast_path",
                         lambda *a, **k: used_fast.append(fast(*a, **k) is not None) or None)
     tensors = [torch.randn(s).half() for s in (shape_q, shape_k, shape_k)]
+    kw = dict(kw)
+    if "alibi" in kw:
+        kw["alibi_slopes"] = cuda(torch.rand(kw.pop("alibi")))
     tilec.flash_attn_func(*(cuda(t) for t in tensors), **kw)
     assert used_fast == [True] and len(caught) == 2
     (key_fast, args_fast, _), (key_general, args_general, _) = caught
-    assert key_fast == key_general
+    assert key_fast == key_general and key_fast[5] == ("alibi_slopes" in kw)
     assert _launch_signature(args_fast) == _launch_signature(args_general)
+    if "alibi_slopes" in kw:
+        assert args_fast[28] is args_general[28] is kw["alibi_slopes"]
 
 
 def test_varlen_launches_the_varlen_kernel(monkeypatch):
@@ -399,6 +406,7 @@ def test_varlen_launches_the_varlen_kernel(monkeypatch):
     ([10, 0, 130], [10, 0, 130], 4, 4, 64, dict(causal=True)),
     ([5, 70], [90, 30], 4, 2, 128, dict(window_size=(12, 4), softcap=6.0)),     # GQA, window, softcap
     ([33], [47], 2, 1, 32, dict(seqused_k=True)),                                # MQA, seqused_k
+    ([5, 70], [90, 30], 4, 2, 64, dict(causal=True, alibi=(2, 4))),             # ALiBi (batch, heads)
 ])
 def test_gpu_varlen_fast_path_launches_what_the_general_path_does(monkeypatch, lens_q, lens_k, hq, hk, d,
                                                                   kw):
@@ -419,13 +427,17 @@ def test_gpu_varlen_fast_path_launches_what_the_general_path_does(monkeypatch, l
         else None
     q = cuda(torch.randn(sum(lens_q), hq, d).half())
     k, v = (cuda(torch.randn(sum(lens_k), hk, d).half()) for _ in range(2))
+    if "alibi" in kw:
+        kw["alibi_slopes"] = cuda(torch.rand(kw.pop("alibi")))
     flash_attn._flash_attn_forward(q, k, v, None, kw.pop("causal", False), *kw.pop("window_size", (-1, -1)),
                                    cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
                                    max_seqlen_k=max(lens_k), seqused_k=used, **kw)
     assert used_fast == [True] and len(caught) == 2
     (key_fast, args_fast, _), (key_general, args_general, _) = caught
-    assert key_fast == key_general and key_fast[6] is True
+    assert key_fast == key_general and key_fast[6] is True and key_fast[5] == ("alibi_slopes" in kw)
     assert _launch_signature(args_fast) == _launch_signature(args_general)
+    if "alibi_slopes" in kw:
+        assert args_fast[28] is args_general[28] is kw["alibi_slopes"]
     assert args_fast[30] is cu_q and args_fast[31] is cu_k and (used is None or args_fast[32] is used)
 
 
