@@ -857,6 +857,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             _fail("rotary_cos and rotary_sin go together")
         for name, t in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
             _check_tensor(name, t, on_gpu, 2, device)
+            if _dtype_name(t) not in ("float16", "bfloat16", "float32", "float64"):
+                _fail(f"'{name}' must be a floating-point table (f16, bf16, f32 or f64), got {_dtype_name(t)}",
+                      TilecTypeError)
         if tuple(rotary_sin.shape) != tuple(rotary_cos.shape):
             _fail(f"'rotary_sin' has shape {tuple(rotary_sin.shape)}, 'rotary_cos' {tuple(rotary_cos.shape)}")
         rd = rotary_cos.shape[1] * 2

@@ -655,6 +655,9 @@ def test_rotary_table_length():
         call(n + sq - 1, causal=True)
     with pytest.raises(tilec.TilecValueError, match="rotary_cos has 41 positions, the call needs 42"):
         call(n + new - 1)
+    with pytest.raises(tilec.TilecTypeError, match="'rotary_sin' must be a floating-point table"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, rotary_cos=cos, rotary_sin=(sin * 100).astype(np.int32),
+                                      cache_seqlens=n)
 
 
 @needs_cpu
