@@ -588,6 +588,22 @@ def _native_forward():
     return _native_entry("_NATIVE", "forward")
 
 
+def _try_native(dense, dropout_p, return_attn_probs, generator, args):
+    """(out, lse) from the C++ fast path (_tilec_fast.forward for a dense
+    call, .varlen otherwise) for a call it takes: no dropout, attention probs
+    or generator, not while torch.compile traces, and what the C++ itself
+    accepts (CUDA tensors without autograd, ...); None: the Python paths
+    run the call."""
+    if not (NATIVE_FAST_PATH and type(dropout_p) in _NUMBERS and not dropout_p and not return_attn_probs
+            and generator is None and not _torch_compiling()):
+        return None
+    if dense:
+        native = _NATIVE if _NATIVE is not None else _native_forward()
+    else:
+        native = _NATIVE_VARLEN if _NATIVE_VARLEN is not None else _native_varlen()
+    return native(*args) if native else None
+
+
 def _native_varlen():
     return _native_entry("_NATIVE_VARLEN", "varlen")
 
@@ -1148,14 +1164,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
             flash_attn_func, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
             alibi_slopes, deterministic, return_attn_probs, return_lse=return_lse,
             generator=generator)
-    if (NATIVE_FAST_PATH and type(dropout_p) in _NUMBERS and not dropout_p
-            and not return_attn_probs and generator is None and not _torch_compiling()):
-        # The common CUDA call without autograd, in C++ (None: not taken).
-        native = _NATIVE if _NATIVE is not None else _native_forward()
-        if native:
-            done = native(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes)
-            if done is not None:
-                return done if return_lse else done[0]
+    done = _try_native(True, dropout_p, return_attn_probs, generator,
+                       (q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes))
+    if done is not None:
+        return done if return_lse else done[0]
     fn = "flash_attn_func"
     left, right = _window(fn, window_size)
     dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))
@@ -1194,6 +1206,10 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
             softcap, alibi_slopes, deterministic, return_attn_probs, generator=generator)
     fn = "flash_attn_qkvpacked_func"
     q, k, v = _unpack(fn, qkv, 2, 3, "qkv")
+    done = _try_native(True, dropout_p, return_attn_probs, generator,
+                       (q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes))
+    if done is not None:
+        return done[0]
     left, right = _window(fn, window_size)
     dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))
     result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
@@ -1212,6 +1228,10 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
             softcap, alibi_slopes, deterministic, return_attn_probs, generator=generator)
     fn = "flash_attn_kvpacked_func"
     k, v = _unpack(fn, kv, 2, 2, "kv")
+    done = _try_native(True, dropout_p, return_attn_probs, generator,
+                       (q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes))
+    if done is not None:
+        return done[0]
     left, right = _window(fn, window_size)
     dropout = _dropout_rng(fn, dropout_p, q, generator, _dense_counters(q, k))
     result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
@@ -1239,15 +1259,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             flash_attn_varlen_func, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
             max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
             deterministic, return_attn_probs, block_table, generator=generator)
-    if (NATIVE_FAST_PATH and block_table is None and type(dropout_p) in _NUMBERS and not dropout_p
-            and not return_attn_probs and generator is None and not _torch_compiling()):
-        # The common CUDA call without autograd, in C++ (None: not taken).
-        native = _NATIVE_VARLEN if _NATIVE_VARLEN is not None else _native_varlen()
-        if native:
-            done = native(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                          causal, window_size, softcap, alibi_slopes)
-            if done is not None:
-                return done[0]
+    if block_table is None:
+        done = _try_native(False, dropout_p, return_attn_probs, generator,
+                           (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                            causal, window_size, softcap, alibi_slopes))
+        if done is not None:
+            return done[0]
     fn = "flash_attn_varlen_func"
     seqused_k = None
     if block_table is not None:
@@ -1347,6 +1364,11 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
             return_attn_probs, generator=generator)
     fn = "flash_attn_varlen_qkvpacked_func"
     q, k, v = _unpack(fn, qkv, 1, 3, "qkv")
+    done = _try_native(False, dropout_p, return_attn_probs, generator,
+                       (q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, softmax_scale, causal,
+                        window_size, softcap, alibi_slopes))
+    if done is not None:
+        return done[0]
     left, right = _window(fn, window_size)
     dropout = _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens, max_seqlen, max_seqlen)
     result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,
@@ -1368,6 +1390,11 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
             deterministic, return_attn_probs, generator=generator)
     fn = "flash_attn_varlen_kvpacked_func"
     k, v = _unpack(fn, kv, 1, 2, "kv")
+    done = _try_native(False, dropout_p, return_attn_probs, generator,
+                       (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                        window_size, softcap, alibi_slopes))
+    if done is not None:
+        return done[0]
     left, right = _window(fn, window_size)
     dropout = _varlen_dropout(fn, dropout_p, q, generator, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     result = _forward(fn, deterministic, q, k, v, softmax_scale, causal, left, right, softcap,

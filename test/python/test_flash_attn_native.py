@@ -9,7 +9,6 @@ launches are caught at tilec.runtime.launch_on. test_torch_ops.py and the
 CPU numerics tests check the Python paths; test_dsl_flash / bench/gpu.sh
 the bits on a GPU.
 """
-import sys
 
 import pytest
 
@@ -185,11 +184,14 @@ def test_native_forward_refuses_wrong_arity(native):
         fa._native_forward()(1, 2)
 
 
-def test_native_is_not_traced_by_torch_compile():
+def test_native_is_not_traced_by_torch_compile(monkeypatch):
     """torch.compile traces the custom op, not the C++ call (which it could
-    not): flash_attn_func asks _torch_compiling() first."""
-    src = sys.modules["tilec.flash_attn"].flash_attn_func.__code__
-    assert "_torch_compiling" in src.co_names and "_NATIVE" in src.co_names
+    not): the entry points ask _torch_compiling() before the C++ path."""
+    monkeypatch.setattr(fa, "_NATIVE", lambda *a: pytest.fail("the C++ path asked while compiling"))
+    monkeypatch.setattr(fa, "_NATIVE_VARLEN", lambda *a: pytest.fail("the C++ path asked while compiling"))
+    monkeypatch.setattr(fa, "_torch_compiling", lambda: True)
+    assert fa._try_native(True, 0.0, False, None, ()) is None
+    assert fa._try_native(False, 0, False, None, ()) is None
 
 
 # --- flash_attn_varlen_func: _tilec_fast.varlen against flash_attn._gpu_varlen_fast_path ---
@@ -340,3 +342,55 @@ def test_native_leaves_tensor_subclasses_to_python():
     assert fa._native_forward()(q, k, v, None, False, (-1, -1), 0.0) is None
     plain = [t.as_subclass(torch.Tensor) for t in (q, k, v)]
     assert fa._native_forward()(*plain, None, False, (-1, -1), 0.0) is not None
+
+
+@pytest.mark.parametrize("fn", ["qkvpacked", "kvpacked", "varlen_qkvpacked", "varlen_kvpacked"])
+def test_native_takes_the_packed_variants(monkeypatch, varlen_native, fn):
+    """flash_attn_qkvpacked_func & co. ask the C++ path too, after
+    unpacking: the launch the Python fast path makes for the packed
+    tensor's slices. (Slices of a posing tensor are plain CPU tensors,
+    which only the C++ path, with cpu_as_cuda, takes for CUDA ones: the
+    Python path is asked directly, on posing slices; q of the kvpacked
+    calls is a plain tensor too.)"""
+    dense = not fn.startswith("varlen")
+    h, d = 4, 64
+    cu_plain = torch.tensor([0, 30, 30, 100], dtype=torch.int32)
+    cu = _posing_as_cuda(cu_plain)
+    shape = (2, 50) if dense else (100,)
+    qkv = torch.randn(*shape, 3, h, d, dtype=torch.bfloat16)
+    q = torch.randn(*shape, h, d, dtype=torch.bfloat16)
+    at = (slice(None),) * len(shape)
+    slices = [qkv[at + (i,)] for i in range(3)]
+    kv = qkv[at + (slice(1, None),)]
+    posing = [_posing_as_cuda(t) for t in ([q] if "qkv" not in fn else []) + slices[0 if "qkv" in fn else 1:]]
+    caught = []
+    monkeypatch.setattr(runtime, "launch_on", lambda device, launch, args, stream, grid=None:
+                        caught.append((launch, args)))
+    if dense:
+        want = fa._gpu_fast_path(*posing, None, True, -1, -1, 0.0)
+    else:
+        want = fa._gpu_varlen_fast_path(*posing, None, True, -1, -1, 0.0, cu, cu, 70, 70, None)
+    calls = []
+    real = fa._native_forward() if dense else fa._native_varlen()
+    monkeypatch.setattr(fa, "_NATIVE" if dense else "_NATIVE_VARLEN", lambda *a: calls.append(real(*a)) or calls[-1])
+    out = {"qkvpacked": lambda: tilec.flash_attn_qkvpacked_func(_posing_as_cuda(qkv), causal=True),
+           "kvpacked": lambda: tilec.flash_attn_kvpacked_func(q, _posing_as_cuda(kv), causal=True),
+           "varlen_qkvpacked": lambda: tilec.flash_attn_varlen_qkvpacked_func(_posing_as_cuda(qkv), cu_plain, 70,
+                                                                              causal=True),
+           "varlen_kvpacked": lambda: tilec.flash_attn_varlen_kvpacked_func(q, _posing_as_cuda(kv), cu_plain,
+                                                                            cu_plain, 70, 70, causal=True)}[fn]()
+    assert calls and calls[-1] is not None, "the native path declined a call it takes"
+    named = {t.data_ptr(): n for n, t in zip("qkv", [q] + slices[1:] if "qkv" not in fn else slices)}
+    named[cu.data_ptr()] = "cu"
+    slopes, ints = fa._FAST_DUMMIES[0]
+    named.update({slopes.data_ptr(): "slopes", ints.data_ptr(): "ints"})
+    if not dense:
+        named[fa._SEQUENCE_BUFFERS["cuda:0"][1]] = "errors"
+    rows = []
+    for (launch, args), o in zip(caught, (want[0], out)):
+        row = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+        row = [named.get(a, "out" if a == o.data_ptr() else a) if isinstance(a, int) else a for a in row]
+        row[4] = "lse" if row[4] > 1 << 32 else row[4]
+        rows.append((launch, row))
+    assert len(rows) == 2 and rows[0] == rows[1]
+    assert all(not isinstance(a, int) or a < 1 << 32 for a in rows[1][1])
