@@ -311,6 +311,25 @@ def test_decode_gpu_head_dims(d, page):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-3
 
 
+def _three_paths_bit_for_bit(monkeypatch, kc, vc, call):
+    """call(k_cache, v_cache) -> (out, lse) through the C++ fast path, the
+    Python fast path and the general path, each on its own copy of the
+    cache: asserts the three give the same out, lse and cache, bit for bit;
+    returns the C++ path's (out, lse, k_cache, v_cache)."""
+    results = {}
+    for path in ("native", "python", "general"):
+        k_cache, v_cache = kc.clone(), vc.clone()
+        with monkeypatch.context() as m:
+            m.setattr(flash_decode, "NATIVE_FAST_PATH", path == "native")
+            if path == "general":
+                m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
+            results[path] = (*call(k_cache, v_cache), k_cache, v_cache)
+    for path in ("python", "general"):
+        for a, b in zip(results["native"], results[path]):
+            assert torch.equal(a, b), path
+    return results["native"]
+
+
 def _rotate(x, cos, sin, pos, interleaved):
     """float64 rotary of x (s, h, d) at positions pos (s,) (tables f64)."""
     x = x.double().clone()
@@ -360,22 +379,10 @@ def test_rotary_gpu(d, rotary_dim, interleaved, page, new, seqlen_q, monkeypatch
             kc[dest] = keys[b][i:i + step]
             vc[dest] = values[b][i:i + step]
     causal = seqlen_q > 1
-    results = {}
-    for path in ("native", "python", "general"):
-        k_cache, v_cache = kc.clone(), vc.clone()
-        with monkeypatch.context() as m:
-            m.setattr(flash_decode, "NATIVE_FAST_PATH", path == "native")
-            if path == "general":
-                m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
-            out, lse = tilec.flash_attn_with_kvcache(
-                q, k_cache, v_cache, k=kn, v=vn, rotary_cos=cos.float(), rotary_sin=sin.float(),
-                cache_seqlens=lens, block_table=table, causal=causal, rotary_interleaved=interleaved,
-                return_softmax_lse=True)
-        results[path] = (out, lse, k_cache, v_cache)
-    for path in ("python", "general"):
-        for a, b in zip(results["native"], results[path]):
-            assert torch.equal(a, b), path
-    out, lse, k_cache, _ = results["native"]
+    out, lse, k_cache, _ = _three_paths_bit_for_bit(monkeypatch, kc, vc, lambda k_cache, v_cache: (
+        tilec.flash_attn_with_kvcache(q, k_cache, v_cache, k=kn, v=vn, rotary_cos=cos.float(),
+                                      rotary_sin=sin.float(), cache_seqlens=lens, block_table=table, causal=causal,
+                                      rotary_interleaved=interleaved, return_softmax_lse=True)))
     q_pos = lambda n: n + (torch.arange(seqlen_q, device="cuda") if causal else torch.zeros(seqlen_q, dtype=torch.long, device="cuda"))  # noqa
     ref_keys, ref_values, qr = [], [], torch.empty(q.shape, dtype=torch.float64, device="cuda")
     for b, n in enumerate(lens.tolist()):
@@ -417,16 +424,6 @@ def test_fast_paths_take_alibi_batch_index_left_padding(features, new, seqlen_q,
         kwargs["cache_batch_idx"] = torch.tensor([3, 0, 2], dtype=torch.int32, device="cuda")
     if "leftpad" in features:
         kwargs["cache_leftpad"] = torch.tensor([2, 700, 0], dtype=torch.int32, device="cuda")
-    results = {}
-    for path in ("native", "python", "general"):
-        k_cache, v_cache = kc.clone(), vc.clone()
-        with monkeypatch.context() as m:
-            m.setattr(flash_decode, "NATIVE_FAST_PATH", path == "native")
-            if path == "general":
-                m.setattr(flash_decode, "_gpu_fast_path", lambda *a, **k: None)
-            results[path] = tilec.flash_attn_with_kvcache(
-                q, k_cache, v_cache, k=kn, v=vn, cache_seqlens=lens, causal=seqlen_q > 1,
-                return_softmax_lse=True, **kwargs) + (k_cache, v_cache)
-    for path in ("python", "general"):
-        for a, b in zip(results["native"], results[path]):
-            assert torch.equal(a, b), path
+    _three_paths_bit_for_bit(monkeypatch, kc, vc, lambda k_cache, v_cache: tilec.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k=kn, v=vn, cache_seqlens=lens, causal=seqlen_q > 1, return_softmax_lse=True,
+        **kwargs))

@@ -67,6 +67,18 @@ def _posing_as_cuda(t):
     return t.as_subclass(_Cuda)
 
 
+# ALiBi ((heads,) and (batch, heads) slopes; one token reads them in place, several a copy),
+# cache_batch_idx (with the fused append and kv_append) and cache_leftpad (test_flash_decode.py's
+# fast-vs-general test takes them too).
+FEATURE_CASES = [
+    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", alibi="heads"),
+    dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", alibi="batch", num_splits=3, causal=True),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", seqlen_q=3, new=3, causal=True,
+         alibi="batch"),
+    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", new=1, batch_idx=True),
+    dict(batch=3, heads=4, heads_k=4, cap=300, page=0, lens="int", new=2, batch_idx=True, leftpad=True),
+]
+
 CASES = [
     dict(batch=1, heads=32, heads_k=8, cap=4096, page=0, lens="tensor"),                   # GQA, splits
     dict(batch=3, heads=8, heads_k=8, cap=640, page=16, lens="tensor"),                    # MHA, pages of 16
@@ -92,14 +104,7 @@ CASES = [
          rotary=(48, True, "bfloat16")),
     dict(batch=1, heads=6, heads_k=3, cap=512, page=0, lens="int", seqlen_q=2, window=(-1, 0),
          rotary=(96, False, "float32"), d=96),
-    # ALiBi ((heads,) and (batch, heads) slopes; one token reads them in place, several a copy),
-    # cache_batch_idx (with the fused append and kv_append) and cache_leftpad.
-    dict(batch=3, heads=8, heads_k=2, cap=640, page=16, lens="tensor", alibi="heads"),
-    dict(batch=2, heads=8, heads_k=8, cap=300, page=0, lens="int", alibi="batch", num_splits=3, causal=True),
-    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", seqlen_q=3, new=3, causal=True,
-         alibi="batch"),
-    dict(batch=2, heads=8, heads_k=2, cap=300, page=0, lens="tensor", new=1, batch_idx=True),
-    dict(batch=3, heads=4, heads_k=4, cap=300, page=0, lens="int", new=2, batch_idx=True, leftpad=True),
+    *FEATURE_CASES,
     dict(batch=1, heads=32, heads_k=8, cap=4096, page=0, lens="tensor", leftpad=True, alibi="heads",
          rotary=(64, False, "float32")),
 ]
