@@ -28,6 +28,12 @@
 #                     memcheck; e.g. memcheck,racecheck; "" to skip)
 #   TILEC_BENCH_VARIANTS  if 1, also time flash_attn's variants against their
 #                     peers (bench/bench_variants.py: GQA, window, softcap, ALiBi, varlen)
+#   TILEC_GPU_DECODE  if 1, also the decode and C++ fast-path checks: the GPU
+#                     tests of flash_attn_with_kvcache and of _tilec_fast
+#                     (C++ = Python = general path bit for bit, rotary, ALiBi,
+#                     batch index, left padding), its host time per call
+#                     (bench/decode_overhead.py) and the decode table
+#                     (bench/bench_decode.py --pages 16,256 --no-sweep)
 #   OUT               if set, logs, summaries and RESULTS.md are copied there
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -192,6 +198,19 @@ if [ "${TILEC_BENCH_VARIANTS:-0}" = 1 ]; then
     || failed+=("benchmark (variants)")
 fi
 
+if [ "${TILEC_GPU_DECODE:-0}" = 1 ]; then
+  step "decode and fast-path GPU tests"
+  PYTHONPATH="$PWD/python:$PYTHONPATH" run python3 -m pytest -q -rs test/python/test_flash_decode_gpu.py \
+    test/python/test_flash_decode_fused.py test/python/test_flash_attn_native.py 2>&1 | tail -n 30 \
+    | tee "$LOGS/pytest_decode.log" || failed+=("decode GPU tests")
+  step "decode host time per call (bench/decode_overhead.py)"
+  PYTHONPATH="$PWD/python:$PYTHONPATH" run python3 bench/decode_overhead.py 2>&1 \
+    | tee "$LOGS/decode_overhead.md" || failed+=("decode overhead")
+  step "decode table (bench/bench_decode.py)"
+  PYTHONPATH="$PWD/python:$PYTHONPATH" run python3 bench/bench_decode.py --pages 16,256 --no-sweep 2>&1 \
+    | tee "$LOGS/bench_decode.log" || failed+=("decode benchmark")
+fi
+
 if [ -n "${OUT:-}" ]; then
   cp -r "$LOGS" "$OUT/"
   [ -f bench/RESULTS.md ] && cp bench/RESULTS.md "$OUT/"
@@ -214,6 +233,12 @@ echo "backward:"
 cat "$LOGS/check_bwd_summary.txt" 2>/dev/null || true
 cat "$LOGS/bench_bwd_summary.md" 2>/dev/null || true
 echo
+if [ "${TILEC_GPU_DECODE:-0}" = 1 ]; then
+  echo "decode: tests $(tail -n 1 "$LOGS/pytest_decode.log" 2>/dev/null)"
+  tail -n 12 "$LOGS/decode_overhead.md" 2>/dev/null || true
+  tail -n 14 "$LOGS/bench_decode.log" 2>/dev/null || true
+  echo
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"
   exit 1
