@@ -458,8 +458,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
         deviceOf(*cosT) != device || deviceOf(*sinT) != device)
       return notTaken();
     half = cosT->size(1);
-    if (!half || (half & 7) || 2 * half > headDim || cosT->stride(1) != 1 || sinT->stride(1) != 1 ||
-        (((cosT->stride(0) | sinT->stride(0)) * cosT->element_size()) & 15) ||
+    if (!half || (half & 7) || 2 * half > headDim || !cosT->size(0) || cosT->stride(1) != 1 ||
+        sinT->stride(1) != 1 || (((cosT->stride(0) | sinT->stride(0)) * cosT->element_size()) & 15) ||
         ((address(*cosT) | address(*sinT)) & 15))
       return notTaken();
     qStep = left >= 0 || right >= 0 ? 1 : 0;   // _rotary_q_step

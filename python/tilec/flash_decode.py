@@ -866,7 +866,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if rd > head_dim or rd == 0 or rd % 16:
             _fail(f"rotary dim {rd} (2 × rotary_cos.shape[1]) must be a multiple of 16 and <= head_dim "
                   f"{head_dim}")
-        reach = max(n + _rotary_rows(seqlen_q, seqlen_new, left, right) for n in lens_host) if lens_host else 0
+        # Unknown lengths (CUDA, unchecked): at least the one row every call
+        # reads (the kernel clamps positions into the table).
+        reach = max(n + _rotary_rows(seqlen_q, seqlen_new, left, right) for n in lens_host) if lens_host else 1
         if rotary_cos.shape[0] < reach:
             _fail(f"rotary_cos has {rotary_cos.shape[0]} positions, the call needs {reach}")
 
@@ -1161,7 +1163,7 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
             return None
         half = rotary_cos.shape[1]
         scs, sss = rotary_cos.stride(), rotary_sin.stride()
-        if (not half or half & 7 or 2 * half > head_dim or scs[1] != 1 or sss[1] != 1
+        if (not half or half & 7 or 2 * half > head_dim or not rotary_cos.shape[0] or scs[1] != 1 or sss[1] != 1
                 or (scs[0] | sss[0]) * rotary_cos.element_size() & 15
                 or (rotary_cos.data_ptr() | rotary_sin.data_ptr()) & 15):
             return None

@@ -636,11 +636,13 @@ def test_rotary_on_q_and_the_new_keys(interleaved, causal, rotary_dim):
 
 
 @needs_cpu
-def test_rotary_table_length():
+def test_rotary_table_length(monkeypatch):
     """The tables need the rows the call reads, no more (upstream's kvcache
     test gives seqlen_k rows): queries that share cache_seqlens' row need
     one, causal queries one each, the new keys one each; fewer is a clear
     error before anything is written."""
+    from tilec import flash_decode as fd
+
     rng = np.random.default_rng()
     n, sq, new = 40, 4, 2
     kc, vc = f16(rng, 1, 64, 2, 64), f16(rng, 1, 64, 2, 64)
@@ -655,6 +657,11 @@ def test_rotary_table_length():
         call(n + sq - 1, causal=True)
     with pytest.raises(tilec.TilecValueError, match="rotary_cos has 41 positions, the call needs 42"):
         call(n + new - 1)
+    # Lengths not read (CUDA's default): still the one row every call reads.
+    monkeypatch.setattr(fd, "CHECK_VALUES", False)
+    with pytest.raises(tilec.TilecValueError, match="rotary_cos has 0 positions, the call needs 1"):
+        tilec.flash_attn_with_kvcache(q, kc, vc, rotary_cos=cos[:0], rotary_sin=sin[:0],
+                                      cache_seqlens=np.array([n], np.int32))
     with pytest.raises(tilec.TilecTypeError, match="'rotary_sin' must be a floating-point table"):
         tilec.flash_attn_with_kvcache(q, kc, vc, rotary_cos=cos, rotary_sin=(sin * 100).astype(np.int32),
                                       cache_seqlens=n)

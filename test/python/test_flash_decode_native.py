@@ -233,6 +233,7 @@ def test_native_returns_out_alone_without_lse(monkeypatch, native):
                                   "unaligned", "bool lens", "window of floats", "rotary f64 table",
                                   "rotary tables of two dtypes", "rotary table too short", "rotary dim 24",
                                   "rotary wider than the head", "rotary without lengths", "rotary cos alone",
+                                  "rotary empty table",
                                   "batch index with pages", "left padding with pages", "batch index short",
                                   "alibi f64", "alibi wrong heads"])
 def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
@@ -263,7 +264,7 @@ def test_native_leaves_what_it_does_not_take(monkeypatch, native, what):
                                             dtype=torch.float64 if "f64" in what else torch.float32))
     if what.startswith("rotary"):
         half = {"rotary dim 24": 12, "rotary wider than the head": 40}.get(what, 16)
-        rows = 8 if what == "rotary table too short" else 700
+        rows = {"rotary table too short": 8, "rotary empty table": 0}.get(what, 700)
         cos = _posing_as_cuda(torch.rand(rows, half, dtype=torch.float64 if "f64" in what else torch.float32))
         sin = _posing_as_cuda(torch.rand(rows, half, dtype=torch.bfloat16 if "two" in what else cos.dtype))
         if what == "rotary table too short":
