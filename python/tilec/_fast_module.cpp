@@ -281,6 +281,16 @@ Dummies deviceDummies(PyObject *dict, PyObject *deviceKey, const char *what) {
   return found;
 }
 
+/// The launcher flash_decode's LaunchCache `name` (_FAST_ROTARIES,
+/// _FAST_APPENDS) holds for `key`, built by its builder on a miss. Empty:
+/// with an exception set, an error; without, no such cache (not taken).
+Ref decodeLauncher(PyObject *name, Ref key) {
+  if (!key)
+    return Ref();
+  PyObject *cache = global(state.decodeDict, name);
+  return cache ? Ref(PyObject_GetItem(cache, key.get())) : Ref();
+}
+
 /// ALiBi slopes a fast path takes (flash_attn._fast_alibi): f32 (heads,) or
 /// (batch, heads), the last dimension contiguous, on the device; their
 /// tensor in `slopes` and stride_alibi_b in `strideB`. false: not taken.
@@ -485,7 +495,8 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   Ref key = tupleOf({Py_NewRef(dtype), pyInt(batch), pyInt(seqlenQ), pyInt(heads), pyInt(headsK),
                      pyInt(headDim), pyInt(capacity), pyInt(pageSize), pyInt(numSplits), newBool(perBatch),
                      newBool(causalOnly), newBool(window), newBool(softcap > 0), newBool(fusedAppend),
-                     newBool(slopes != nullptr), newBool(batchIdx != nullptr), newBool(leftpad != nullptr), pyInt(device), knobs.release()});
+                     newBool(slopes != nullptr), newBool(batchIdx != nullptr), newBool(leftpad != nullptr),
+                     pyInt(device), knobs.release()});
   if (!key)
     return nullptr;
   PyObject *plans = global(state.decodeDict, names.fastPlans);
@@ -544,17 +555,13 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     if (seqlenNew)
       kRot = at::empty(kn->sizes(), kn->options());
     const at::Tensor &kIn = seqlenNew ? *kn : q, &kOut = seqlenNew ? kRot : qRot;
-    Ref rotaryKey = tupleOf({Py_NewRef(dtype), Py_NewRef(tableDtype), pyInt(headDim), pyInt(2 * half),
-                             newBool(interleaved), pyInt(std::max(heads, headsK)), newBool(perBatch),
-                             Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)});
-    if (!rotaryKey)
-      return nullptr;
-    PyObject *rotaries = global(state.decodeDict, names.fastRotaries);
-    if (!rotaries)
-      return PyErr_Occurred() ? nullptr : notTaken();
-    Ref rotate(PyObject_GetItem(rotaries, rotaryKey.get()));
+    Ref rotate = decodeLauncher(
+        names.fastRotaries,
+        tupleOf({Py_NewRef(dtype), Py_NewRef(tableDtype), pyInt(headDim), pyInt(2 * half), newBool(interleaved),
+                 pyInt(std::max(heads, headsK)), newBool(perBatch), Py_NewRef(deviceKey.get()),
+                 Py_NewRef(priorWait)}));
     if (!rotate)
-      return nullptr;
+      return PyErr_Occurred() ? nullptr : notTaken();
     const Dims ski = dims(kIn.strides()), sqo = dims(qRot.strides()), sko = dims(kOut.strides());
     const int64_t parts = seqlenNew ? 2 : 1;
     // The rotary kernel's parameters (_rotary_args).
@@ -681,7 +688,7 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (slopes) {
     if (seqlenQ == 1) {
       slopesAt = address(*slopes);
-      ab[0] = slopesStrideB;   // _alibi_strides
+      ab[0] = slopesStrideB;
       ab[1] = group;
     } else {
       const at::Tensor a = slopes->dim() == 2 ? *slopes : slopes->view({1, heads});
@@ -718,20 +725,17 @@ PyObject *decodeFastPath(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (seqlenNew && !fusedAppend) {
     // The new tokens go into the cache first (kv_append; its launcher from
     // the LaunchCache _FAST_APPENDS).
-    Ref appendKey = tupleOf({Py_NewRef(dtype), pyInt(headDim), pyInt(headsK), pyInt(pageSize), newBool(perBatch),
-                             newBool(batchIdx != nullptr), Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)});
-    if (!appendKey)
-      return nullptr;
-    PyObject *appends = global(state.decodeDict, names.fastAppends);
-    if (!appends)
-      return PyErr_Occurred() ? nullptr : notTaken();
-    Ref append(PyObject_GetItem(appends, appendKey.get()));
+    Ref append = decodeLauncher(
+        names.fastAppends,
+        tupleOf({Py_NewRef(dtype), pyInt(headDim), pyInt(headsK), pyInt(pageSize), newBool(perBatch),
+                 newBool(batchIdx != nullptr), Py_NewRef(deviceKey.get()), Py_NewRef(priorWait)}));
     if (!append)
-      return nullptr;
+      return PyErr_Occurred() ? nullptr : notTaken();
     Ref appendArgs = tupleOf({
         pyAddress(address(*kn)), pyAddress(address(*vn)), pyAddress(address(kc)), pyAddress(address(vc)),
         pyAddress(perBatch ? address(*lens) : ints), pyAddress(pageSize ? address(*table) : ints),
-        pyAddress(batchIdx ? address(*batchIdx) : ints), pyInt(seqlenNew), pyInt(batch), pyInt(headsK), pyInt(perBatch ? 0 : uniform), pyInt(capacity),
+        pyAddress(batchIdx ? address(*batchIdx) : ints), pyInt(seqlenNew), pyInt(batch), pyInt(headsK),
+        pyInt(perBatch ? 0 : uniform), pyInt(capacity),
         pyInt(shapeK[0]), pyInt(skn[0]), pyInt(skn[1]), pyInt(skn[2]), pyInt(svn[0]), pyInt(svn[1]),
         pyInt(svn[2]), pyInt(sk[0]), pyInt(sk[1]), pyInt(sk[2]), pyInt(sv[0]), pyInt(sv[1]), pyInt(sv[2]),
         pyInt(tableStride)});

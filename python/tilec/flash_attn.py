@@ -610,8 +610,11 @@ def _native_varlen():
 
 def _fast_alibi(slopes, kind, batch, heads, device):
     """A fast path's stride_alibi_b for ALiBi slopes it takes -- f32 (heads,)
-    or (batch, heads), the last dimension contiguous, on the device -- or
-    None (the general path then takes the call or names the problem)."""
+    or (batch, heads), the last dimension contiguous, on the device; 0 for
+    no slopes -- or None (the general path then takes the call or names the
+    problem)."""
+    if slopes is None:
+        return 0
     shape = slopes.shape
     if (type(slopes) is not kind or slopes.dtype != sys.modules["torch"].float32
             or slopes.get_device() != device or len(shape) not in (1, 2) or shape[-1] != heads
@@ -662,11 +665,9 @@ def _gpu_fast_path(q, k, v, softmax_scale, causal, window_left, window_right, so
     softcap = float(softcap)
     if not scale > 0 or not softcap >= 0:
         return None
-    stride_alibi_b = 0
-    if alibi_slopes is not None:
-        stride_alibi_b = _fast_alibi(alibi_slopes, kind, batch, heads, device)
-        if stride_alibi_b is None:
-            return None
+    stride_alibi_b = _fast_alibi(alibi_slopes, kind, batch, heads, device)
+    if stride_alibi_b is None:
+        return None
     causal, window, left, right = _mask_mode(causal, window_left, window_right, seqlen_q, seqlen_k, alibi_slopes)
     dummies = _FAST_DUMMIES.get(device)
     if dummies is None:
@@ -751,11 +752,9 @@ def _gpu_varlen_fast_path(q, k, v, softmax_scale, causal, window_left, window_ri
     softcap = float(softcap)
     if not scale > 0 or not softcap >= 0:
         return None
-    stride_alibi_b = 0
-    if alibi_slopes is not None:
-        stride_alibi_b = _fast_alibi(alibi_slopes, kind, batch, heads, device)
-        if stride_alibi_b is None:
-            return None
+    stride_alibi_b = _fast_alibi(alibi_slopes, kind, batch, heads, device)
+    if stride_alibi_b is None:
+        return None
     causal, window, left, right = _mask_mode(causal, window_left, window_right, max_seqlen_q,
                                              max_seqlen_k, alibi_slopes)
     errors = _SEQUENCE_BUFFERS.get(_CUDA_KEYS[device]) if device < len(_CUDA_KEYS) else None

@@ -33,7 +33,7 @@ from .errors import TilecTypeError, TilecValueError
 from . import language as tl
 from .jit import LaunchCache
 from .strategy import tile_width
-from .flash_attn import _dtype_name, _is_torch, _pad_head_dim, _rows_aligned, _strides
+from .flash_attn import _dtype_name, _fast_alibi, _is_torch, _pad_head_dim, _rows_aligned, _strides
 
 _MAX_SPLITS = 128
 # A window side of -1 (unbounded) reaches the kernel as this many keys.
@@ -1105,12 +1105,9 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
         if t is not None and (type(t) is not kind or t.dtype != torch.int32 or t.dim() != 1 or t.shape[0] != batch
                               or t.get_device() != device or (batch > 1 and t.stride(0) != 1)):
             return None
-    if alibi_slopes is not None:
-        ash = alibi_slopes.shape
-        if (type(alibi_slopes) is not kind or alibi_slopes.dtype != torch.float32
-                or alibi_slopes.get_device() != device or ash[-1:] != (heads,) or len(ash) not in (1, 2)
-                or (len(ash) == 2 and ash[0] != batch) or alibi_slopes.stride(-1) != 1):
-            return None
+    alibi_b = _fast_alibi(alibi_slopes, kind, batch, heads, device)     # stride_alibi_b
+    if alibi_b is None:
+        return None
     seqlen_new = 0
     if k is not None:
         if (type(k) is not kind or type(v) is not kind or k.dtype != dt or v.dtype != dt or k.dim() != 4
@@ -1239,11 +1236,9 @@ def _gpu_fast_path(q, k_cache, v_cache, cache_seqlens, block_table, softmax_scal
     slopes, ab = floats, (0, 0)
     if alibi_slopes is not None:
         if seqlen_q == 1:   # read in place (the packed rows of KV head hk: heads hk·group + r)
-            slopes, ab = alibi_slopes, _alibi_strides(alibi_slopes, group)
-        else:               # (batch, heads, seqlen_q): a slope per packed row, as the general path
-            a = alibi_slopes if alibi_slopes.dim() == 2 else alibi_slopes.view(1, heads)
-            slopes = a.expand(batch, heads)[:, :, None].expand(batch, heads, seqlen_q).contiguous()
-            ab = (rows, group * seqlen_q)
+            slopes, ab = alibi_slopes, (alibi_b, group)
+        else:               # a slope per packed row, as the general path
+            slopes, ab = _alibi_rows(alibi_slopes, batch, heads, seqlen_q), (rows, group * seqlen_q)
     args = (q_rows, k_cache, v_cache, dest_o, dest_l, cache_seqlens if per_batch else ints,
             block_table if page_size else ints, ints if cache_batch_idx is None else cache_batch_idx,
             ints if cache_leftpad is None else cache_leftpad, slopes, *finals, *news,
@@ -1328,13 +1323,7 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
         alibi_rows, ab = alibi_slopes, _alibi_strides(alibi_slopes, group)
     elif alibi_slopes is not None:
         # Several: (batch, heads, seqlen_q) rows, one per packed row.
-        ab = (heads * seqlen_q, rows_q)
-        a = alibi_slopes if len(alibi_slopes.shape) == 2 else alibi_slopes.reshape(1, heads)
-        if ops.torch:
-            alibi_rows = a.expand(batch, heads)[:, :, None].expand(batch, heads, seqlen_q).contiguous()
-        else:
-            alibi_rows = ops.np.ascontiguousarray(ops.np.broadcast_to(
-                a.reshape(-1, heads, 1), (batch, heads, seqlen_q))).astype("float32")
+        alibi_rows, ab = _alibi_rows(alibi_slopes, batch, heads, seqlen_q), (heads * seqlen_q, rows_q)
     sk, sv = _strides(k_cache), _strides(v_cache)
     so, sl = _strides(o_part), _strides(l_part)
     if split:
@@ -1387,6 +1376,18 @@ def _attend(ops, on_gpu, q, k_cache, v_cache, lens_host, per_batch, lens, seqlen
     elif not ops.torch:
         out = out.reshape(batch, 1, heads, head_dim)
     return out, lse
+
+
+def _alibi_rows(slopes, batch, heads, seqlen_q):
+    """(heads,) or (batch, heads) slopes as a contiguous (batch, heads,
+    seqlen_q) f32 array: the decode kernel's slope per packed row where a
+    KV head's rows are (head, query position) pairs (several query tokens)."""
+    a = slopes if len(slopes.shape) == 2 else slopes.reshape(1, heads)
+    if _is_torch(slopes):
+        return a.expand(batch, heads)[:, :, None].expand(batch, heads, seqlen_q).contiguous()
+    import numpy as np
+
+    return np.ascontiguousarray(np.broadcast_to(a.reshape(-1, heads, 1), (batch, heads, seqlen_q))).astype("float32")
 
 
 def _alibi_strides(slopes, group):

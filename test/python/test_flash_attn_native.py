@@ -150,7 +150,8 @@ def test_native_forward_leaves_what_it_does_not_take(monkeypatch, native, what):
     slopes = None
     if what.startswith("alibi"):
         h = q.shape[2]
-        slopes = _posing_as_cuda({"alibi f64": torch.rand(h, dtype=torch.float64), "alibi wrong heads": torch.rand(h + 1),
+        slopes = _posing_as_cuda({"alibi f64": torch.rand(h, dtype=torch.float64),
+                                  "alibi wrong heads": torch.rand(h + 1),
                                   "alibi strided heads": torch.rand(2 * h)[::2]}[what])
     call = lambda: fa._native_forward()(q, k, v, kwargs["softmax_scale"], kwargs["causal"],  # noqa: E731
                                         kwargs["window_size"], kwargs["softcap"], slopes)

@@ -383,7 +383,7 @@ def test_rotary_gpu(d, rotary_dim, interleaved, page, new, seqlen_q, monkeypatch
         tilec.flash_attn_with_kvcache(q, k_cache, v_cache, k=kn, v=vn, rotary_cos=cos.float(),
                                       rotary_sin=sin.float(), cache_seqlens=lens, block_table=table, causal=causal,
                                       rotary_interleaved=interleaved, return_softmax_lse=True)))
-    q_pos = lambda n: n + (torch.arange(seqlen_q, device="cuda") if causal else torch.zeros(seqlen_q, dtype=torch.long, device="cuda"))  # noqa
+    q_pos = lambda n: n + torch.arange(seqlen_q, device="cuda") * causal  # noqa: E731 (all at n unless causal)
     ref_keys, ref_values, qr = [], [], torch.empty(q.shape, dtype=torch.float64, device="cuda")
     for b, n in enumerate(lens.tolist()):
         qr[b] = _rotate(q[b], cos, sin, q_pos(n), interleaved).to(dt).double()
